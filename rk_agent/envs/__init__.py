@@ -1,0 +1,1 @@
+"""rk_agent.envs: arrives with its own issue."""

@@ -1,0 +1,160 @@
+"""The project's error tree: every exception rk-agent raises on purpose is one of these.
+
+```text
+RkAgentError
+├── ConfigError (ValueError)            a setting, argument or name is wrong; fix the input
+│   ├── UnknownNameError (KeyError)     a registry has no such name ("did you mean ...?")
+│   ├── RewardLoadError (ImportError)   `module:fn` / `file.py::fn` could not be loaded
+│   └── DataError                       a data file is unreadable (carries path and line)
+├── RewardError                         a reward was used wrongly
+│   └── RewardInputError (TypeError)    the call does not fit the reward's signature
+├── EndpointError (ConnectionError)     a remote service failed (carries status, retryable)
+├── SandboxError (RuntimeError)         the code sandbox itself (not the code in it) failed
+└── NotAvailableError (NotImplementedError)  a feature that is not available yet or here
+```
+
+Categories also inherit the builtin they stand in for, so `except ValueError` in user code keeps
+working. A failure *inside* a reward function is not raised at all: it becomes an
+`EvaluateResult` with `is_score_valid=False` and `error` set (failures are data).
+
+Every exception here stays picklable (it travels between processes) and its message says what
+was expected, what arrived, and how to fix it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "DataError",
+    "EndpointError",
+    "NotAvailableError",
+    "RewardError",
+    "RewardInputError",
+    "RewardLoadError",
+    "RkAgentError",
+    "SandboxError",
+    "UnknownNameError",
+    "did_you_mean",
+]
+
+
+class RkAgentError(Exception):
+    """Root of every error rk-agent raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions with extra attributes only pickle if they say how to rebuild themselves.
+        return (_rebuild, (type(self), self.message, self.__dict__.copy()))
+
+
+def _rebuild(cls: type[RkAgentError], message: str, state: dict[str, Any]) -> RkAgentError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
+
+class ConfigError(RkAgentError, ValueError):
+    """A setting, argument or name is wrong. The message says how to fix it."""
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A registry (rewards, environments) has no entry of that name.
+
+    Attributes:
+        name: the name that was asked for.
+        kind: what was looked up, e.g. ``"reward"``.
+        known: the names that do exist.
+    """
+
+    def __init__(self, kind: str, name: str, known: Iterable[str], hint: str = "") -> None:
+        known = sorted(known)
+        message = f"unknown {kind} {name!r}.{did_you_mean(name, known)}"
+        shown = ", ".join(known) if known else "(none registered)"
+        message += f" Known {kind}s: {shown}."
+        if hint:
+            message += f" {hint}"
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
+        self.known = known
+
+    # KeyError would wrap the message in quotes.
+    __str__ = RkAgentError.__str__
+
+
+class RewardLoadError(ConfigError, ImportError):
+    """A reward given as ``module:fn`` or ``file.py::fn`` could not be loaded."""
+
+    def __init__(self, message: str) -> None:
+        ConfigError.__init__(self, message)
+
+
+class DataError(ConfigError):
+    """A data file (samples, tasks, trajectories) could not be read.
+
+    Attributes:
+        path: the file.
+        line: the 1-based line number, when the problem is one line.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = f"{path}:{line}: " if path and line else (f"{path}: " if path else "")
+        super().__init__(f"{where}{message}")
+        self.path = path
+        self.line = line
+
+
+class RewardError(RkAgentError):
+    """A reward function was used in a way it cannot support."""
+
+
+class RewardInputError(RewardError, TypeError):
+    """A reward was called with arguments that do not fit its signature or the message format."""
+
+
+class EndpointError(RkAgentError, ConnectionError):
+    """A remote endpoint (reward server, model server, Fireworks) failed.
+
+    Attributes:
+        status: the HTTP status, or ``None`` for a connection failure or timeout.
+        retryable: whether trying again may succeed (429, 5xx, connection errors, timeouts).
+        url: the URL that failed, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.url = url
+
+
+class SandboxError(RkAgentError, RuntimeError):
+    """The code-execution sandbox could not run at all (not: the code in it failed)."""
+
+
+class NotAvailableError(RkAgentError, NotImplementedError):
+    """A feature that is not available yet, or not on this machine. The message says which."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """Return ``" Did you mean 'x'?"`` for the closest known name, or ``""`` if none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""

@@ -1,0 +1,1 @@
+"""Reward functions: the decorator, `RewardFunction`, composition, the registry and built-ins."""

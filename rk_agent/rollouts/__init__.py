@@ -1,0 +1,1 @@
+"""rk_agent.rollouts: arrives with its own issue."""

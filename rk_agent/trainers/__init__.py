@@ -1,0 +1,1 @@
+"""rk_agent.trainers: arrives with its own issue."""

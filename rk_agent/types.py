@@ -1,0 +1,250 @@
+"""The wire formats: chat messages and reward results, as pydantic v2 models.
+
+Main names:
+    Message, ToolCall, FunctionCall: OpenAI chat-completions messages.
+    MetricResult: one named component of a reward.
+    StepOutput: the reward of one step of a multi-turn episode.
+    EvaluateResult: what every reward function returns.
+    RewardOutput, MetricRewardOutput: older names of EvaluateResult and MetricResult.
+
+Everything here round-trips through JSON (``model_dump_json`` / ``model_validate_json``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "EvaluateResult",
+    "FunctionCall",
+    "Message",
+    "MetricResult",
+    "MetricRewardOutput",
+    "RewardOutput",
+    "Role",
+    "StepOutput",
+    "ToolCall",
+]
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+
+
+def _as_plain(value: Any) -> Any:
+    """Turn SDK objects (the ``openai`` package's pydantic models) into plain dicts."""
+    if isinstance(value, BaseModel) and not isinstance(value, _RkModel):
+        return value.model_dump(exclude_none=True)
+    return value
+
+
+class _RkModel(BaseModel):
+    """Base of the wire models: accepts SDK objects wherever a dict is expected."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_sdk_object(cls, data: Any) -> Any:
+        return _as_plain(data)
+
+
+class FunctionCall(_RkModel):
+    """The function part of a tool call.
+
+    Attributes:
+        name: the function's name.
+        arguments: the arguments as a JSON string, as OpenAI sends them. A dict is accepted and
+            serialised; use `parsed_arguments()` to read them back.
+    """
+
+    name: str
+    arguments: str = "{}"
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _serialise_arguments(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return json.dumps(dict(value))
+        if value is None:
+            return "{}"
+        return value
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict.
+
+        Raises:
+            ValueError: the arguments are not a JSON object (models do send broken JSON).
+        """
+        parsed = json.loads(self.arguments) if self.arguments.strip() else {}
+        if not isinstance(parsed, dict):
+            raise ValueError(f"tool-call arguments must be a JSON object, got {self.arguments!r}")
+        return parsed
+
+
+class ToolCall(_RkModel):
+    """One tool call made by the assistant (OpenAI ``tool_calls`` item)."""
+
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Message(_RkModel):
+    """A chat message in the OpenAI chat-completions format.
+
+    Builds from a dict or from an ``openai`` SDK message, and dumps back to the OpenAI format with
+    no null fields. Unknown fields (``refusal``, provider extras) are kept.
+
+    Example:
+        >>> m = Message.model_validate({"role": "user", "content": "What is 2+2?"})
+        >>> m.role, m.text
+        ('user', 'What is 2+2?')
+        >>> m.to_openai()
+        {'role': 'user', 'content': 'What is 2+2?'}
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Role
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The content as plain text: text parts joined, ``""`` when there is none."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(str(part.get("text", "")) for part in self.content if isinstance(part, dict))
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as an OpenAI chat-format dict, without null fields."""
+        return self.model_dump(exclude_none=True)
+
+    @classmethod
+    def coerce(cls, value: Any) -> Message:
+        """Return ``value`` as a `Message` (it may be a dict, an SDK object or a `Message`)."""
+        if isinstance(value, Message):
+            return value
+        return cls.model_validate(value)
+
+    @classmethod
+    def coerce_list(cls, values: Sequence[Any]) -> list[Message]:
+        """Return a list of `Message` from a list of dicts, SDK objects or messages."""
+        return [cls.coerce(value) for value in values]
+
+
+class MetricResult(_RkModel):
+    """One named component of a reward, e.g. ``format`` or ``correctness``.
+
+    Attributes:
+        score: the component's score (usually in [0, 1]; penalties may be negative).
+        success: whether the component counts as passed, when that makes sense.
+        reason: a short human-readable explanation.
+        is_score_valid: ``False`` when the score could not be computed.
+    """
+
+    score: float = Field(allow_inf_nan=False)
+    success: bool | None = None
+    reason: str | None = None
+    is_score_valid: bool = True
+
+
+def _metrics_from_loose(value: Any) -> Any:
+    """Accept ``{name: float | bool | MetricResult | dict}`` for metrics."""
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, bool):
+            out[key] = {"score": float(item), "success": item}
+        elif isinstance(item, (int, float)):
+            out[key] = {"score": float(item)}
+        else:
+            out[key] = item
+    return out
+
+
+class StepOutput(_RkModel):
+    """The reward of one step (turn) of a multi-turn episode.
+
+    Attributes:
+        step_index: 0-based index of the step.
+        reward: the step's reward (``base_reward`` is accepted as an older name).
+        metrics: named components of the step's reward.
+        reason: a short explanation.
+    """
+
+    step_index: int
+    reward: float = Field(allow_inf_nan=False)
+    metrics: dict[str, MetricResult] = Field(default_factory=dict)
+    reason: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_base_reward(cls, data: Any) -> Any:
+        data = _as_plain(data)
+        if isinstance(data, Mapping) and "reward" not in data and "base_reward" in data:
+            data = {**data, "reward": data["base_reward"]}
+        return data
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _loose_metrics(cls, value: Any) -> Any:
+        return _metrics_from_loose(value)
+
+
+class EvaluateResult(_RkModel):
+    """What every reward function returns: a score plus named component metrics.
+
+    Attributes:
+        score: the overall reward.
+        reason: a short explanation of the score.
+        metrics: named components (``{"format": MetricResult(...), ...}``) so that reward hacking
+            is visible: a high score with a failing component stands out.
+        step_outputs: per-step rewards of a multi-turn episode.
+        error: set when the reward could not be computed (``"ValueError: ..."``).
+        is_score_valid: ``False`` when ``score`` must not be trained on.
+        weights: for combined rewards, the weight of each component.
+
+    Example:
+        >>> r = EvaluateResult(score=0.5, metrics={"format": 1.0, "answer": 0.0})
+        >>> r.metrics["format"].score
+        1.0
+    """
+
+    score: float = Field(allow_inf_nan=False)
+    reason: str | None = None
+    metrics: dict[str, MetricResult] = Field(default_factory=dict)
+    step_outputs: list[StepOutput] | None = None
+    error: str | None = None
+    is_score_valid: bool = True
+    weights: dict[str, float] | None = None
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _loose_metrics(cls, value: Any) -> Any:
+        return _metrics_from_loose(value)
+
+    @classmethod
+    def invalid(cls, error: str, *, reason: str | None = None) -> EvaluateResult:
+        """A result that must not be trained on: score 0.0, ``is_score_valid=False``."""
+        return cls(score=0.0, is_score_valid=False, error=error, reason=reason or error)
+
+    def __getitem__(self, key: str) -> Any:
+        """Dict-style access (``result["score"]``), as older reward-kit code does."""
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+RewardOutput = EvaluateResult
+"""Older name of `EvaluateResult` (reward-kit launch post)."""
+
+MetricRewardOutput = MetricResult
+"""Older name of `MetricResult` (reward-kit launch post)."""
