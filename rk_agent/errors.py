@@ -23,7 +23,6 @@ was expected, what arrived, and how to fix it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -156,5 +155,7 @@ class NotAvailableError(RkAgentError, NotImplementedError):
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'?"`` for the closest known name, or ``""`` if none is close."""
+    import difflib
+
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""

@@ -43,6 +43,9 @@ def _as_plain(value: Any) -> Any:
 class _RkModel(BaseModel):
     """Base of the wire models: accepts SDK objects wherever a dict is expected."""
 
+    # Build validators on first use, not at import: keeps `import rk_agent` fast.
+    model_config = ConfigDict(defer_build=True)
+
     @model_validator(mode="before")
     @classmethod
     def _from_sdk_object(cls, data: Any) -> Any:
@@ -104,7 +107,7 @@ class Message(_RkModel):
         {'role': 'user', 'content': 'What is 2+2?'}
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     role: Role
     content: str | list[dict[str, Any]] | None = None

@@ -53,6 +53,7 @@ logger = logging.getLogger("rk_agent.rewards")
 
 _MESSAGE_PARAMS = ("messages", "original_messages", "ground_truth")
 _SIMPLE_PARAMS = ("response", "completion")
+_ANSWER_PARAMS = ("answer", "expected_response", "solution")
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ class _CallPlan:
     simple: bool  # takes `response` instead of `messages`
     response_param: str | None
     wants_original: bool
-    answer_from_ground_truth: bool
+    answer_param: str | None  # takes `answer`-like input but not `ground_truth`
 
 
 def _wrap(
@@ -199,7 +200,7 @@ def _wrap(
 ) -> Any:
     if is_reward_function(func):
         return func
-    plan = _plan(func, name or getattr(func, "__name__", type(func).__name__))
+    plan = _plan(func, name or str(getattr(func, "__name__", type(func).__name__)))
     is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
         getattr(func, "__call__", None)  # noqa: B004 - async callable objects count too
     )
@@ -276,7 +277,9 @@ def _plan(func: Callable[..., Any], name: str) -> _CallPlan:
         simple=simple,
         response_param=response_param,
         wants_original="original_messages" in names,
-        answer_from_ground_truth="answer" in names and "ground_truth" not in names,
+        answer_param=next((p for p in _ANSWER_PARAMS if p in names), None)
+        if "ground_truth" not in names
+        else None,
     )
 
 
@@ -324,10 +327,11 @@ def _prepare(
                 args = (*args[:position], list(messages[:-1]), *args[position + 1 :])
             else:
                 kwargs = {**kwargs, "original_messages": list(messages[:-1])}
-    if plan.answer_from_ground_truth and "answer" not in kwargs and "ground_truth" in kwargs:
-        position = plan.positions.get("answer")
+    answer = plan.answer_param
+    if answer and answer not in kwargs and "ground_truth" in kwargs:
+        position = plan.positions.get(answer)
         if position is None or position >= len(args):
-            kwargs = {**kwargs, "answer": kwargs["ground_truth"]}
+            kwargs = {**kwargs, answer: kwargs["ground_truth"]}
     if not plan.var_keyword and not kwargs.keys() <= plan.accepted:
         kwargs = {k: v for k, v in kwargs.items() if k in plan.accepted}
     if plan.coerce:
@@ -348,7 +352,7 @@ def _simple_call(
     plan: _CallPlan, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Feed a ``response``-style function from ``messages``."""
-    assert plan.response_param is not None  # noqa: S101 - guaranteed by _plan when simple
+    assert plan.response_param is not None
     messages = kwargs.get("messages")
     if messages is None and args and _looks_like_messages(args[0]):
         messages, args = args[0], args[1:]
@@ -400,7 +404,7 @@ def _coerce(
         if param in kwargs:
             kwargs = {**kwargs, param: converted}
         else:
-            assert position is not None  # noqa: S101 - the positional branch above
+            assert position is not None
             new_args = new_args or list(args)
             new_args[position] = converted
     return (tuple(new_args) if new_args is not None else args), kwargs
@@ -495,5 +499,6 @@ def _deploy(
     raise NotAvailableError(
         f"deploying reward {reward.reward_spec.name!r} to Fireworks is not available yet: it "
         "arrives with rk-agent's serving and deployment support. Until then, run the reward "
-        "locally (`rk-agent preview`) or in your TRL script (`RewardFunction(...).get_trl_adapter()`)."
+        "locally (`rk-agent preview`) or in your TRL script "
+        "(`RewardFunction(...).get_trl_adapter()`)."
     )

@@ -1,0 +1,48 @@
+"""The root ``rk-agent`` command: version, and the command groups mounted on it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rk_agent import __version__
+from rk_agent.cli import preview, rewards
+from rk_agent.errors import RkAgentError
+
+app = typer.Typer(
+    name="rk-agent",
+    help="Train LLM agents with reinforcement learning: rewards, environments, rollouts, trainers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+app.add_typer(rewards.app, name="rewards")
+app.command(name="preview")(preview.preview)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rk-agent {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Train LLM agents with reinforcement learning."""
+
+
+def main() -> None:
+    """Entry point of the ``rk-agent`` console script: our errors print as one clear line."""
+    try:
+        app()
+    except RkAgentError as exc:
+        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        raise SystemExit(2) from None

@@ -1,0 +1,104 @@
+"""``rk-agent preview``: score a JSONL file of samples with a reward, locally."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rk_agent.errors import ConfigError
+from rk_agent.rewards.preview import PreviewReport, preview_samples
+
+EXIT_SKIPPED = 1
+"""Exit code when some lines could not be scored (the rest were)."""
+
+
+def preview(
+    reward: Annotated[
+        str,
+        typer.Option(
+            "--reward",
+            "-r",
+            help="The reward: a registered name (see `rk-agent rewards list`), "
+            "'path/to/file.py::fn' or 'package.module:fn'.",
+        ),
+    ],
+    samples: Annotated[
+        Path,
+        typer.Option(
+            "--samples",
+            "-s",
+            help='JSONL file, one sample per line: {"messages": [...], "ground_truth": ...}.',
+        ),
+    ],
+    kwargs: Annotated[
+        str | None,
+        typer.Option(
+            "--kwargs",
+            help="JSON object of extra keyword arguments passed to the reward on every call.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the full report as JSON instead of tables.")
+    ] = False,
+) -> None:
+    """Score every sample with the reward and show a table and a summary.
+
+    Lines that cannot be read are reported with their file and line number; the rest are
+    still scored, and the exit code is 1 so scripts notice.
+    """
+    bound = _parse_kwargs(kwargs)
+    report = preview_samples(reward, samples, **bound)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        _render(report, Console())
+    if report.skipped:
+        raise typer.Exit(EXIT_SKIPPED)
+
+
+def _parse_kwargs(text: str | None) -> dict[str, object]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--kwargs must be a JSON object, got {text!r}: {exc.msg}.") from exc
+    if not isinstance(value, dict):
+        raise ConfigError(f"--kwargs must be a JSON object, got {type(value).__name__}.")
+    return value
+
+
+def _render(report: PreviewReport, console: Console) -> None:
+    table = Table(title=f"{report.reward} on {report.samples}")
+    table.add_column("line", justify="right")
+    table.add_column("score", justify="right")
+    table.add_column("reason", overflow="fold")
+    table.add_column("metrics", overflow="fold")
+    for row in report.rows:
+        result = row.result
+        score = f"{result.score:.3f}" if result.is_score_valid else "[red]invalid[/red]"
+        reason = result.error if result.error else (result.reason or "")
+        metrics = ", ".join(f"{k}={m.score:.2f}" for k, m in result.metrics.items())
+        table.add_row(str(row.line), score, reason, metrics)
+    console.print(table)
+    stats = report.stats
+    valid = stats.count - stats.invalid
+    summary = f"scored {stats.count} samples ({valid} valid, {stats.invalid} invalid)"
+    if stats.mean is not None:
+        summary += (
+            f"; mean {stats.mean:.3f}, std {stats.std:.3f}, min {stats.min:.3f}, "
+            f"max {stats.max:.3f}"
+        )
+    console.print(summary)
+    if report.metric_means:
+        means = ", ".join(f"{k}={v:.3f}" for k, v in report.metric_means.items())
+        console.print(f"metric means: {means}")
+    for skipped in report.skipped:
+        console.print(f"[yellow]skipped[/yellow] {skipped.error}", highlight=False)
+    if report.skipped:
+        console.print(f"[yellow]{len(report.skipped)} line(s) skipped[/yellow]")

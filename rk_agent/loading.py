@@ -1,0 +1,108 @@
+"""Load a Python object named by a string: ``package.module:attr`` or ``path/to/file.py::attr``.
+
+Used wherever a user names their own code on the command line or in YAML (rewards now,
+environments later). Main names: `load_object`, `is_import_spec`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from rk_agent.errors import RewardLoadError, did_you_mean
+
+__all__ = ["is_import_spec", "load_object"]
+
+
+def is_import_spec(spec: str) -> bool:
+    """Whether ``spec`` names code (``module:attr`` or ``file.py::attr``) rather than a name."""
+    return "::" in spec or ":" in spec
+
+
+def load_object(spec: str, *, kind: str = "object") -> Any:
+    """Import and return the object named by ``spec``.
+
+    Args:
+        spec: ``"package.module:attr"`` or ``"path/to/file.py::attr"`` (attr may be dotted).
+        kind: what is being loaded, for error messages (``"reward"``, ``"environment"``).
+
+    Raises:
+        RewardLoadError: the module or file cannot be imported, or has no such attribute.
+
+    Example:
+        >>> load_object("os.path:join")("a", "b")
+        'a/b'
+    """
+    if "::" in spec:
+        path_text, _, attr = spec.partition("::")
+        module = _load_file(path_text, spec, kind)
+    elif ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        module = _load_module(module_name, spec, kind)
+    else:
+        raise RewardLoadError(
+            f"cannot load {kind} {spec!r}: expected 'package.module:name' or 'file.py::name'."
+        )
+    if not attr:
+        raise RewardLoadError(f"cannot load {kind} {spec!r}: the name after ':' is empty.")
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            public = [n for n in dir(obj) if not n.startswith("_")]
+            raise RewardLoadError(
+                f"cannot load {kind} {spec!r}: {getattr(module, '__name__', module)!r} has no "
+                f"attribute {part!r}.{did_you_mean(part, public)}"
+            )
+        obj = getattr(obj, part)
+    return obj
+
+
+def _load_module(module_name: str, spec: str, kind: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RewardLoadError(
+            f"cannot load {kind} {spec!r}: importing {module_name!r} failed: {exc}. Is the "
+            "package installed, or did you mean a file ('path/to/file.py::name')?"
+        ) from exc
+
+
+def _load_file(path_text: str, spec: str, kind: str) -> Any:
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise RewardLoadError(
+            f"cannot load {kind} {spec!r}: file {path_text!r} does not exist "
+            f"(looked in {Path.cwd()})."
+        )
+    resolved = path.resolve()
+    # A stable, unique module name per file, so the same file loads once and pickles by name.
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
+    module_name = f"rk_agent_user.{resolved.stem}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    module_spec = importlib.util.spec_from_file_location(module_name, resolved)
+    if module_spec is None or module_spec.loader is None:
+        raise RewardLoadError(f"cannot load {kind} {spec!r}: {path_text!r} is not a Python file.")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    # Let the file import its neighbours, as it would when run as a script.
+    parent = str(resolved.parent)
+    added = parent not in sys.path
+    if added:
+        sys.path.insert(0, parent)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise RewardLoadError(
+            f"cannot load {kind} {spec!r}: running {path_text!r} failed with "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        if added:
+            sys.path.remove(parent)
+    return module

@@ -1,0 +1,207 @@
+"""Composing rewards: several rewards become one, with every component still visible.
+
+Main names: `combine`, `CombineMethod`.
+
+Example:
+    >>> from rk_agent import combine
+    >>> reward = combine({"answer": "math", "format": "format"}, weights={"answer": 1.0,
+    ...                  "format": 0.2}, gate="format", gate_threshold=1.0)
+    >>> result = reward(messages=[{"role": "user", "content": "2+2?"},
+    ...                           {"role": "assistant", "content": "4"}], ground_truth="4")
+    >>> result.score   # the format gate fails, so the whole reward is 0
+    0.0
+    >>> result.metrics["answer"].score
+    1.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from rk_agent.errors import ConfigError
+from rk_agent.rewards.decorator import AnyRewardFn, reward_function
+from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.types import EvaluateResult, MetricResult
+
+__all__ = ["CombineMethod", "combine"]
+
+CombineMethod = Literal["weighted_sum", "mean", "min", "product"]
+_METHODS = ("weighted_sum", "mean", "min", "product")
+
+
+def combine(
+    rewards: Mapping[str, RewardLike] | Sequence[RewardLike],
+    *,
+    weights: Mapping[str, float] | Sequence[float] | None = None,
+    method: CombineMethod = "weighted_sum",
+    gate: RewardLike | None = None,
+    gate_threshold: float = 1.0,
+    name: str = "combined",
+) -> AnyRewardFn:
+    """Combine several rewards into one decorated reward.
+
+    Every component is called with the same arguments. The result's metrics hold each
+    component's score under its name and the component's own metrics namespaced under it
+    (``safety.safety_penalty``); ``weights`` records the weights used. If any component's
+    score is invalid, the combined score is invalid too, with every component error listed.
+
+    Args:
+        rewards: ``{name: reward}``, or a list of rewards named after themselves. A reward is a
+            registered name, ``module:fn``, ``file.py::fn`` or a callable.
+        weights: one weight per component (mapping by name, or a list in order); default 1.0.
+        method: ``"weighted_sum"`` (sum of weight x score), ``"mean"`` (weighted mean),
+            ``"min"`` (the worst component) or ``"product"`` (product of scores). ``min`` and
+            ``product`` ignore the weights.
+        gate: a reward that must pass: when its score is below ``gate_threshold`` the combined
+            score is 0.0 (use it for "the format is a hard requirement"). Its metrics are kept
+            under ``gate.<name>``.
+        gate_threshold: the score the gate must reach.
+        name: the combined reward's name.
+
+    Raises:
+        ConfigError: no rewards, duplicate names, unknown method, or weights that do not match.
+    """
+    components = _components(rewards)
+    weight_map = _weights(components, weights)
+    if method not in _METHODS:
+        raise ConfigError(f"unknown combine method {method!r}; expected one of {_METHODS}.")
+    if method == "mean" and sum(weight_map.values()) == 0:
+        raise ConfigError("method='mean' needs weights that do not sum to zero.")
+    gate_fn = get_reward_function(gate) if gate is not None else None
+    all_fns = [*components.values(), *([gate_fn] if gate_fn else [])]
+    is_async = any(fn.reward_spec.is_async for fn in all_fns)
+    merge = _Merge(weight_map, method, gate_fn is not None, gate_threshold)
+    description = f"{method} of {', '.join(components)}" + (" (gated)" if gate_fn else "")
+
+    if is_async:
+
+        async def combined_async(messages: Any = None, **kwargs: Any) -> EvaluateResult:
+            import asyncio
+
+            if messages is not None:
+                kwargs["messages"] = messages
+            names = list(components)
+            calls = [_acall(components[n], kwargs) for n in names]
+            if gate_fn is not None:
+                calls.append(_acall(gate_fn, kwargs))
+            results = await asyncio.gather(*calls)
+            gate_result = results[len(names)] if gate_fn is not None else None
+            return merge(dict(zip(names, results[: len(names)], strict=True)), gate_result)
+
+        return reward_function(name=name, description=description)(combined_async)
+
+    def combined(messages: Any = None, **kwargs: Any) -> EvaluateResult:
+        if messages is not None:
+            kwargs["messages"] = messages
+        results = {n: fn(**kwargs) for n, fn in components.items()}
+        gate_result = gate_fn(**kwargs) if gate_fn is not None else None
+        return merge(results, gate_result)  # type: ignore[arg-type]
+
+    return reward_function(name=name, description=description)(combined)
+
+
+async def _acall(fn: AnyRewardFn, kwargs: dict[str, Any]) -> EvaluateResult:
+    if fn.reward_spec.is_async:
+        return await fn(**kwargs)  # type: ignore[misc]
+    return fn(**kwargs)  # type: ignore[return-value]
+
+
+def _components(rewards: Mapping[str, RewardLike] | Sequence[RewardLike]) -> dict[str, AnyRewardFn]:
+    if isinstance(rewards, (str, bytes)) or callable(rewards):
+        raise ConfigError("combine() takes several rewards: a {name: reward} dict or a list.")
+    if isinstance(rewards, Mapping):
+        components = {str(k): get_reward_function(v) for k, v in rewards.items()}
+    else:
+        components = {}
+        for item in rewards:
+            fn = get_reward_function(item)
+            if fn.reward_spec.name in components:
+                raise ConfigError(
+                    f"two components are named {fn.reward_spec.name!r}; pass a dict "
+                    "{name: reward} to name them apart."
+                )
+            components[fn.reward_spec.name] = fn
+    if not components:
+        raise ConfigError("combine() needs at least one reward.")
+    return components
+
+
+def _weights(
+    components: Mapping[str, AnyRewardFn], weights: Mapping[str, float] | Sequence[float] | None
+) -> dict[str, float]:
+    if weights is None:
+        return dict.fromkeys(components, 1.0)
+    if isinstance(weights, Mapping):
+        unknown = set(weights) - set(components)
+        if unknown:
+            raise ConfigError(
+                f"weights name {sorted(unknown)}, which are not components; the components are "
+                f"{list(components)}."
+            )
+        return {n: float(weights.get(n, 1.0)) for n in components}
+    if len(weights) != len(components):
+        raise ConfigError(
+            f"got {len(weights)} weights for {len(components)} rewards ({list(components)}); "
+            "give one weight per reward."
+        )
+    return {n: float(w) for n, w in zip(components, weights, strict=True)}
+
+
+class _Merge:
+    """Turns component results into the combined `EvaluateResult`."""
+
+    def __init__(
+        self, weights: dict[str, float], method: str, gated: bool, gate_threshold: float
+    ) -> None:
+        self.weights = weights
+        self.method = method
+        self.gated = gated
+        self.gate_threshold = gate_threshold
+
+    def __call__(
+        self, results: dict[str, EvaluateResult], gate: EvaluateResult | None
+    ) -> EvaluateResult:
+        metrics: dict[str, MetricResult] = {}
+        for name, result in results.items():
+            _add_component(metrics, name, result)
+        if gate is not None:
+            _add_component(metrics, "gate", gate)
+        errors = [f"{n}: {r.error}" for n, r in results.items() if not r.is_score_valid]
+        if gate is not None and not gate.is_score_valid:
+            errors.append(f"gate: {gate.error}")
+        if errors:
+            return EvaluateResult(
+                score=0.0,
+                is_score_valid=False,
+                error="; ".join(errors),
+                reason="a component's score is invalid: " + "; ".join(errors),
+                metrics=metrics,
+                weights=self.weights,
+            )
+        score = self._aggregate({n: r.score for n, r in results.items()})
+        parts = ", ".join(f"{n}={r.score:.3g}" for n, r in results.items())
+        reason = f"{self.method}: {parts}"
+        if gate is not None and gate.score < self.gate_threshold:
+            score = 0.0
+            reason = f"gate failed ({gate.score:.3g} < {self.gate_threshold:g}), score 0; {parts}"
+        return EvaluateResult(score=score, reason=reason, metrics=metrics, weights=self.weights)
+
+    def _aggregate(self, scores: dict[str, float]) -> float:
+        if self.method == "weighted_sum":
+            return sum(self.weights[n] * s for n, s in scores.items())
+        if self.method == "mean":
+            total = sum(self.weights.values())
+            return sum(self.weights[n] * s for n, s in scores.items()) / total
+        if self.method == "min":
+            return min(scores.values())
+        return math.prod(scores.values())
+
+
+def _add_component(metrics: dict[str, MetricResult], name: str, result: EvaluateResult) -> None:
+    metrics[name] = MetricResult(
+        score=result.score, reason=result.reason, is_score_valid=result.is_score_valid
+    )
+    for key, metric in result.metrics.items():
+        metrics[f"{name}.{key}"] = metric

@@ -1,0 +1,118 @@
+"""Score a JSONL file of samples with a reward, locally: what ``rk-agent preview`` runs.
+
+Each line is a sample: ``{"messages": [...], "ground_truth": ..., <other fields>}``; every field
+besides ``messages`` is passed to the reward as a keyword argument. A line that cannot be read
+is reported with its file and line number and the rest are still scored.
+
+Main names: `preview_samples`, `PreviewReport`, `PreviewRow`, `SkippedLine`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from rk_agent.errors import RewardInputError
+from rk_agent.jsonl import iter_jsonl
+from rk_agent.rewards.function import RewardFunction
+from rk_agent.rewards.registry import RewardLike
+from rk_agent.rewards.stats import RewardStats, reward_stats
+from rk_agent.types import EvaluateResult, Message
+
+__all__ = ["PreviewReport", "PreviewRow", "SkippedLine", "preview_samples"]
+
+
+class PreviewRow(BaseModel):
+    """One scored sample: its line number in the file and the reward's result."""
+
+    line: int
+    result: EvaluateResult
+
+
+class SkippedLine(BaseModel):
+    """A line that could not be scored, and why."""
+
+    line: int
+    error: str
+
+
+class PreviewReport(BaseModel):
+    """Everything ``rk-agent preview`` shows: per-sample results, skipped lines, statistics."""
+
+    reward: str
+    samples: str
+    rows: list[PreviewRow]
+    skipped: list[SkippedLine]
+    stats: RewardStats
+    metric_means: dict[str, float]
+
+
+def preview_samples(
+    reward: RewardLike | RewardFunction, samples: str | Path, **bound_kwargs: Any
+) -> PreviewReport:
+    """Score every sample in a JSONL file.
+
+    Args:
+        reward: the reward (name, ``module:fn``, ``file.py::fn``, callable or `RewardFunction`).
+        samples: the JSONL file.
+        **bound_kwargs: passed to the reward on every call (sample fields take precedence).
+
+    Raises:
+        DataError: the file cannot be opened.
+        ConfigError: the reward cannot be found or loaded.
+    """
+    rf = reward if isinstance(reward, RewardFunction) else RewardFunction(reward, **bound_kwargs)
+    rows: list[PreviewRow] = []
+    skipped: list[SkippedLine] = []
+    for line in iter_jsonl(samples):
+        if line.error is not None or line.value is None:
+            skipped.append(SkippedLine(line=line.number, error=str(line.error)))
+            continue
+        fields = dict(line.value)
+        messages = fields.pop("messages", None)
+        problem = _check_messages(messages)
+        if problem:
+            skipped.append(
+                SkippedLine(line=line.number, error=f"{samples}:{line.number}: {problem}")
+            )
+            continue
+        try:
+            result = rf(messages=messages, **fields)
+        except RewardInputError as exc:
+            skipped.append(SkippedLine(line=line.number, error=f"{samples}:{line.number}: {exc}"))
+            continue
+        rows.append(PreviewRow(line=line.number, result=result))
+    results = [row.result for row in rows]
+    return PreviewReport(
+        reward=rf.name,
+        samples=str(samples),
+        rows=rows,
+        skipped=skipped,
+        stats=reward_stats(results),
+        metric_means=_metric_means(results),
+    )
+
+
+def _check_messages(messages: Any) -> str | None:
+    if not isinstance(messages, list) or not messages:
+        return (
+            "expected a non-empty 'messages' list (OpenAI chat format), got "
+            f"{type(messages).__name__ if messages is not None else 'no messages field'}"
+        )
+    try:
+        Message.coerce_list(messages)
+    except ValueError as exc:
+        first = str(exc).splitlines()
+        return f"'messages' is not in the OpenAI chat format: {' '.join(first[:3])}"
+    return None
+
+
+def _metric_means(results: list[EvaluateResult]) -> dict[str, float]:
+    values: dict[str, list[float]] = {}
+    for result in results:
+        for name, metric in result.metrics.items():
+            if metric.is_score_valid:
+                values.setdefault(name, []).append(metric.score)
+    return {name: sum(v) / len(v) for name, v in sorted(values.items())}

@@ -1,0 +1,194 @@
+"""The reward registry: rewards by name, and one resolver for every way of naming a reward.
+
+Main names:
+    register_reward_function: add a reward under a name (also usable as a decorator).
+    get_reward_function: resolve a name, ``module:fn``, ``file.py::fn`` or a callable.
+    list_reward_functions: every known name with its one-line description.
+
+Built-in rewards are listed as ``"module:attr"`` strings and imported only when asked for, and
+packages contribute rewards through the ``rk_agent.rewards`` entry-point group, also loaded
+lazily, so ``import rk_agent`` stays fast and has no side effects.
+
+Example:
+    >>> from rk_agent import get_reward_function
+    >>> get_reward_function("math").name
+    'math'
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, overload
+
+from rk_agent.errors import ConfigError, RewardLoadError, UnknownNameError
+from rk_agent.loading import is_import_spec, load_object
+from rk_agent.rewards.decorator import AnyRewardFn, is_reward_function, reward_function
+
+if TYPE_CHECKING:
+    from importlib import metadata
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "RewardLike",
+    "get_reward_function",
+    "list_reward_functions",
+    "register_reward_function",
+    "unregister_reward_function",
+]
+
+ENTRY_POINT_GROUP = "rk_agent.rewards"
+
+RewardLike = str | Callable[..., Any]
+"""A reward as users give it: a name, ``module:fn``, ``file.py::fn`` or a callable."""
+
+_BUILTINS: dict[str, str] = {
+    "math": "rk_agent.rewards.math:math_reward",
+    "function_call": "rk_agent.rewards.function_calling:match_function_call",
+    "tool_calls": "rk_agent.rewards.function_calling:tool_calls_match",
+    "format": "rk_agent.rewards.format:format_reward",
+    "json_schema": "rk_agent.rewards.json_schema:json_schema_reward",
+    "length": "rk_agent.rewards.length:length_reward",
+    "cosine_length": "rk_agent.rewards.length:cosine_length_reward",
+    "repetition": "rk_agent.rewards.repetition:repetition_penalty_reward",
+    "code_execution": "rk_agent.rewards.code_execution:code_execution_reward",
+    "llm_judge": "rk_agent.rewards.llm_judge:llm_judge_reward",
+    "relevance": "rk_agent.rewards.relevance:relevance_reward",
+}
+
+_lock = threading.Lock()
+_registered: dict[str, AnyRewardFn | str] = {}
+_entry_points: dict[str, metadata.EntryPoint] | None = None
+
+
+def _load_entry_points() -> dict[str, metadata.EntryPoint]:
+    global _entry_points
+    if _entry_points is None:
+        from importlib import metadata
+
+        found = metadata.entry_points(group=ENTRY_POINT_GROUP)
+        _entry_points = {ep.name: ep for ep in found}
+    return _entry_points
+
+
+@overload
+def register_reward_function(
+    name: str, fn: Callable[..., Any], *, overwrite: bool = ...
+) -> Any: ...
+@overload
+def register_reward_function(
+    name: str, fn: None = None, *, overwrite: bool = ...
+) -> Callable[[Callable[..., Any]], Any]: ...
+
+
+def register_reward_function(
+    name: str, fn: Callable[..., Any] | None = None, *, overwrite: bool = False
+) -> Any:
+    """Register ``fn`` under ``name`` so that configs and the CLI can name it.
+
+    An undecorated function is decorated first. Used as a decorator when ``fn`` is omitted.
+
+    Args:
+        name: the registry name (no ``:``).
+        fn: the reward function.
+        overwrite: replace an existing entry instead of raising.
+
+    Raises:
+        ConfigError: the name is taken (and ``overwrite`` is false) or contains ``:``.
+
+    Example:
+        >>> @register_reward_function("shout")
+        ... def shout(response: str) -> float:
+        ...     return float(response.isupper())
+        >>> get_reward_function("shout")(response="HI").score
+        1.0
+    """
+    if fn is None:
+        return lambda f: register_reward_function(name, f, overwrite=overwrite)
+    if not name or is_import_spec(name):
+        raise ConfigError(
+            f"reward name {name!r} is not valid: use a plain name such as 'my_reward' "
+            "(':' is reserved for 'module:fn' paths)."
+        )
+    reward: Any = fn if is_reward_function(fn) else reward_function(name=name)(fn)
+    with _lock:
+        taken = name in _registered or name in _BUILTINS or name in _load_entry_points()
+        if taken and not overwrite:
+            raise ConfigError(
+                f"a reward named {name!r} is already registered. Pick another name or pass "
+                "overwrite=True."
+            )
+        _registered[name] = reward
+    return reward
+
+
+def unregister_reward_function(name: str) -> None:
+    """Remove a reward registered with `register_reward_function` (built-ins stay)."""
+    with _lock:
+        _registered.pop(name, None)
+
+
+def list_reward_functions() -> dict[str, str]:
+    """Every registered name with its one-line description, sorted by name.
+
+    Built-ins and entry-point rewards are imported to read their descriptions; a reward that
+    fails to import is listed with the error as its description.
+    """
+    names = set(_BUILTINS) | set(_registered) | set(_load_entry_points())
+    out: dict[str, str] = {}
+    for name in sorted(names):
+        try:
+            out[name] = get_reward_function(name).reward_spec.description
+        except RewardLoadError as exc:
+            out[name] = f"(cannot be loaded: {exc})"
+    return out
+
+
+def get_reward_function(spec: RewardLike) -> AnyRewardFn:
+    """Resolve any way of naming a reward to a decorated reward function.
+
+    Args:
+        spec: a registered name (``"math"``), ``"package.module:fn"``, ``"file.py::fn"``, or a
+            callable (decorated or not; an undecorated one is decorated).
+
+    Raises:
+        UnknownNameError: no reward has that name (the message suggests the closest).
+        RewardLoadError: the module or file cannot be loaded, or the object is not callable.
+    """
+    if callable(spec):
+        return _as_reward(spec, repr(spec))
+    if not isinstance(spec, str):
+        raise ConfigError(
+            f"a reward must be a name, 'module:fn', 'file.py::fn' or a callable; got "
+            f"{type(spec).__name__}."
+        )
+    if is_import_spec(spec):
+        return _as_reward(load_object(spec, kind="reward"), spec)
+    with _lock:
+        entry = _registered.get(spec)
+    if entry is None and spec in _BUILTINS:
+        entry = _BUILTINS[spec]
+    if entry is None and spec in _load_entry_points():
+        return _as_reward(_load_entry_points()[spec].load(), spec)
+    if entry is None:
+        known = set(_BUILTINS) | set(_registered) | set(_load_entry_points())
+        raise UnknownNameError(
+            "reward",
+            spec,
+            known,
+            hint="Give a registered name, 'package.module:fn' or 'path/to/file.py::fn'.",
+        )
+    if isinstance(entry, str):
+        return _as_reward(load_object(entry, kind="reward"), spec)
+    return entry
+
+
+def _as_reward(obj: Any, spec: str) -> AnyRewardFn:
+    if is_reward_function(obj):
+        return obj
+    if not callable(obj):
+        raise RewardLoadError(
+            f"reward {spec!r} is a {type(obj).__name__}, not a function. Point at a function "
+            "decorated with @reward_function."
+        )
+    return reward_function(obj)

@@ -1,0 +1,148 @@
+"""Plug rk-agent rewards into TRL: the ``(prompts, completions, **columns)`` reward signature.
+
+TRL's ``GRPOTrainer`` calls each reward function as
+``f(prompts=[...], completions=[...], completion_ids=[...], **dataset_columns)`` with one entry per
+sample and expects a list of floats back; ``None`` means "no score for this sample" and TRL
+leaves it out. This module turns any rk-agent reward into that shape.
+
+Main names: `to_trl_reward`.
+
+Example:
+    >>> from rk_agent import RewardFunction
+    >>> trl_reward = RewardFunction("math").get_trl_adapter()
+    >>> trl_reward(prompts=["2+2?"], completions=["#### 4"], ground_truth=["4"])
+    [1.0]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from rk_agent.errors import RewardInputError
+from rk_agent.types import EvaluateResult
+
+if TYPE_CHECKING:
+    from rk_agent.rewards.function import RewardFunction
+    from rk_agent.rewards.registry import RewardLike
+
+__all__ = ["to_trl_reward"]
+
+# Keyword arguments TRL adds for its own purposes; they are not sample fields.
+_TRL_CONTROL = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
+
+
+def to_trl_reward(
+    reward: RewardFunction | RewardLike,
+    *,
+    name: str | None = None,
+    metric: str | None = None,
+    log_components: bool = True,
+) -> Callable[..., Any]:
+    """Wrap a reward as a TRL reward function.
+
+    Works for plain-text datasets (prompts and completions are strings) and conversational ones
+    (lists of messages; tool calls in completions are kept). Every other dataset column arrives
+    as the sample's own value, so ``ground_truth`` or ``answer`` columns reach the reward.
+
+    Args:
+        reward: a `RewardFunction`, or anything `get_reward_function` accepts.
+        name: the name TRL logs it under (``rewards/<name>/mean``); defaults to the reward's.
+        metric: return this component metric's score instead of the total (one TRL reward per
+            component makes TRL log and weight each separately).
+        log_components: when TRL passes ``log_metric``, also log every component's batch mean
+            as ``<name>/<metric>`` and the share of invalid scores as ``<name>/invalid_fraction``.
+
+    Returns:
+        A function returning one ``float | None`` per sample: ``None`` where the score is
+        invalid (or the component is missing), so TRL skips it instead of training on a fake 0.
+        It is ``async`` when the reward is, so TRL runs it alongside the others.
+    """
+    from rk_agent.rewards.function import RewardFunction
+
+    rf = reward if isinstance(reward, RewardFunction) else RewardFunction(reward)
+    label = name or (f"{rf.name}.{metric}" if metric else rf.name)
+
+    def rows(prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]) -> list:
+        if len(prompts) != len(completions):
+            raise RewardInputError(
+                f"TRL reward {label!r} got {len(prompts)} prompts but {len(completions)} "
+                "completions; they must pair up one to one."
+            )
+        pairs = enumerate(zip(prompts, completions, strict=True))
+        return [_row_kwargs(i, p, c, kwargs) for i, (p, c) in pairs]
+
+    def finish(results: list[EvaluateResult], kwargs: dict[str, Any]) -> list[float | None]:
+        log_metric = kwargs.get("log_metric")
+        if log_components and callable(log_metric) and results:
+            _log_components(label, results, log_metric)
+        return [_score(result, metric) for result in results]
+
+    if rf.is_async:
+
+        async def async_adapter(
+            prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+        ) -> list[float | None]:
+            calls = rows(prompts, completions, kwargs)
+            results = await asyncio.gather(*(rf.acall(**call) for call in calls))
+            return finish(list(results), kwargs)
+
+        adapter: Any = async_adapter
+    else:
+
+        def adapter(
+            prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
+        ) -> list[float | None]:
+            return finish([rf(**call) for call in rows(prompts, completions, kwargs)], kwargs)
+
+    adapter.__name__ = label
+    adapter.__qualname__ = label
+    adapter.__doc__ = f"TRL reward function for rk-agent reward {label!r}."
+    return adapter
+
+
+def _row_kwargs(i: int, prompt: Any, completion: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    prompt_messages = (
+        [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    )
+    completion_messages = (
+        [{"role": "assistant", "content": completion}]
+        if isinstance(completion, str)
+        else list(completion)
+    )
+    call: dict[str, Any] = {
+        "messages": prompt_messages + completion_messages,
+        "original_messages": prompt_messages,
+    }
+    for key, value in kwargs.items():
+        if key in _TRL_CONTROL:
+            continue
+        call[key] = value[i] if isinstance(value, list) else value
+    return call
+
+
+def _score(result: EvaluateResult, metric: str | None) -> float | None:
+    if not result.is_score_valid:
+        return None
+    if metric is None:
+        return result.score
+    component = result.metrics.get(metric)
+    if component is None or not component.is_score_valid:
+        return None
+    return component.score
+
+
+def _log_components(
+    label: str, results: list[EvaluateResult], log_metric: Callable[[str, float], Any]
+) -> None:
+    valid = [r for r in results if r.is_score_valid]
+    log_metric(f"{label}/invalid_fraction", 1.0 - len(valid) / len(results))
+    sums: dict[str, list[float]] = {}
+    for result in valid:
+        for key, component in result.metrics.items():
+            if component.is_score_valid and math.isfinite(component.score):
+                sums.setdefault(key, []).append(component.score)
+    for key, values in sums.items():
+        log_metric(f"{label}/{key}", sum(values) / len(values))

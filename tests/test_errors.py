@@ -1,0 +1,65 @@
+"""The error tree: builtin bases, messages, pickling."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from rk_agent.errors import (
+    ConfigError,
+    DataError,
+    EndpointError,
+    RewardInputError,
+    RewardLoadError,
+    RkAgentError,
+    UnknownNameError,
+    did_you_mean,
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "builtin"),
+    [
+        (ConfigError("x"), ValueError),
+        (UnknownNameError("reward", "mth", ["math"]), KeyError),
+        (RewardLoadError("x"), ImportError),
+        (RewardInputError("x"), TypeError),
+        (EndpointError("x", status=503, retryable=True), ConnectionError),
+    ],
+)
+def test_categories_inherit_the_builtin_they_replace(error: Exception, builtin: type) -> None:
+    assert isinstance(error, RkAgentError)
+    assert isinstance(error, builtin)
+
+
+def test_unknown_name_suggests_the_closest() -> None:
+    error = UnknownNameError("reward", "mth", ["math", "format"], hint="Register it first.")
+    assert str(error) == (
+        "unknown reward 'mth'. Did you mean 'math'? Known rewards: format, math. "
+        "Register it first."
+    )
+
+
+def test_did_you_mean_is_empty_when_nothing_is_close() -> None:
+    assert did_you_mean("zzzz", ["math"]) == ""
+
+
+def test_data_error_names_file_and_line() -> None:
+    assert str(DataError("bad", path="s.jsonl", line=3)) == "s.jsonl:3: bad"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConfigError("plain"),
+        UnknownNameError("env", "tols", ["tools"]),
+        DataError("bad", path="f", line=2),
+        EndpointError("down", status=502, retryable=True, url="http://x"),
+    ],
+)
+def test_errors_pickle_with_their_attributes(error: RkAgentError) -> None:
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert str(again) == str(error)
+    assert again.__dict__ == error.__dict__
