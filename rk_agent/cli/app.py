@@ -16,6 +16,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    add_completion=False,
 )
 app.add_typer(rewards.app, name="rewards")
 app.command(name="preview")(preview.preview)

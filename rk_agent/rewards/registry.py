@@ -184,8 +184,12 @@ def get_reward_function(spec: RewardLike) -> AnyRewardFn:
 
 
 def _as_reward(obj: Any, spec: str) -> AnyRewardFn:
+    from rk_agent.rewards.function import RewardFunction
+
     if is_reward_function(obj):
         return obj
+    if isinstance(obj, RewardFunction):  # keeps its bound kwargs and mode
+        return reward_function(name=obj.name)(obj.__call__)
     if not callable(obj):
         raise RewardLoadError(
             f"reward {spec!r} is a {type(obj).__name__}, not a function. Point at a function "
