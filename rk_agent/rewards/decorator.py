@@ -18,8 +18,9 @@ What the decorator adds around the user's function, in order:
    `EvaluateResult`.
 3. **Failures are data.** An exception inside the function, or an output that fits no rule,
    gives ``EvaluateResult(is_score_valid=False, error="ValueError: ...")`` and is logged; never a
-   silent valid 0.0. Calling the reward with arguments that do not fit raises
-   `RewardInputError` at once: that is a bug in the caller, not a bad sample.
+   silent valid 0.0. Misuse is not data: calling the reward with arguments that do not fit its
+   signature, or a `ConfigError` / `RewardInputError` the function raises about its options
+   (``strictness="fuzzy"``), propagates at once, since every sample would fail the same way.
 
 Everything that can be worked out from the signature is worked out once, at decoration time, so
 the per-call overhead stays in the low microseconds (see ``benchmarks/bench_decorator.py``).
@@ -37,7 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
-from rk_agent.errors import NotAvailableError, RewardInputError
+from rk_agent.errors import ConfigError, NotAvailableError, RewardInputError
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
 __all__ = [
@@ -432,6 +433,8 @@ def _convert(name: str, param: str, kind: str, value: Any) -> Any:
 
 def _failed(plan: _CallPlan, exc: Exception) -> EvaluateResult:
     name = plan.name
+    if isinstance(exc, (ConfigError, RewardInputError)):
+        raise exc  # misuse of the reward's options: fail fast, every sample would fail alike
     if isinstance(exc, TypeError) and exc.__traceback__ and exc.__traceback__.tb_next is None:
         # Raised by the call itself (missing or unexpected argument), not inside the function:
         # a bug in the caller, which must not pass for a bad sample.
@@ -454,11 +457,11 @@ def standardize_result(out: Any, *, name: str = "reward") -> EvaluateResult:
     if isinstance(out, EvaluateResult):
         return out
     if isinstance(out, bool):
-        return EvaluateResult.model_construct(score=float(out))
+        return EvaluateResult(score=float(out))
     if isinstance(out, (int, float)) or _is_numpy_number(out):
         score = float(out)
         if math.isfinite(score):
-            return EvaluateResult.model_construct(score=score)
+            return EvaluateResult(score=score)
         return _bad_output(name, f"a non-finite score ({score})")
     try:
         if isinstance(out, tuple) and len(out) == 2:

@@ -254,3 +254,16 @@ def test_deploy_is_not_available_yet() -> None:
 def test_not_a_function() -> None:
     with pytest.raises(RewardInputError, match="expects a function, got int"):
         reward_function(3)  # type: ignore[call-overload]
+
+
+def test_misuse_of_options_fails_fast() -> None:
+    from rk_agent.errors import ConfigError
+
+    @reward_function
+    def strict(messages: Any, strictness: str = "exact") -> float:
+        if strictness not in ("exact", "partial"):
+            raise ConfigError(f"strictness must be 'exact' or 'partial', got {strictness!r}")
+        return 1.0
+
+    with pytest.raises(ConfigError, match="got 'fuzzy'"):
+        strict(CHAT, strictness="fuzzy")

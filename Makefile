@@ -1,0 +1,33 @@
+# Developer tasks; .ci/run uses the same commands.
+.PHONY: install format lint typecheck test test-fast bench docs ci
+
+install:
+	uv sync --locked
+
+format:
+	uv run ruff format .
+	uv run ruff check --fix .
+
+lint:
+	uv run ruff check .
+	uv run ruff format --check .
+
+typecheck:
+	uv run mypy
+
+test:
+	uv run pytest
+
+test-fast:
+	uv run pytest -m "not slow"
+
+bench:
+	uv run python benchmarks/bench_import.py
+	uv run python benchmarks/bench_decorator.py
+	uv run python benchmarks/bench_math.py
+
+docs:
+	uv run mkdocs build --strict
+
+ci:
+	bash .ci/run
