@@ -51,9 +51,7 @@ def main() -> None:
         "overhead (parses the messages)"
     )
     coerced_wrapped = per_call_us(reward_function(coerced), kwargs, number=20_000)
-    print(
-        f"Message coercion of 2 dict messages:       {coerced_wrapped - bare:7.2f} µs overhead"
-    )
+    print(f"Message coercion of 2 dict messages:       {coerced_wrapped - bare:7.2f} µs overhead")
     print(f"RESULT decorator_overhead_us={overhead:.2f} target_us=10 ok={overhead < 10}")
 
 

@@ -19,10 +19,7 @@ SNIPPETS = {
 
 
 def measure(statement: str, runs: int = 7) -> float:
-    code = (
-        "import time; t = time.perf_counter(); "
-        f"{statement}; print(time.perf_counter() - t)"
-    )
+    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
     samples = [
         float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              check=True).stdout)

@@ -36,8 +36,7 @@ def test_categories_inherit_the_builtin_they_replace(error: Exception, builtin: 
 def test_unknown_name_suggests_the_closest() -> None:
     error = UnknownNameError("reward", "mth", ["math", "format"], hint="Register it first.")
     assert str(error) == (
-        "unknown reward 'mth'. Did you mean 'math'? Known rewards: format, math. "
-        "Register it first."
+        "unknown reward 'mth'. Did you mean 'math'? Known rewards: format, math. Register it first."
     )
 
 

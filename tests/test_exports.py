@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import rk_agent
 
 EXPECTED = {
@@ -27,12 +29,8 @@ def test_every_exported_name_resolves() -> None:
 
 
 def test_unknown_attribute_raises_attribute_error() -> None:
-    try:
+    with pytest.raises(AttributeError, match="no_such_thing"):
         rk_agent.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
-    except AttributeError as exc:
-        assert "no_such_thing" in str(exc)
-    else:
-        raise AssertionError("expected AttributeError")
 
 
 def test_import_pulls_in_no_heavy_dependency() -> None:

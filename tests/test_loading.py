@@ -35,7 +35,9 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_missing_attribute_suggests(tmp_path: Path) -> None:
     path = tmp_path / "r.py"
     path.write_text("def evaluate():\n    return 1\n")
-    with pytest.raises(RewardLoadError, match=re.escape("has no attribute 'evalute'. Did you mean 'evaluate'?")):
+    with pytest.raises(
+        RewardLoadError, match=re.escape("has no attribute 'evalute'. Did you mean 'evaluate'?")
+    ):
         load_object(f"{path}::evalute", kind="reward")
 
 

@@ -39,7 +39,9 @@ def test_to_openai_drops_nulls_and_keeps_tool_calls() -> None:
     )  # fmt: skip
     assert message.to_openai() == {
         "role": "assistant",
-        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +13,10 @@ import rk_agent
 EXAMPLE = Path(__file__).parents[2] / "examples" / "first_reward"
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "300"}  # rich wraps at the terminal width
     return subprocess.run(
-        [sys.executable, "-m", "rk_agent", *args], capture_output=True, text=True, cwd=cwd,
+        [sys.executable, "-m", "rk_agent", *args], capture_output=True, text=True, env=env,
         timeout=120,
     )  # fmt: skip
 
@@ -56,7 +58,7 @@ def test_preview_json_and_skipped_lines(tmp_path: Path) -> None:
     table = run("preview", "--reward", "math", "--samples", str(samples))
     assert table.returncode == 1
     assert "1 line(s) skipped" in table.stdout
-    assert f"{samples}:2: invalid JSON" in table.stdout.replace("\n", "")
+    assert f"{samples}:2: invalid JSON" in table.stdout
 
 
 def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:

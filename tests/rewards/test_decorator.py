@@ -104,7 +104,9 @@ def test_bad_messages_raise_input_error() -> None:
     def r(messages: list[Message], **kwargs: Any) -> float:
         return 1.0
 
-    with pytest.raises(RewardInputError, match=re.escape("argument 'messages' is not in the OpenAI")):
+    with pytest.raises(
+        RewardInputError, match=re.escape("argument 'messages' is not in the OpenAI")
+    ):
         r(messages=[{"role": "bot", "content": "x"}])
     with pytest.raises(RewardInputError, match="expected a list of messages, got int"):
         r(messages=3)
@@ -247,7 +249,9 @@ def test_deploy_is_not_available_yet() -> None:
     def r(messages: Any) -> float:
         return 1.0
 
-    with pytest.raises(NotAvailableError, match="deploying reward 'r' to Fireworks is not available"):
+    with pytest.raises(
+        NotAvailableError, match="deploying reward 'r' to Fireworks is not available"
+    ):
         r.deploy(name="r", description="d", force=True)
 
 

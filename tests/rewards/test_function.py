@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -83,17 +83,21 @@ def test_configuration_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class _RewardServer(BaseHTTPRequestHandler):
-    received: list[dict[str, Any]] = []
+    received: ClassVar[list[dict[str, Any]]] = []
 
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).received.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        type(self).received.append(
+            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+        )
         if self.path == "/evaluate":
             kwargs = body.get("kwargs", {})
-            result = needs_bound(messages=body["messages"], ground_truth=body.get("ground_truth", ""), **kwargs)
+            result = needs_bound(
+                messages=body["messages"], ground_truth=body.get("ground_truth", ""), **kwargs
+            )
             self._send(200, result.model_dump_json().encode())
         elif self.path == "/overloaded":
             self._send(503, json.dumps({"detail": "too busy, retry later"}).encode())
@@ -133,7 +137,9 @@ def test_remote_round_trip(server: str) -> None:
 
 def test_remote_server_error_is_typed_and_keeps_the_message(server: str) -> None:
     rf = RewardFunction(mode="remote", endpoint=f"{server}/overloaded", api_key=SECRET)
-    with pytest.raises(EndpointError, match=re.escape("answered 503: too busy, retry later")) as info:
+    with pytest.raises(
+        EndpointError, match=re.escape("answered 503: too busy, retry later")
+    ) as info:
         rf(messages=CHAT)
     assert info.value.status == 503 and info.value.retryable
     assert SECRET not in str(info.value)

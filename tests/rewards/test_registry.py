@@ -62,7 +62,9 @@ def test_register_refuses_path_like_names() -> None:
 
 
 def test_unknown_name_says_did_you_mean() -> None:
-    with pytest.raises(UnknownNameError, match=re.escape("unknown reward 'mth'. Did you mean 'math'?")):
+    with pytest.raises(
+        UnknownNameError, match=re.escape("unknown reward 'mth'. Did you mean 'math'?")
+    ):
         get_reward_function("mth")
 
 

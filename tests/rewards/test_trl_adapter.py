@@ -45,8 +45,8 @@ def test_conversational_rows_keep_tool_calls() -> None:
 
     adapter = RewardFunction(count_calls).get_trl_adapter(name="calls")
     prompt = [{"role": "system", "content": "use tools"}, {"role": "user", "content": "weather?"}]
-    completion = [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "w", "arguments": "{}"}}]}]  # fmt: skip
+    call = {"id": "c", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+    completion = [{"role": "assistant", "content": None, "tool_calls": [call]}]
     assert adapter(prompts=[prompt], completions=[completion]) == [1.0]
     assert [m.role for m in seen[0]] == ["system", "user", "assistant"]
     assert adapter.__name__ == "calls"
@@ -117,7 +117,9 @@ def test_a_real_grpo_step_uses_the_adapter(tmp_path: Path, monkeypatch: pytest.M
     @reward_function
     def answer_is_seven(response: str, ground_truth: str, **kwargs: Any) -> EvaluateResult:
         calls.append({"response": response, "ground_truth": ground_truth})
-        return EvaluateResult(score=float("7" in response), metrics={"nonempty": float(bool(response))})
+        return EvaluateResult(
+            score=float("7" in response), metrics={"nonempty": float(bool(response))}
+        )
 
     model_dir = _tiny_model_dir(tmp_path / "model")
     data = Dataset.from_dict({"prompt": ["what is 3 plus 4 ?"] * 4, "ground_truth": ["7"] * 4})
