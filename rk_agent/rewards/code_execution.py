@@ -68,9 +68,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from rk_agent.errors import ConfigError, RewardInputError
+from rk_agent.errors import ConfigError
 from rk_agent.rewards._code_cases import CodeTestCase, parse_test_cases
 from rk_agent.rewards._code_harness import WATCHDOG_EXIT
+from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.rewards.sandbox import SandboxLimits, SandboxResult, SandboxStatus, run_python
 from rk_agent.types import EvaluateResult, Message, MetricResult
@@ -354,7 +355,10 @@ def code_execution_reward(
         cases = parse_test_cases(raw)
     except ConfigError as exc:
         return EvaluateResult.invalid(f"ConfigError: {exc}")
-    extracted = extract_code(_last_assistant_text(messages))
+    reply = last_reply(messages)
+    if reply is None:
+        return no_reply("code_execution")
+    extracted = extract_code(reply.text)
     if extracted is None:
         return _zero("no Python code found in the response", extracted=False)
     if extracted.syntax_error is not None:
@@ -390,16 +394,6 @@ def _run_all(
         if case.is_stdio:
             outcomes[index] = _run_stdio(code, case, limits, tol)
     return [outcomes[i] for i in range(len(cases))]
-
-
-def _last_assistant_text(messages: list[Message]) -> str:
-    for message in reversed(messages):
-        if message.role == "assistant":
-            return message.text
-    raise RewardInputError(
-        "code_execution scores the last assistant message, but the messages have none; pass "
-        "the conversation including the model's reply"
-    )
 
 
 def _zero(reason: str, *, extracted: bool) -> EvaluateResult:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
@@ -215,11 +216,10 @@ def format_reward(
         raise ConfigError("format reward: give pattern or tags, not both")
     compiled = _compile(pattern) if pattern is not None else None
     chosen = _valid_tags(tags) if tags is not None else DEFAULT_TAGS
-    text = next((m.text for m in reversed(messages) if m.role == "assistant"), None)
-    if text is None:
-        return EvaluateResult.invalid(
-            "reward 'format' checks the last assistant message, but the conversation has none"
-        )
+    reply = last_reply(messages)
+    if reply is None:
+        return no_reply("format")
+    text = reply.text
     if compiled is not None:
         return _check_pattern(text, compiled)
     return _check_tags(text, chosen, partial_credit, allow_outside_text)

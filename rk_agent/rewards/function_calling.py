@@ -23,7 +23,7 @@ import functools
 import json
 import math
 import reprlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from pydantic import BaseModel
 
 from rk_agent.errors import ConfigError, did_you_mean
+from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.rewards.json_schema import parse_json_response
 from rk_agent.types import EvaluateResult, Message, MetricResult
@@ -70,10 +71,6 @@ class _ArgSpec:
 class _ExpectedCall:
     name: str
     arguments: Mapping[str, _ArgSpec]
-
-
-def _last_assistant(messages: Sequence[Message]) -> Message | None:
-    return next((m for m in reversed(messages) if m.role == "assistant"), None)
 
 
 def _parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
@@ -347,7 +344,7 @@ def _given_or_model_call(
 ) -> _Call | EvaluateResult:
     found: _Call | None = None
     if function_name is None or parsed_arguments is None:
-        message = _last_assistant(messages)
+        message = last_reply(messages)
         if message is None:
             return EvaluateResult.invalid(
                 "reward 'function_call' reads the call from the last assistant message, but the "
@@ -549,11 +546,9 @@ def tool_calls_match(
             expected = _expected_calls(ground_truth)
         except ConfigError as exc:
             return EvaluateResult.invalid(f"ConfigError: {exc}")
-    message = _last_assistant(messages)
+    message = last_reply(messages)
     if message is None:
-        return EvaluateResult.invalid(
-            "reward 'tool_calls' scores the last assistant message, but the conversation has none"
-        )
+        return no_reply("tool_calls")
     actual = [
         _Call(tc.function.name, *_parse_arguments(tc.function.arguments))
         for tc in message.tool_calls or []

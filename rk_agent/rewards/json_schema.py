@@ -27,6 +27,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
@@ -238,11 +239,10 @@ def json_schema_reward(
             validator = _validator(ground_truth, check_formats)
         except ConfigError as exc:
             return EvaluateResult.invalid(f"ConfigError: {exc}")
-    text = next((m.text for m in reversed(messages) if m.role == "assistant"), None)
-    if text is None:
-        return EvaluateResult.invalid(
-            "reward 'json_schema' scores the last assistant message, but the conversation has none"
-        )
+    reply = last_reply(messages)
+    if reply is None:
+        return no_reply("json_schema")
+    text = reply.text
     ok, instance, how = parse_json_response(text)
     if not ok:
         return EvaluateResult(

@@ -18,6 +18,7 @@ import math
 from typing import Any, Literal
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
@@ -41,20 +42,6 @@ def count_length(text: str, unit: Unit = "tokens") -> int:
         raise ConfigError(f"unit must be one of {_UNITS}, got {unit!r}")
     text = text.strip()
     return len(text.split()) if unit == "tokens" else len(text)
-
-
-def _response_text(messages: list[Message]) -> str | None:
-    """The last assistant message's text, or ``None`` when there is no assistant message."""
-    for message in reversed(messages):
-        if message.role == "assistant":
-            return message.text
-    return None
-
-
-def _no_response(name: str) -> EvaluateResult:
-    return EvaluateResult.invalid(
-        f"reward {name!r} scores the last assistant message, but the conversation has none"
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,9 +141,10 @@ def length_reward(
             f"length reward: max_length ({max_length}) must be greater than "
             f"{'the target (' + str(target) + ')' if target else 'zero'}"
         )
-    text = _response_text(messages)
-    if text is None:
-        return _no_response("length")
+    reply = last_reply(messages)
+    if reply is None:
+        return no_reply("length")
+    text = reply.text
     n = count_length(text, unit)
     score = _falloff(_distance(n, target, max_length), falloff)
     goal = f"target {target}" if target is not None else "limit"
@@ -278,9 +266,10 @@ def cosine_length_reward(
     _check_cosine_options(
         min_value_wrong, max_value_wrong, min_value_correct, max_value_correct, max_len, unit
     )
-    text = _response_text(messages)
-    if text is None:
-        return _no_response("cosine_length")
+    reply = last_reply(messages)
+    if reply is None:
+        return no_reply("cosine_length")
+    text = reply.text
     if correct is None:
         correct, how = _judge_correct(messages, ground_truth)
         if correct is None:

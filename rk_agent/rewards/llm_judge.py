@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rk_agent.errors import ConfigError, EndpointError
+from rk_agent.rewards._reply import no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
@@ -388,9 +389,7 @@ def llm_judge_reward(
         (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None
     )
     if position is None:
-        return EvaluateResult.invalid(
-            "reward 'llm_judge' grades the last assistant message, but the conversation has none"
-        )
+        return no_reply("llm_judge")
     key = _api_key(api_key, api_key_env, base_url)
     request: dict[str, Any] = {
         "model": model,

@@ -44,6 +44,7 @@ from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
@@ -497,11 +498,10 @@ def math_reward(
         gold = _gold_text(ground_truth)
     except ConfigError as exc:
         return EvaluateResult.invalid(f"ConfigError: {exc}")
-    text = next((m.text for m in reversed(messages) if m.role == "assistant"), None)
-    if text is None:
-        return EvaluateResult.invalid(
-            "math reward scores the last assistant message, but the conversation has none"
-        )
+    reply = last_reply(messages)
+    if reply is None:
+        return no_reply("math")
+    text = reply.text
     found = _extract(text)
     if found.answer is None:
         reason = f"no final answer ({found.source}); expected {_short(gold)}"

@@ -22,6 +22,7 @@ from collections.abc import Collection
 from typing import Any
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards._reply import no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
@@ -178,9 +179,7 @@ def relevance_reward(
         )
     question, response = _conversation_parts(messages)
     if response is None:
-        return EvaluateResult.invalid(
-            "reward 'relevance' scores the last assistant message, but the conversation has none"
-        )
+        return no_reply("relevance")
     if question is None:
         return EvaluateResult.invalid(
             "reward 'relevance' needs the user's question, but no user message comes before "

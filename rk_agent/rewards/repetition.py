@@ -26,6 +26,7 @@ import re
 from typing import Any, Literal
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
@@ -63,13 +64,6 @@ def tokenize(text: str, tokenizer: Tokenizer = "auto") -> list[str]:
     raise ConfigError(
         f"repetition reward: tokenizer must be one of {_TOKENIZERS}, got {tokenizer!r}"
     )
-
-
-def _response_text(messages: list[Message]) -> str | None:
-    for message in reversed(messages):
-        if message.role == "assistant":
-            return message.text
-    return None
 
 
 def _check_options(ngram_size: int, max_penalty: float, tokenizer: str) -> None:
@@ -126,11 +120,10 @@ def repetition_penalty_reward(
         -0.75
     """
     _check_options(ngram_size, max_penalty, tokenizer)
-    text = _response_text(messages)
-    if text is None:
-        return EvaluateResult.invalid(
-            "reward 'repetition' scores the last assistant message, but the conversation has none"
-        )
+    reply = last_reply(messages)
+    if reply is None:
+        return no_reply("repetition")
+    text = reply.text
     tokens = tokenize(text, tokenizer)
     if len(tokens) < ngram_size:
         reason = f"{len(tokens)} tokens, fewer than ngram_size={ngram_size}: nothing can repeat"

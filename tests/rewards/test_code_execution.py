@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rk_agent.errors import ConfigError, RewardInputError
+from rk_agent.errors import ConfigError
 from rk_agent.rewards.code_execution import (
     CodeTestCase,
     code_execution_reward,
@@ -232,10 +232,12 @@ def test_bad_option_raises() -> None:
         _score(ADD, ADD_TESTS, float_tolerance=-1.0)
 
 
-def test_no_assistant_message_raises() -> None:
-    message = "code_execution scores the last assistant message, but the messages have none"
-    with pytest.raises(RewardInputError, match=re.escape(message)):
-        code_execution_reward([{"role": "user", "content": "hi"}], ground_truth=ADD_TESTS)
+def test_no_assistant_message_is_invalid() -> None:
+    result = code_execution_reward([{"role": "user", "content": "hi"}], ground_truth=ADD_TESTS)
+    assert not result.is_score_valid
+    assert result.error == (
+        "reward 'code_execution' scores the last assistant message, but the conversation has none"
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -158,7 +158,7 @@ def test_no_assistant_message_is_invalid() -> None:
     result = format_reward([USER])
     assert not result.is_score_valid
     assert result.error == (
-        "reward 'format' checks the last assistant message, but the conversation has none"
+        "reward 'format' scores the last assistant message, but the conversation has none"
     )
 
 

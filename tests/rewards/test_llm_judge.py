@@ -469,7 +469,7 @@ def test_bad_options_raise_a_config_error_before_any_request(
 def test_no_assistant_message_is_invalid_without_any_request(judge_server: JudgeServer) -> None:
     result = judge(judge_server, MESSAGES[:2])
     assert result.error == (
-        "reward 'llm_judge' grades the last assistant message, but the conversation has none"
+        "reward 'llm_judge' scores the last assistant message, but the conversation has none"
     )
     assert judge_server.requests == []
 

@@ -384,7 +384,7 @@ def test_conversation_without_assistant_message_is_invalid() -> None:
     result = math_reward(messages=[{"role": "user", "content": "2+2?"}], ground_truth="4")
     assert not result.is_score_valid
     assert result.error == (
-        "math reward scores the last assistant message, but the conversation has none"
+        "reward 'math' scores the last assistant message, but the conversation has none"
     )
 
 
