@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards.config import load_reward_config
 from rk_agent.rewards.preview import PreviewReport, preview_samples
 
 EXIT_SKIPPED = 1
@@ -18,15 +19,6 @@ EXIT_SKIPPED = 1
 
 
 def preview(
-    reward: Annotated[
-        str,
-        typer.Option(
-            "--reward",
-            "-r",
-            help="The reward: a registered name (see `rk-agent rewards list`), "
-            "'path/to/file.py::fn' or 'package.module:fn'.",
-        ),
-    ],
     samples: Annotated[
         Path,
         typer.Option(
@@ -35,6 +27,23 @@ def preview(
             help='JSONL file, one sample per line: {"messages": [...], "ground_truth": ...}.',
         ),
     ],
+    reward: Annotated[
+        str | None,
+        typer.Option(
+            "--reward",
+            "-r",
+            help="The reward: a registered name (see `rk-agent rewards list`), "
+            "'path/to/file.py::fn' or 'package.module:fn'.",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="YAML file whose 'reward:' key configures the reward (instead of --reward).",
+        ),
+    ] = None,
     kwargs: Annotated[
         str | None,
         typer.Option(
@@ -52,7 +61,10 @@ def preview(
     still scored, and the exit code is 1 so scripts notice.
     """
     bound = _parse_kwargs(kwargs)
-    report = preview_samples(reward, samples, **bound)
+    if (reward is None) == (config is None):
+        raise ConfigError("give the reward with either --reward NAME|PATH or --config FILE.")
+    spec = reward if reward is not None else load_reward_config(config)  # type: ignore[arg-type]
+    report = preview_samples(spec, samples, **bound)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:

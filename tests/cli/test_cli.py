@@ -68,3 +68,15 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
     bad_kwargs = run("preview", "--reward", "math", "--samples", "x", "--kwargs", "[1]")
     assert "error: --kwargs must be a JSON object, got list." in bad_kwargs.stderr
+
+
+def test_preview_with_a_config_file() -> None:
+    out = run(
+        "preview", "--config", str(Path(__file__).parents[2] / "configs/rewards/first_reward.yaml"),
+        "--samples", str(EXAMPLE / "samples.jsonl"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "scored 3 samples" in out.stdout
+    neither = run("preview", "--samples", str(EXAMPLE / "samples.jsonl"))
+    assert neither.returncode == 2
+    assert "give the reward with either --reward" in neither.stderr

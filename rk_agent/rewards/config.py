@@ -1,0 +1,147 @@
+"""Rewards from configuration (YAML or dicts): one schema for every place a reward is configured.
+
+A reward in a config is one of:
+
+```yaml
+reward: math                                  # a registered name
+reward: my_rewards.py::evaluate               # a file, or package.module:fn
+reward: {name: format, kwargs: {tags: [answer]}}        # with bound keyword arguments
+reward:                                       # several, combined
+  combine:
+    answer: math
+    brevity: {name: length, kwargs: {target_chars: 400}, weight: 0.1}
+  method: weighted_sum                        # or mean, min, product
+  gate: {name: format, kwargs: {tags: [answer]}}
+  gate_threshold: 1.0
+```
+
+Main names: `RewardSpec`, `CombinedRewardSpec`, `build_reward`, `load_reward_config`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rk_agent.errors import ConfigError
+from rk_agent.rewards.compose import CombineMethod, combine
+from rk_agent.rewards.decorator import AnyRewardFn
+from rk_agent.rewards.function import RewardFunction
+from rk_agent.rewards.registry import get_reward_function
+
+__all__ = ["CombinedRewardSpec", "RewardConfig", "RewardSpec", "build_reward", "load_reward_config"]
+
+
+class RewardSpec(BaseModel):
+    """One reward: a name, ``module:fn`` or ``file.py::fn``, with bound keyword arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="registered name, 'package.module:fn' or 'file.py::fn'")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="passed on every call")
+    weight: float = Field(default=1.0, description="weight when combined with others")
+
+
+class CombinedRewardSpec(BaseModel):
+    """Several rewards combined into one (see `rk_agent.combine`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    combine: dict[str, str | RewardSpec]
+    method: CombineMethod = "weighted_sum"
+    gate: str | RewardSpec | None = None
+    gate_threshold: float = 1.0
+    name: str = "combined"
+
+
+RewardConfig = str | RewardSpec | CombinedRewardSpec
+"""What a config may hold where a reward is expected."""
+
+
+def build_reward(config: RewardConfig | dict[str, Any]) -> AnyRewardFn:
+    """Build a decorated reward from a config value (a string, or a dict / spec model).
+
+    Raises:
+        ConfigError: the value fits none of the forms; the message says which forms exist.
+        UnknownNameError, RewardLoadError: a named reward cannot be found or loaded.
+
+    Example:
+        >>> reward = build_reward({"combine": {"answer": "math", "fmt": {"name": "format",
+        ...                        "kwargs": {"tags": ["answer"]}, "weight": 0.5}}})
+        >>> reward.reward_spec.name
+        'combined'
+    """
+    spec = _parse(config)
+    if isinstance(spec, str):
+        return get_reward_function(spec)
+    if isinstance(spec, RewardSpec):
+        return _single(spec)
+    components = {
+        key: _single(RewardSpec(name=item) if isinstance(item, str) else item)
+        for key, item in spec.combine.items()
+    }
+    weights = {
+        key: 1.0 if isinstance(item, str) else item.weight for key, item in spec.combine.items()
+    }
+    gate = None
+    if spec.gate is not None:
+        gate = _single(RewardSpec(name=spec.gate) if isinstance(spec.gate, str) else spec.gate)
+    return combine(
+        components,
+        weights=weights,
+        method=spec.method,
+        gate=gate,
+        gate_threshold=spec.gate_threshold,
+        name=spec.name,
+    )
+
+
+def _single(spec: RewardSpec) -> AnyRewardFn:
+    if not spec.kwargs:
+        return get_reward_function(spec.name)
+    return get_reward_function(RewardFunction(spec.name, **spec.kwargs))
+
+
+def _parse(config: Any) -> str | RewardSpec | CombinedRewardSpec:
+    if isinstance(config, (str, RewardSpec, CombinedRewardSpec)):
+        return config
+    if not isinstance(config, dict):
+        raise ConfigError(_FORMS + f" Got {type(config).__name__}.")
+    model: type[RewardSpec | CombinedRewardSpec] = (
+        CombinedRewardSpec if "combine" in config else RewardSpec
+    )
+    try:
+        return model.model_validate(config)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"reward config is not valid: {problems}. {_FORMS}") from exc
+
+
+_FORMS = (
+    "A reward is a name or path string, {name: ..., kwargs: {...}, weight: ...}, or "
+    "{combine: {key: reward, ...}, method: ..., gate: ...}."
+)
+
+
+def load_reward_config(path: str | Path) -> AnyRewardFn:
+    """Build the reward under the ``reward:`` key of a YAML file.
+
+    Raises:
+        ConfigError: the file cannot be read, is not YAML, or has no ``reward:`` key.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict) or "reward" not in data:
+        raise ConfigError(f"config {path} has no 'reward:' key. {_FORMS}")
+    return build_reward(data["reward"])
