@@ -27,7 +27,7 @@ bench:
 	uv run python benchmarks/bench_math.py
 
 docs:
-	uv run mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 uv run mkdocs build --strict
 
 ci:
 	bash .ci/run

@@ -10,8 +10,8 @@ Main names:
 
 1. the **last** fenced block tagged ``python`` / ``py`` / ``python3`` that is valid Python; if none
    is valid, the last such block (so its syntax error is reported);
-2. otherwise the **longest** valid fenced block with another tag or none (an untagged
-   ```` ``` ```` block after the solution is often its output, hence longest, not last);
+2. otherwise the **longest** valid fenced block with another tag or none (an
+   untagged ```` ``` ```` block after the solution is often its output, hence longest, not last);
 3. otherwise the whole text, when it is valid Python with at least one statement or call
    (so prose such as ``"Yes"`` does not count as code).
 

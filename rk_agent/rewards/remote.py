@@ -67,7 +67,7 @@ def post_evaluate(
     except httpx.HTTPError as exc:
         raise EndpointError(
             f"cannot reach reward endpoint {endpoint}: {type(exc).__name__}: {exc}. Is the "
-            "server running (`rk-agent serve ...`) and the URL right?",
+            "reward server running, and is the URL right?",
             retryable=True,
             url=endpoint,
         ) from exc
