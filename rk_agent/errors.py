@@ -9,6 +9,8 @@ RkAgentError
 ├── RewardError                         a reward was used wrongly
 │   └── RewardInputError (TypeError)    the call does not fit the reward's signature
 ├── EndpointError (ConnectionError)     a remote service failed (carries status, retryable)
+│   └── ContextOverflowError            the prompt no longer fits the model's context window
+├── EnvError (RuntimeError)             an environment was used wrongly (step before reset, ...)
 ├── SandboxError (RuntimeError)         the code sandbox itself (not the code in it) failed
 └── NotAvailableError (NotImplementedError)  a feature that is not available yet or here
 ```
@@ -28,8 +30,10 @@ from typing import Any
 
 __all__ = [
     "ConfigError",
+    "ContextOverflowError",
     "DataError",
     "EndpointError",
+    "EnvError",
     "NotAvailableError",
     "RewardError",
     "RewardInputError",
@@ -143,6 +147,14 @@ class EndpointError(RkAgentError, ConnectionError):
         self.status = status
         self.retryable = retryable
         self.url = url
+
+
+class ContextOverflowError(EndpointError):
+    """The conversation no longer fits the model's context window (never retryable)."""
+
+
+class EnvError(RkAgentError, RuntimeError):
+    """An environment was used in a way it cannot support (e.g. ``step`` before ``reset``)."""
 
 
 class SandboxError(RkAgentError, RuntimeError):

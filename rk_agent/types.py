@@ -4,6 +4,7 @@ Main names:
     Message, ToolCall, FunctionCall: OpenAI chat-completions messages.
     MetricResult: one named component of a reward.
     StepOutput: the reward of one step of a multi-turn episode.
+    StopReason, FailureKind: why an episode ended, and what failed.
     EvaluateResult: what every reward function returns.
     RewardOutput, MetricRewardOutput: older names of EvaluateResult and MetricResult.
 
@@ -14,12 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "EvaluateResult",
+    "FailureKind",
     "FunctionCall",
     "Message",
     "MetricResult",
@@ -27,6 +30,7 @@ __all__ = [
     "RewardOutput",
     "Role",
     "StepOutput",
+    "StopReason",
     "ToolCall",
 ]
 
@@ -251,3 +255,33 @@ RewardOutput = EvaluateResult
 
 MetricRewardOutput = MetricResult
 """Older name of `MetricResult` (reward-kit launch post)."""
+
+
+class StopReason(str, Enum):
+    """Why an episode ended."""
+
+    ANSWERED = "answered"
+    """The model gave its final answer (or the environment declared the episode over)."""
+    MAX_TURNS = "max_turns"
+    """The episode reached its turn limit."""
+    TRUNCATED = "truncated"
+    """The conversation outgrew the model's context or the token budget."""
+    TIMEOUT = "timeout"
+    """The episode ran past its wall-time limit."""
+    ERROR = "error"
+    """A failure (endpoint, environment) ended the episode; see its `FailureKind`."""
+
+
+class FailureKind(str, Enum):
+    """What failed, when an episode did not end normally."""
+
+    MODEL_ERROR = "model_error"
+    """The model endpoint failed after its retries (HTTP errors, connection, bad replies)."""
+    TOOL_ERROR = "tool_error"
+    """The environment or a tool crashed in a way the episode could not recover from."""
+    PARSE_ERROR = "parse_error"
+    """The model's output could not be parsed (e.g. a malformed tool call) and ended the run."""
+    TIMEOUT = "timeout"
+    """The episode ran past its wall-time limit."""
+    CONTEXT_OVERFLOW = "context_overflow"
+    """The conversation no longer fits the model's context window."""

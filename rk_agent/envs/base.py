@@ -1,0 +1,335 @@
+"""`ChatEnv`: a Gymnasium environment for multi-turn chat with tools and decorated rewards.
+
+The loop is fixed; subclasses override small hooks:
+
+- `ChatEnv.generate_task`: make a task from a seeded generator (or pass ``tasks=`` / a JSONL path);
+- `ChatEnv.tools`: the `Tool`s the model may call;
+- `ChatEnv.respond`: the environment's reply to an assistant message without tool calls
+  (feedback for another turn, or ``None`` to end the episode: the final answer);
+- `ChatEnv.on_reset`: per-episode state (e.g. a game's secret);
+- rewards: ``step_rewards`` scored after every step, ``episode_rewards`` (weighted) at the end;
+  both are decorated reward functions (or names / paths of them).
+
+``reset(seed)`` returns the conversation so far (a list of OpenAI message dicts) and an ``info``
+holding the tool schemas and the task; ``step(assistant_message)`` runs its tool calls, returns
+the new conversation, the step reward (plus the episode reward on the last step), and ``info``
+with every `EvaluateResult`. The same seed gives the same task.
+
+Main names: `ChatEnv`, `EpisodeState`, `ToolCallRecord`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+
+from rk_agent.envs.spaces import ConversationSpace, MessageSpace
+from rk_agent.envs.task import Task, load_tasks
+from rk_agent.envs.tool import Tool, ToolResult
+from rk_agent.errors import ConfigError, EnvError
+from rk_agent.rewards.compose import combine
+from rk_agent.rewards.decorator import RewardFn
+from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.types import EvaluateResult, Message, MetricResult, StepOutput, StopReason, ToolCall
+
+__all__ = ["ChatEnv", "EpisodeState", "ToolCallRecord"]
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One tool call of a step and its result."""
+
+    call: ToolCall
+    result: ToolResult
+
+
+@dataclass
+class EpisodeState:
+    """The running state of one episode (internal; not a wire format).
+
+    Attributes:
+        task: the task being played.
+        messages: the whole conversation so far.
+        turn: completed assistant turns.
+        steps: the per-step rewards so far.
+        done: set by a hook to end the episode after this step.
+        scratch: free space for the environment's own per-episode state.
+    """
+
+    task: Task
+    messages: list[Message]
+    turn: int = 0
+    steps: list[StepOutput] = field(default_factory=list)
+    done: bool = False
+    scratch: dict[str, Any] = field(default_factory=dict)
+
+
+class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
+    """Base class of every rk-agent environment; see the module docstring for the hooks.
+
+    Args:
+        tasks: a list of `Task`, or a JSONL path, instead of generated tasks.
+        max_turns: assistant turns before the episode is truncated.
+        episode_rewards: ``{name: reward}`` scored on the whole episode (replaces the env's
+            defaults). A reward is a decorated function, a registered name or a path.
+        episode_weights: weight per episode reward (default 1.0 each).
+        step_rewards: ``{name: reward}`` scored after every step (replaces the defaults).
+        render_mode: ``"ansi"`` or ``None``.
+    """
+
+    # Gymnasium declares `metadata` as an instance attribute, so no ClassVar here.
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012
+    default_max_turns: ClassVar[int] = 6
+    default_episode_rewards: ClassVar[Mapping[str, RewardLike]] = {}
+    default_episode_weights: ClassVar[Mapping[str, float]] = {}
+    default_step_rewards: ClassVar[Mapping[str, RewardLike]] = {}
+
+    def __init__(
+        self,
+        *,
+        tasks: Sequence[Task] | str | Path | None = None,
+        max_turns: int | None = None,
+        episode_rewards: Mapping[str, RewardLike] | None = None,
+        episode_weights: Mapping[str, float] | None = None,
+        step_rewards: Mapping[str, RewardLike] | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(
+                f"render_mode {render_mode!r} is not supported; use one of "
+                f"{self.metadata['render_modes']} or None."
+            )
+        self.render_mode = render_mode
+        self.observation_space = ConversationSpace()
+        self.action_space = MessageSpace()
+        self.max_turns = max_turns if max_turns is not None else self.default_max_turns
+        if self.max_turns < 1:
+            raise ConfigError(f"max_turns must be at least 1, got {self.max_turns}.")
+        self.dataset: list[Task] | None = (
+            load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks) if tasks else None
+        )
+        self._tools: dict[str, Tool] = {t.name: t for t in self.tools()}
+        self._step_reward = _weighted(
+            step_rewards if step_rewards is not None else self.default_step_rewards, None, "step"
+        )
+        if episode_rewards is None:
+            episode_rewards = self.default_episode_rewards
+            episode_weights = episode_weights or self.default_episode_weights
+        self._episode_reward = _weighted(episode_rewards, episode_weights, "episode")
+        self._state: EpisodeState | None = None
+
+    # ---------------------------------------------------------------- hooks
+
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        """Make one task from ``rng`` (seeded by ``reset``). Override in generated-task envs."""
+        raise ConfigError(
+            f"{type(self).__name__} has no task generator: pass tasks=[...] or a JSONL path."
+        )
+
+    def tools(self) -> list[Tool]:
+        """The tools the model may call (default: none)."""
+        return []
+
+    def on_reset(self, state: EpisodeState) -> None:
+        """Set up per-episode state in ``state.scratch`` (default: nothing)."""
+
+    def respond(self, action: Message, state: EpisodeState) -> list[Message] | None:
+        """The environment's reply to an assistant message that calls no tool.
+
+        Return ``None`` to end the episode (the message was the final answer), or messages
+        (feedback) for another turn. Set ``state.done`` to end after replying.
+        """
+        return None
+
+    def call_tool(self, call: ToolCall, state: EpisodeState) -> ToolResult:
+        """Run one tool call (default: the tool of that name from `tools`)."""
+        found = self._tools.get(call.function.name)
+        if found is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return ToolResult(
+                f"Error: there is no tool named {call.function.name!r}. Available: {known}.",
+                ok=False,
+                error_kind="unknown_tool",
+            )
+        return found.run(call.function.arguments)
+
+    # ---------------------------------------------------------------- the fixed loop
+
+    @property
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI schemas of `tools` (what the model is offered)."""
+        return [t.schema for t in self._tools.values()]
+
+    @property
+    def state(self) -> EpisodeState:
+        """The current episode's state. Raises `EnvError` before the first ``reset``."""
+        if self._state is None:
+            raise EnvError(f"{type(self).__name__}: call reset() before step().")
+        return self._state
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Start an episode.
+
+        Args:
+            seed: picks the task (same seed, same task).
+            options: ``{"task": Task | dict}`` plays that task; ``{"task_index": i}`` picks
+                task ``i`` of the dataset.
+
+        Returns:
+            The opening conversation and ``info`` with ``tools`` (schemas) and ``task``.
+        """
+        super().reset(seed=seed)
+        task = self._choose_task(options or {})
+        self._state = EpisodeState(task=task, messages=[m.model_copy() for m in task.messages])
+        self.on_reset(self._state)
+        info = {"tools": self.tool_schemas, "task": task}
+        return self._observation(), info
+
+    def step(
+        self, action: Message | dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
+        """Play one assistant turn: run its tool calls, or let the environment respond.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``. ``reward`` is the step's
+            score, plus the weighted episode score on the last step. ``info`` holds ``step``
+            (the step's `EvaluateResult`), ``tool_calls`` (`ToolCallRecord`s), ``episode``
+            (the episode's `EvaluateResult`, on the last step) and ``stop_reason``.
+
+        Raises:
+            EnvError: ``reset`` was not called, or the episode is already over.
+        """
+        state = self.state
+        if state.done:
+            raise EnvError(f"{type(self).__name__}: the episode is over; call reset().")
+        message = _as_assistant(action)
+        state.messages.append(message)
+        state.turn += 1
+        records: list[ToolCallRecord] = []
+        answered = False
+        if message.tool_calls:
+            for call in message.tool_calls:
+                result = self.call_tool(call, state)
+                records.append(ToolCallRecord(call, result))
+                state.messages.append(
+                    Message(role="tool", tool_call_id=call.id, name=call.function.name,
+                            content=result.content)
+                )  # fmt: skip
+        else:
+            reply = self.respond(message, state)
+            if reply is None:
+                answered = True
+            else:
+                state.messages.extend(reply)
+        step_result = self._score_step(state, records)
+        terminated = answered or state.done
+        truncated = not terminated and state.turn >= self.max_turns
+        info: dict[str, Any] = {"step": step_result, "tool_calls": records}
+        reward = step_result.score if step_result.is_score_valid else 0.0
+        if terminated or truncated:
+            state.done = True
+            stop = StopReason.ANSWERED if terminated else StopReason.MAX_TURNS
+            episode = self.score_episode(state, stop)
+            info["episode"] = episode
+            info["stop_reason"] = stop
+            reward += episode.score if episode.is_score_valid else 0.0
+        return self._observation(), reward, terminated, truncated, info
+
+    def score_episode(self, state: EpisodeState, stop_reason: StopReason) -> EvaluateResult:
+        """The episode's `EvaluateResult` (the weighted episode rewards, with step outputs)."""
+        if self._episode_reward is None:
+            result = EvaluateResult(score=0.0, reason="no episode rewards configured")
+        else:
+            result = self._episode_reward(**self._reward_kwargs(state, stop_reason=stop_reason))
+        return result.model_copy(update={"step_outputs": list(state.steps)})
+
+    def render(self) -> str | None:
+        """The conversation as text (``render_mode="ansi"``)."""
+        if self.render_mode != "ansi" or self._state is None:
+            return None
+        lines = []
+        for m in self._state.messages:
+            calls = "".join(
+                f"\n  -> {c.function.name}({c.function.arguments})" for c in m.tool_calls or []
+            )
+            lines.append(f"[{m.role}] {m.text}{calls}")
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------- internals
+
+    def _choose_task(self, options: dict[str, Any]) -> Task:
+        if "task" in options:
+            task = options["task"]
+            return task if isinstance(task, Task) else Task.model_validate(task)
+        if self.dataset is not None:
+            index = options.get("task_index")
+            if index is None:
+                index = int(self.np_random.integers(len(self.dataset)))
+            return self.dataset[index % len(self.dataset)]
+        return self.generate_task(self.np_random)
+
+    def _observation(self) -> list[dict[str, Any]]:
+        return [m.to_openai() for m in self.state.messages]
+
+    def _reward_kwargs(self, state: EpisodeState, **extra: Any) -> dict[str, Any]:
+        return {
+            "messages": state.messages,
+            "ground_truth": state.task.ground_truth,
+            "metadata": state.task.metadata,
+            "turn": state.turn,
+            **extra,
+        }
+
+    def _score_step(self, state: EpisodeState, records: list[ToolCallRecord]) -> EvaluateResult:
+        metrics: dict[str, MetricResult] = {}
+        if records:
+            ok = sum(r.result.ok for r in records)
+            metrics["tool_calls"] = MetricResult(score=float(len(records)))
+            metrics["tool_success"] = MetricResult(
+                score=ok / len(records),
+                success=ok == len(records),
+                reason="; ".join(r.result.content[:120] for r in records if not r.result.ok)
+                or None,
+            )
+        if self._step_reward is not None:
+            result = self._step_reward(**self._reward_kwargs(state, tool_calls=records))
+            result = result.model_copy(update={"metrics": {**metrics, **result.metrics}})
+        else:
+            result = EvaluateResult(score=0.0, metrics=metrics)
+        state.steps.append(
+            StepOutput(step_index=state.turn - 1, reward=result.score, metrics=result.metrics,
+                       reason=result.reason)
+        )  # fmt: skip
+        return result
+
+
+def _as_assistant(action: Message | dict[str, Any]) -> Message:
+    try:
+        message = Message.coerce(action)
+    except ValueError as exc:
+        raise EnvError(f"the action must be an assistant message (OpenAI format): {exc}") from exc
+    if message.role != "assistant":
+        raise EnvError(f"the action must be an assistant message, got role {message.role!r}.")
+    return message
+
+
+def _weighted(
+    rewards: Mapping[str, RewardLike], weights: Mapping[str, float] | None, kind: str
+) -> RewardFn | None:
+    if not rewards:
+        return None
+    resolved = {name: get_reward_function(r) for name, r in rewards.items()}
+    if any(fn.reward_spec.is_async for fn in resolved.values()):
+        raise ConfigError(
+            f"{kind} rewards of an environment must be synchronous (environments step in a "
+            f"worker thread); async: {[n for n, f in resolved.items() if f.reward_spec.is_async]}"
+        )
+    combined = combine(resolved, weights=dict(weights) if weights else None, name=f"{kind}_reward")
+    return combined  # type: ignore[return-value]  # sync: no component is async
