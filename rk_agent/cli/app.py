@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from rk_agent import __version__
-from rk_agent.cli import preview, rewards
+from rk_agent.cli import envs, preview, rewards, rollout
 from rk_agent.errors import RkAgentError
 
 app = typer.Typer(
@@ -18,6 +18,9 @@ app = typer.Typer(
     rich_markup_mode="rich",
     add_completion=False,
 )
+app.command(name="rollout")(rollout.rollout)
+app.command(name="show")(rollout.show)
+app.add_typer(envs.app, name="envs")
 app.add_typer(rewards.app, name="rewards")
 app.command(name="preview")(preview.preview)
 

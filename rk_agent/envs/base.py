@@ -206,15 +206,39 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         Raises:
             EnvError: ``reset`` was not called, or the episode is already over.
         """
+        return self._play(_as_assistant(action), parse_error=None)
+
+    def reject(
+        self, action: Message | dict[str, Any], reason: str
+    ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
+        """Play a turn whose output could not be used, e.g. a malformed tool call.
+
+        The message is recorded, the model is told what was wrong (a user message) and may try
+        again, and the step carries a ``parse_error`` metric (score -1) so the penalty is
+        visible. It counts towards ``max_turns``. Returns what `step` returns.
+        """
+        return self._play(_as_assistant(action), parse_error=reason)
+
+    def is_success(self, episode: EvaluateResult) -> bool:
+        """Whether an episode counts as solved (default: a valid score of at least 1.0)."""
+        return episode.is_score_valid and episode.score >= 1.0 - 1e-9
+
+    def _play(
+        self, message: Message, parse_error: str | None
+    ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
         state = self.state
         if state.done:
             raise EnvError(f"{type(self).__name__}: the episode is over; call reset().")
-        message = _as_assistant(action)
         state.messages.append(message)
         state.turn += 1
         records: list[ToolCallRecord] = []
         answered = False
-        if message.tool_calls:
+        if parse_error is not None:
+            state.messages.append(
+                Message(role="user", content=f"Error: your tool call could not be read: "
+                        f"{parse_error}. Reply again with a well-formed call or a final answer.")
+            )  # fmt: skip
+        elif message.tool_calls:
             for call in message.tool_calls:
                 result = self.call_tool(call, state)
                 records.append(ToolCallRecord(call, result))
@@ -228,7 +252,7 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
                 answered = True
             else:
                 state.messages.extend(reply)
-        step_result = self._score_step(state, records)
+        step_result = self._score_step(state, records, parse_error)
         terminated = answered or state.done
         truncated = not terminated and state.turn >= self.max_turns
         info: dict[str, Any] = {"step": step_result, "tool_calls": records}
@@ -287,8 +311,12 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             **extra,
         }
 
-    def _score_step(self, state: EpisodeState, records: list[ToolCallRecord]) -> EvaluateResult:
+    def _score_step(
+        self, state: EpisodeState, records: list[ToolCallRecord], parse_error: str | None
+    ) -> EvaluateResult:
         metrics: dict[str, MetricResult] = {}
+        if parse_error is not None:
+            metrics["parse_error"] = MetricResult(score=-1.0, success=False, reason=parse_error)
         if records:
             ok = sum(r.result.ok for r in records)
             metrics["tool_calls"] = MetricResult(score=float(len(records)))

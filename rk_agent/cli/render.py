@@ -1,0 +1,90 @@
+"""Rendering runs for people: the summary table and trajectories turn by turn (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from rk_agent.rollouts.summary import RunSummary
+from rk_agent.rollouts.trajectory import Trajectory
+
+__all__ = ["render_summary", "render_trajectory"]
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def render_summary(summary: RunSummary, console: Console, title: str = "Summary") -> None:
+    """Print the run summary as a table."""
+    table = Table(title=title, show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    er = summary.episode_reward
+    rows = [
+        ("episodes", f"{summary.episodes} ({summary.tasks} tasks x {summary.group_size})"),
+        ("failed", str(summary.failed)),
+        ("episode reward", f"mean {_fmt(er.mean)}  std {_fmt(er.std)}  (invalid {er.invalid})"),
+        ("success rate", _fmt(summary.success_rate)),
+        ("pass@k", ", ".join(f"{k}={v:.3f}" for k, v in summary.pass_at_k.items()) or "-"),
+        (
+            "step reward",
+            f"mean {_fmt(summary.step_reward.mean)}  std {_fmt(summary.step_reward.std)}",
+        ),
+        ("turns per episode", _fmt(summary.turns_mean, 2)),
+        ("tool calls", f"{summary.tool_calls} (success {_fmt(summary.tool_call_success_rate)})"),
+        ("parse-error rate", _fmt(summary.parse_error_rate)),
+        ("stop reasons", ", ".join(f"{k}={v}" for k, v in summary.stop_reasons.items())),
+        ("failures", ", ".join(f"{k}={v}" for k, v in summary.failures.items()) or "none"),
+        ("tokens", f"prompt {summary.prompt_tokens}, completion {summary.completion_tokens}"),
+        (
+            "model latency",
+            f"p50 {_fmt(summary.model_latency.p50)} s  p90 {_fmt(summary.model_latency.p90)} s  "
+            f"p99 {_fmt(summary.model_latency.p99)} s",
+        ),
+        ("episode wall time", f"p50 {_fmt(summary.episode_wall_time.p50, 2)} s"),
+    ]
+    for name, value in summary.metric_means.items():
+        rows.append((f"  {name}", _fmt(value)))
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+_ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "yellow"}
+
+
+def render_trajectory(trajectory: Trajectory, console: Console) -> None:
+    """Print one episode turn by turn: messages, tool calls, rewards and how it ended."""
+    parts: list[Text | Table] = []
+    for message in trajectory.task.messages:
+        parts.append(_message_text(message.role, message.text))
+    for turn in trajectory.turns:
+        header = Text(f"turn {turn.index}  reward {turn.reward:+.3f}", style="bold")
+        if turn.parse_error:
+            header.append(f"  parse error: {turn.parse_error}", style="red")
+        parts.append(header)
+        text = turn.assistant.text
+        for call in turn.assistant.tool_calls or []:
+            text += f"\n-> {call.function.name}({call.function.arguments})"
+        parts.append(_message_text("assistant", text))
+        for message in turn.environment:
+            parts.append(_message_text(message.role, message.text))
+    ending = f"stop: {trajectory.stop_reason.value}"
+    if trajectory.episode is not None:
+        ending += f"   episode reward {trajectory.episode.score:.3f}"
+        if trajectory.episode.reason:
+            ending += f" ({trajectory.episode.reason})"
+    if trajectory.failure is not None:
+        ending += f"   failure: {trajectory.failure.kind.value}: {trajectory.failure.message}"
+    parts.append(Text(ending, style="bold magenta"))
+    title = f"episode {trajectory.id}  task {trajectory.task.id}  seed {trajectory.seed}"
+    console.print(Panel(Group(*parts), title=title, title_align="left"))
+
+
+def _message_text(role: str, content: str) -> Text:
+    text = Text(f"[{role}] ", style=_ROLE_STYLE.get(role, ""))
+    text.append(content)
+    return text

@@ -1,0 +1,189 @@
+"""``rk-agent rollout`` and ``rk-agent show``: play episodes, then read them back."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rk_agent.cli.render import render_summary, render_trajectory
+from rk_agent.errors import ConfigError
+
+EXIT_INTERRUPTED = 130
+
+
+def rollout(
+    env: Annotated[
+        str | None,
+        typer.Option(
+            "--env",
+            "-e",
+            help="Environment: tools, math, code, guess, file.py::Class or module:Class.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model name, local folder or hub id. Default: the embedded SmolLM2-135M.",
+        ),
+    ] = None,
+    provider: Annotated[
+        str | None, typer.Option("--provider", help="fireworks, openai or local.")
+    ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", help="Any OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp)."
+        ),
+    ] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            help="API key (default: FIREWORKS_API_KEY / OPENAI_API_KEY). Never saved.",
+            show_default=False,
+        ),
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", help="Number of tasks.")] = None,
+    group_size: Annotated[
+        int | None, typer.Option("--group-size", help="Samples per task (GRPO groups, pass@k).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Episodes played at once.")
+    ] = None,
+    max_turns: Annotated[
+        int | None, typer.Option("--max-turns", help="Assistant turns per episode.")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Wall-time limit per episode, seconds.")
+    ] = None,
+    reward: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reward",
+            help="Episode reward (repeatable): a name or file.py::fn. Replaces the env's.",
+        ),
+    ] = None,
+    tasks: Annotated[
+        str | None,
+        typer.Option("--tasks", help="JSONL dataset of tasks instead of generated ones."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Task i uses seed + i.")] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", help="Sampling temperature.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Most new tokens per turn.")
+    ] = None,
+    failure_policy: Annotated[
+        str | None, typer.Option("--failure-policy", help="record, retry or drop_group.")
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", help="Run directory (default runs/<env>-<time>)."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", "-c", help="YAML file with any of these options; flags override it."
+        ),
+    ] = None,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Finish an interrupted run directory.")
+    ] = None,
+) -> None:
+    """Play episodes of an environment with a model and write trajectories and a summary."""
+    from rk_agent.rollouts.config import load_rollout_config
+    from rk_agent.rollouts.runner import describe_model, prepare_run
+
+    console = Console()
+    overrides: dict[str, Any] = {
+        "env": env, "model": model, "provider": provider, "base_url": base_url, "n": n,
+        "group_size": group_size, "concurrency": concurrency, "max_turns": max_turns,
+        "episode_timeout_s": timeout, "rewards": reward or None, "tasks": tasks, "seed": seed,
+        "sampling.temperature": temperature, "sampling.max_tokens": max_tokens,
+        "failure_policy.action": failure_policy, "output": output,
+    }  # fmt: skip
+    if resume is not None:
+        given = [k for k, v in overrides.items() if v is not None]
+        if given or config is not None:
+            raise ConfigError(
+                "--resume finishes a run with its saved config; drop "
+                f"{', '.join(given) or '--config'}."
+            )
+    run_config = load_rollout_config(config, overrides)
+    run = prepare_run(run_config, api_key=api_key, resume=resume)
+    console.print(describe_model(run), style="yellow" if run.uses_embedded_model else None)
+    total = run.config.n * run.config.group_size
+    console.print(
+        f"{run.env_name}: {total} episodes ({run.config.n} tasks x {run.config.group_size}), "
+        f"concurrency {run.config.concurrency}, writing to {run.run_dir.path}"
+        + (f" (resuming: {len(run.done)} done)" if run.done else "")
+    )
+    status = _play(run, console, total)
+    summary = run.summarize()
+    run.run_dir.finish(status)
+    render_summary(summary, console, title=f"Summary of {run.run_dir.path}")
+    if status == "interrupted":
+        console.print(
+            f"Interrupted: finished episodes are saved. Resume with "
+            f"`rk-agent rollout --resume {run.run_dir.path}`.", style="yellow"
+        )  # fmt: skip
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _play(run: Any, console: Console, total: int) -> str:
+    rewards: list[float] = []
+    columns = (
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task("episodes", total=total, completed=len(run.done), stats="")
+
+        def on_episode(trajectory: Any) -> None:
+            if trajectory.episode_reward is not None:
+                rewards.append(trajectory.episode_reward)
+            mean = sum(rewards) / len(rewards) if rewards else float("nan")
+            progress.update(bar, advance=1, stats=f"mean reward {mean:.3f}")
+
+        try:
+            asyncio.run(run.play(on_episode))
+        except KeyboardInterrupt:
+            return "interrupted"
+    return "finished"
+
+
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `rk-agent rollout`.")],
+    episode: Annotated[
+        list[str] | None, typer.Option("--episode", help="Episode id(s) to render, e.g. 3-0.")
+    ] = None,
+    failed: Annotated[bool, typer.Option("--failed", help="Render the failed episodes.")] = False,
+    limit: Annotated[int, typer.Option("--limit", help="Render at most this many episodes.")] = 3,
+) -> None:
+    """Print a run's summary and render chosen episodes turn by turn."""
+    from rk_agent.rollouts.run_dir import RunDir
+    from rk_agent.rollouts.summary import summarize
+
+    console = Console()
+    run = RunDir.open(run_dir)
+    trajectories = run.read_trajectories()
+    render_summary(summarize(trajectories, run.config.group_size), console, title=str(run_dir))
+    chosen = trajectories
+    if episode:
+        wanted = set(episode)
+        chosen = [t for t in trajectories if t.id in wanted]
+        missing = wanted - {t.id for t in chosen}
+        if missing:
+            raise ConfigError(f"no episode {sorted(missing)} in {run_dir}; ids look like '0-0'.")
+    elif failed:
+        chosen = [t for t in trajectories if t.failure is not None]
+    for trajectory in chosen[:limit]:
+        render_trajectory(trajectory, console)

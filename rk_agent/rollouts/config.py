@@ -1,0 +1,132 @@
+"""The rollout configuration: every option of ``rk-agent rollout``, from YAML and flags.
+
+A YAML file gives any option; command-line flags override it; the resolved configuration is
+saved with the run (``config.yaml``), API keys excluded.
+
+Main names: `RolloutConfig`, `FailurePolicy`, `load_rollout_config`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.policy import SamplingParams
+
+__all__ = ["FailurePolicy", "RolloutConfig", "load_rollout_config"]
+
+Provider = Literal["fireworks", "openai", "local"]
+
+
+class FailurePolicy(BaseModel):
+    """What to do with an episode that failed (model error, timeout, crashed environment).
+
+    Attributes:
+        action: ``"record"`` keeps the failed trajectory and goes on; ``"retry"`` plays the
+            episode again (up to ``max_attempts``) when the failure may pass, then records it;
+            ``"drop_group"`` drops every sample of that task (a GRPO group with a missing
+            sample is biased), logging it to ``dropped.jsonl``.
+        max_attempts: tries per episode with ``"retry"``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["record", "retry", "drop_group"] = "record"
+    max_attempts: int = Field(default=3, ge=1)
+
+
+class RolloutConfig(BaseModel):
+    """Everything a rollout run needs. Saved as the run's ``config.yaml``.
+
+    Attributes:
+        env: environment: short name, Gymnasium id, ``file.py::Class`` or ``module:Class``.
+        env_kwargs: keyword arguments for the environment's constructor.
+        tasks: a JSONL dataset of tasks instead of the environment's generator.
+        model: model name, hub id or local folder; ``None`` is the embedded default model.
+        provider: ``fireworks``, ``openai`` or ``local``; ``None`` picks from the other options.
+        base_url: an OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp, ...).
+        api_key_env: the environment variable holding the API key (the key is never saved).
+        n: number of tasks.
+        group_size: samples per task (GRPO groups, pass@k).
+        concurrency: episodes played at once.
+        max_turns: assistant turns per episode (``None``: the environment's default).
+        episode_timeout_s: wall-time limit per episode.
+        seed: task ``i`` is played with seed ``seed + i``.
+        rewards: episode rewards replacing the environment's (names or paths).
+        sampling: sampling parameters.
+        failure_policy: what to do with failed episodes.
+        output: the run directory (default: ``runs/<env>-<timestamp>``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    env: str = "tools"
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    tasks: str | None = None
+    model: str | None = None
+    provider: Provider | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    n: int = Field(default=16, ge=1)
+    group_size: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=8, ge=1)
+    max_turns: int | None = Field(default=None, ge=1)
+    episode_timeout_s: float = Field(default=600.0, gt=0)
+    seed: int = 0
+    rewards: list[str] = Field(default_factory=list)
+    sampling: SamplingParams = Field(
+        default_factory=lambda: SamplingParams(temperature=0.7, max_tokens=256)
+    )
+    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
+    output: str | None = None
+
+
+def load_rollout_config(
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> RolloutConfig:
+    """Read a YAML config (optional) and apply overrides (flags that were given).
+
+    Nested keys can be overridden with dotted names (``{"sampling.temperature": 0.2}``).
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or an option is unknown or invalid
+            (the message names the option).
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = _read_yaml(Path(path))
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        target = data
+        *parents, leaf = key.split(".")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    try:
+        return RolloutConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        where = f" in {path}" if path else ""
+        raise ConfigError(f"invalid rollout config{where}: {problems}.") from exc
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} must be a mapping of options, got {type(data).__name__}.")
+    return data

@@ -1,0 +1,218 @@
+"""Playing one episode: the fixed loop between a policy and an environment.
+
+`play_episode` is the whole loop in one readable function: reset, then ask the policy, step the
+environment, record the turn, until the environment says the episode is over. Environment code
+(tools, feedback, rewards) runs in a worker thread, off the event loop. Failures are recorded on
+the trajectory, never raised: the caller's failure policy decides what to do with them.
+
+Main names: `EpisodeSlot`, `play_episode`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rk_agent.envs.base import ChatEnv, ToolCallRecord
+from rk_agent.envs.task import Task
+from rk_agent.errors import ContextOverflowError, EndpointError, EnvError
+from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams, Usage
+from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
+from rk_agent.types import EvaluateResult, FailureKind, Message, StopReason
+
+__all__ = ["EpisodeSlot", "play_episode"]
+
+
+@dataclass(frozen=True)
+class EpisodeSlot:
+    """Which episode to play: task ``task_index``, sample ``sample``, reset with ``seed``."""
+
+    task_index: int
+    sample: int
+    seed: int
+    options: dict[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.task_index}-{self.sample}"
+
+
+@dataclass
+class _Recorder:
+    """What an episode has produced so far; survives the episode's cancellation."""
+
+    turns: list[Turn] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    episode: EvaluateResult | None = None
+    stop_reason: StopReason | None = None
+    failure: Failure | None = None
+
+
+async def play_episode(
+    env: ChatEnv,
+    policy: Policy,
+    slot: EpisodeSlot,
+    *,
+    sampling: SamplingParams,
+    env_name: str,
+    timeout_s: float | None = None,
+    attempt: int = 1,
+) -> Trajectory:
+    """Play one episode and return its trajectory (failures included, never raised).
+
+    Args:
+        env: the environment (reset here).
+        policy: the model.
+        slot: the task, sample and seed.
+        sampling: sampling parameters (a per-sample seed is derived when ``sampling.seed``
+            is set).
+        env_name: recorded with the trajectory.
+        timeout_s: wall-time limit for the whole episode.
+        attempt: recorded with the trajectory (1 = first try).
+    """
+    started = time.perf_counter()
+    record = _Recorder()
+    if sampling.seed is not None:
+        sampling = sampling.model_copy(update={"seed": sampling.seed + slot.sample})
+    try:
+        await asyncio.wait_for(_loop(env, policy, slot, sampling, record), timeout_s)
+    except asyncio.TimeoutError:
+        record.stop_reason = StopReason.TIMEOUT
+        record.failure = Failure(
+            kind=FailureKind.TIMEOUT,
+            message=f"the episode ran past its {timeout_s:g} s limit",
+            where="engine",
+            retryable=True,
+        )
+    try:
+        task = env.state.task
+    except EnvError:  # reset itself failed: there is no task to record
+        task = Task(id=f"unavailable-{slot.id}", messages=[])
+    total = sum(t.reward for t in record.turns)
+    if record.episode is not None and record.episode.is_score_valid:
+        total += record.episode.score
+    return Trajectory(
+        id=slot.id,
+        task_index=slot.task_index,
+        sample=slot.sample,
+        seed=slot.seed,
+        task=task,
+        env=env_name,
+        model=policy.name,
+        turns=record.turns,
+        episode=record.episode,
+        total_reward=total,
+        success=env.is_success(record.episode) if record.episode is not None else None,
+        stop_reason=record.stop_reason or StopReason.ERROR,
+        failure=record.failure,
+        usage=record.usage,
+        wall_time_s=time.perf_counter() - started,
+        attempt=attempt,
+    )
+
+
+async def _loop(
+    env: ChatEnv, policy: Policy, slot: EpisodeSlot, sampling: SamplingParams, record: _Recorder
+) -> None:
+    try:
+        _, info = await asyncio.to_thread(env.reset, seed=slot.seed, options=slot.options)
+    except Exception as exc:
+        record.failure = _env_failure(exc, "reset")
+        return
+    tools = info.get("tools") or None
+    while True:
+        model_started = time.perf_counter()
+        try:
+            output = await policy.generate(list(env.state.messages), tools, sampling)
+        except ContextOverflowError as exc:
+            record.failure = Failure(
+                kind=FailureKind.CONTEXT_OVERFLOW, message=str(exc), where="policy"
+            )
+            record.stop_reason = StopReason.TRUNCATED
+            record.episode = await asyncio.to_thread(
+                env.score_episode, env.state, StopReason.TRUNCATED
+            )
+            return
+        except EndpointError as exc:
+            record.failure = Failure(
+                kind=FailureKind.MODEL_ERROR,
+                message=str(exc),
+                where="policy",
+                retryable=exc.retryable,
+            )
+            return
+        model_latency = output.latency_s or time.perf_counter() - model_started
+        env_started = time.perf_counter()
+        before = len(env.state.messages) + 1  # the environment's answer starts after the action
+        try:
+            if output.parse_error is not None:
+                result = await asyncio.to_thread(env.reject, output.message, output.parse_error)
+            else:
+                result = await asyncio.to_thread(env.step, output.message)
+        except Exception as exc:
+            record.failure = _env_failure(exc, "step")
+            return
+        _, _, terminated, truncated, step_info = result
+        record.turns.append(
+            _turn(
+                len(record.turns),
+                output,
+                env.state.messages[before:],
+                step_info,
+                model_latency,
+                env_started,
+            )
+        )
+        if output.usage is not None:
+            record.usage = record.usage + output.usage
+        if terminated or truncated:
+            record.episode = step_info.get("episode")
+            record.stop_reason = step_info.get("stop_reason", StopReason.ANSWERED)
+            return
+
+
+def _turn(
+    index: int,
+    output: PolicyOutput,
+    environment: list[Message],
+    info: dict[str, Any],
+    model_latency: float,
+    env_started: float,
+) -> Turn:
+    step: EvaluateResult = info["step"]
+    records: list[ToolCallRecord] = info.get("tool_calls", [])
+    return Turn(
+        index=index,
+        assistant=output.message,
+        environment=environment,
+        tool_calls=[
+            ToolCallOutcome(
+                name=r.call.function.name,
+                ok=r.result.ok,
+                error_kind=r.result.error_kind,
+                latency_s=r.result.latency_s,
+            )
+            for r in records
+        ],
+        reward=step.score,
+        reward_valid=step.is_score_valid,
+        metrics=step.metrics,
+        parse_error=output.parse_error,
+        prompt_token_ids=output.prompt_token_ids,
+        token_ids=output.token_ids,
+        logprobs=output.logprobs,
+        usage=output.usage,
+        finish_reason=output.finish_reason,
+        model_latency_s=model_latency,
+        env_latency_s=time.perf_counter() - env_started,
+    )
+
+
+def _env_failure(exc: Exception, where: str) -> Failure:
+    return Failure(
+        kind=FailureKind.TOOL_ERROR,
+        message=f"the environment's {where}() raised {type(exc).__name__}: {exc}",
+        where="environment",
+    )

@@ -1,0 +1,181 @@
+"""From a `RolloutConfig` to a finished run: build the policy and environments, check every
+input before any work starts, run the engine, write the summary.
+
+Main names: `prepare_run`, `PreparedRun`, `build_policy`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.task import Task, load_tasks
+from rk_agent.errors import ConfigError
+from rk_agent.rewards.registry import get_reward_function
+from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.engine import RolloutResult, run_rollouts
+from rk_agent.rollouts.policy import Policy
+from rk_agent.rollouts.run_dir import RunDir
+from rk_agent.rollouts.summary import RunSummary, summarize
+from rk_agent.rollouts.trajectory import Trajectory
+
+__all__ = ["PreparedRun", "build_policy", "describe_model", "prepare_run"]
+
+EMBEDDED_NOTE = (
+    "The embedded model (SmolLM2-135M) is tiny: expect a success rate near 0. Point at a real "
+    "model with --base-url http://localhost:8000/v1 --model NAME (vLLM, SGLang, Ollama), "
+    "--provider fireworks --model accounts/fireworks/models/..., or --provider openai --model ..."
+)
+
+
+@dataclass
+class PreparedRun:
+    """Everything checked and built, ready to play."""
+
+    config: RolloutConfig
+    run_dir: RunDir
+    make_env: Callable[[], ChatEnv]
+    env_name: str
+    policy: Policy
+    done: set[str]
+    uses_embedded_model: bool
+
+    async def play(self, on_episode: Callable[[Trajectory], None] | None = None) -> RolloutResult:
+        """Run the engine; the policy is closed afterwards."""
+        try:
+            return await run_rollouts(
+                self.config,
+                policy=self.policy,
+                make_env=self.make_env,
+                env_name=self.env_name,
+                run_dir=self.run_dir,
+                done=self.done,
+                on_episode=on_episode,
+            )
+        finally:
+            await self.policy.aclose()
+
+    def summarize(self) -> RunSummary:
+        """Summarise every trajectory on disk (a resumed run includes earlier ones) and save."""
+        summary = summarize(self.run_dir.read_trajectories(), self.config.group_size)
+        self.run_dir.write_summary(summary)
+        return summary
+
+
+def prepare_run(
+    config: RolloutConfig,
+    *,
+    api_key: str | None = None,
+    resume: str | Path | None = None,
+    policy: Policy | None = None,
+) -> PreparedRun:
+    """Check every input and build what the run needs; nothing is played yet.
+
+    Args:
+        config: the resolved configuration (ignored for ``resume``: the run's own is used).
+        api_key: an API key given on the command line (never saved).
+        resume: a run directory to finish.
+        policy: use this policy instead of building one from the config (tests, benchmarks).
+
+    Raises:
+        ConfigError: unknown environment or reward (with did-you-mean), a missing API key,
+            an unreadable dataset, a run directory that already holds a run.
+    """
+    done: set[str] = set()
+    if resume is not None:
+        run_dir = RunDir.open(resume)
+        config = run_dir.config
+        run_dir.repair()
+        done = {t.id for t in run_dir.read_trajectories()}
+    make_env, env_name = build_env_factory(config)
+    uses_embedded = policy is None and config.model is None and not config.base_url
+    if policy is None:
+        policy = build_policy(config, api_key=api_key)
+    if resume is None:
+        output = config.output or _default_output(env_name)
+        config = config.model_copy(update={"output": output})
+        run_dir = RunDir.create(output, config)
+    return PreparedRun(config, run_dir, make_env, env_name, policy, done, uses_embedded)
+
+
+def build_env_factory(config: RolloutConfig) -> tuple[Callable[[], ChatEnv], str]:
+    """A factory of configured environments, checked by building one now."""
+    from rk_agent.envs.registry import get_env_class
+
+    env_class = get_env_class(config.env)
+    kwargs: dict[str, Any] = dict(config.env_kwargs)
+    if config.max_turns is not None:
+        kwargs["max_turns"] = config.max_turns
+    if config.rewards:
+        kwargs["episode_rewards"] = {_reward_key(r): get_reward_function(r) for r in config.rewards}
+    if config.tasks is not None:
+        tasks: list[Task] = load_tasks(config.tasks)
+        if config.n > len(tasks):
+            raise ConfigError(
+                f"--n {config.n} asks for more tasks than {config.tasks} has ({len(tasks)})."
+            )
+        kwargs["tasks"] = tasks
+
+    def make_env() -> ChatEnv:
+        return env_class(**kwargs)
+
+    try:
+        make_env().close()
+    except TypeError as exc:
+        raise ConfigError(f"cannot build environment {config.env!r}: {exc}") from exc
+    return make_env, getattr(env_class, "env_name", config.env)
+
+
+def _reward_key(spec: str) -> str:
+    name = spec.rsplit("::", 1)[-1].rsplit(":", 1)[-1]
+    return name or spec
+
+
+def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy:
+    """The policy the config names: an OpenAI-compatible server, or a local model.
+
+    Raises:
+        ConfigError: a provider that needs a key has none, or the model cannot be placed.
+    """
+    provider = config.provider
+    if config.base_url or provider in ("fireworks", "openai"):
+        from rk_agent.rollouts.openai_policy import make_policy
+
+        key = api_key or (os.environ.get(config.api_key_env) if config.api_key_env else None)
+        if config.model is None:
+            raise ConfigError(
+                "--model is required with --base-url or --provider fireworks/openai "
+                "(e.g. --model accounts/fireworks/models/llama-v3p1-8b-instruct)."
+            )
+        return make_policy(
+            provider=provider if provider != "local" else None,
+            model=config.model,
+            base_url=config.base_url,
+            api_key=key,
+            max_concurrency=config.concurrency,
+        )
+    model = config.model
+    if model is not None and provider is None and not Path(model).exists():
+        raise ConfigError(
+            f"where does model {model!r} run? Add --provider fireworks|openai|local, or "
+            "--base-url URL for an OpenAI-compatible server (vLLM, SGLang, Ollama)."
+        )
+    from rk_agent.rollouts.hf_policy import HFPolicy
+    from rk_agent.rollouts.local_model import resolve_model
+
+    return HFPolicy(resolve_model(model))
+
+
+def describe_model(run: PreparedRun) -> str:
+    """One line saying which model plays, with the embedded-model caveat when it applies."""
+    return EMBEDDED_NOTE if run.uses_embedded_model else f"model: {run.policy.name}"
+
+
+def _default_output(env_name: str) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return str(Path("runs") / f"{env_name}-{stamp}")

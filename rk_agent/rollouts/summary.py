@@ -1,0 +1,149 @@
+"""Summary statistics of a run: rewards, success, pass@k, tools, stop reasons, tokens, latency.
+
+Main names: `RunSummary`, `summarize`, `pass_at_k`.
+
+Example:
+    >>> round(pass_at_k(n=4, c=1, k=2), 3)
+    0.5
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from rk_agent.rewards.stats import RewardStats, reward_stats
+from rk_agent.rollouts.trajectory import Trajectory
+
+__all__ = ["LatencyStats", "RunSummary", "pass_at_k", "summarize"]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimator: ``1 - C(n-c, k) / C(n, k)`` (Chen et al., 2021).
+
+    Args:
+        n: samples drawn for the task.
+        c: samples that succeeded.
+        k: the budget.
+    """
+    if k > n:
+        raise ValueError(f"pass@k needs k <= n, got k={k}, n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+class LatencyStats(BaseModel):
+    """Percentiles of a latency, in seconds."""
+
+    count: int
+    mean: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+
+
+class RunSummary(BaseModel):
+    """What a run produced, in numbers (``summary.json``)."""
+
+    episodes: int
+    failed: int
+    tasks: int
+    group_size: int
+    episode_reward: RewardStats
+    total_reward: RewardStats
+    success_rate: float | None
+    pass_at_k: dict[str, float]
+    metric_means: dict[str, float]
+    step_reward: RewardStats
+    turns_mean: float | None
+    tool_calls: int
+    tool_call_success_rate: float | None
+    parse_error_rate: float | None
+    stop_reasons: dict[str, int]
+    failures: dict[str, int]
+    prompt_tokens: int
+    completion_tokens: int
+    model_latency: LatencyStats
+    episode_wall_time: LatencyStats
+
+
+def summarize(trajectories: Sequence[Trajectory], group_size: int | None = None) -> RunSummary:
+    """Compute the `RunSummary` of a set of trajectories."""
+    turns = [turn for t in trajectories for turn in t.turns]
+    tool_outcomes = [call for turn in turns for call in turn.tool_calls]
+    groups: dict[int, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        groups[t.task_index].append(t)
+    size = group_size or max((len(g) for g in groups.values()), default=1)
+    judged = [t.success for t in trajectories if t.success is not None]
+    return RunSummary(
+        episodes=len(trajectories),
+        failed=sum(t.failure is not None for t in trajectories),
+        tasks=len(groups),
+        group_size=size,
+        episode_reward=reward_stats([t.episode_reward for t in trajectories]),
+        total_reward=reward_stats([t.total_reward for t in trajectories]),
+        success_rate=sum(judged) / len(judged) if judged else None,
+        pass_at_k=_pass_at_k(groups, size),
+        metric_means=_metric_means(trajectories),
+        step_reward=reward_stats([turn.reward if turn.reward_valid else None for turn in turns]),
+        turns_mean=len(turns) / len(trajectories) if trajectories else None,
+        tool_calls=len(tool_outcomes),
+        tool_call_success_rate=(
+            sum(c.ok for c in tool_outcomes) / len(tool_outcomes) if tool_outcomes else None
+        ),
+        parse_error_rate=(
+            sum(turn.parse_error is not None for turn in turns) / len(turns) if turns else None
+        ),
+        stop_reasons=dict(Counter(t.stop_reason.value for t in trajectories)),
+        failures=dict(Counter(t.failure.kind.value for t in trajectories if t.failure)),
+        prompt_tokens=sum(t.usage.prompt_tokens for t in trajectories),
+        completion_tokens=sum(t.usage.completion_tokens for t in trajectories),
+        model_latency=_latency([turn.model_latency_s for turn in turns]),
+        episode_wall_time=_latency([t.wall_time_s for t in trajectories]),
+    )
+
+
+def _pass_at_k(groups: dict[int, list[Trajectory]], size: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in sorted({1, size}):
+        values = []
+        for members in groups.values():
+            judged = [t.success for t in members if t.success is not None]
+            if len(judged) >= k:
+                values.append(pass_at_k(len(judged), sum(judged), k))
+        if values:
+            out[f"pass@{k}"] = sum(values) / len(values)
+    return out
+
+
+def _metric_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    values: dict[str, list[float]] = defaultdict(list)
+    for t in trajectories:
+        if t.episode is None:
+            continue
+        for name, metric in t.episode.metrics.items():
+            if metric.is_score_valid:
+                values[name].append(metric.score)
+    return {name: sum(v) / len(v) for name, v in sorted(values.items())}
+
+
+def _latency(values: list[float]) -> LatencyStats:
+    if not values:
+        return LatencyStats(count=0, mean=None, p50=None, p90=None, p99=None)
+    ordered = sorted(values)
+
+    def percentile(q: float) -> float:
+        return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)]
+
+    return LatencyStats(
+        count=len(values),
+        mean=sum(values) / len(values),
+        p50=percentile(0.50),
+        p90=percentile(0.90),
+        p99=percentile(0.99),
+    )

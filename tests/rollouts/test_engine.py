@@ -1,0 +1,223 @@
+"""The rollout engine: concurrency, groups, failure policies, resume, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rk_agent.errors import ContextOverflowError, EndpointError
+from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
+from rk_agent.rollouts.engine import plan_slots, run_rollouts
+from rk_agent.rollouts.policy import PolicyOutput, SamplingParams
+from rk_agent.rollouts.run_dir import RunDir
+from rk_agent.rollouts.summary import summarize
+from rk_agent.rollouts.testing import FunctionPolicy, ScriptedPolicy
+from rk_agent.types import FailureKind, Message, StopReason
+
+from .toy import AddEnv, solver
+
+
+def run(config: RolloutConfig, policy: Any, run_dir: RunDir | None = None, **kw: Any) -> Any:
+    return asyncio.run(
+        run_rollouts(config, policy=policy, make_env=AddEnv, env_name="add", run_dir=run_dir, **kw)
+    )
+
+
+def test_plays_every_slot_with_groups(tmp_path: Path) -> None:
+    config = RolloutConfig(env="add", n=6, group_size=3, concurrency=4, seed=10)
+    run_dir = RunDir.create(tmp_path / "run", config)
+    result = run(config, FunctionPolicy(solver), run_dir)
+    on_disk = run_dir.read_trajectories()
+    assert sorted(t.id for t in on_disk) == sorted(f"{i}-{s}" for i in range(6) for s in range(3))
+    assert all(t.success and t.stop_reason is StopReason.ANSWERED for t in on_disk)
+    # Samples of one task share its seed and task; tasks differ.
+    by_task = {t.task_index: t.task.id for t in on_disk}
+    assert all(t.task.id == by_task[t.task_index] and t.seed == 10 + t.task_index for t in on_disk)
+    assert len(set(by_task.values())) == 6
+    first = on_disk[0]
+    assert [len(turn.tool_calls) for turn in first.turns] == [1, 0]
+    assert first.turns[0].environment[0].role == "tool"
+    assert first.turns[0].metrics["tool_success"].score == 1.0
+    assert first.conversation[-1].text.startswith("####")
+    assert len(result.trajectories) == 18
+
+
+def test_concurrency_is_respected() -> None:
+    in_flight = peak = 0
+
+    async def slow(messages: list[Message], tools: Any) -> Any:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return solver(messages, tools)
+
+    run(RolloutConfig(env="add", n=20, concurrency=5), FunctionPolicy(slow))
+    assert peak == 5
+
+
+def test_model_failures_are_recorded_not_raised(tmp_path: Path) -> None:
+    policy = ScriptedPolicy([EndpointError("down", status=503, retryable=True)])
+    config = RolloutConfig(env="add", n=3)
+    run_dir = RunDir.create(tmp_path / "run", config)
+    run(config, policy, run_dir)
+    trajectories = run_dir.read_trajectories()
+    assert len(trajectories) == 3
+    for t in trajectories:
+        assert t.stop_reason is StopReason.ERROR
+        assert t.failure is not None and t.failure.kind is FailureKind.MODEL_ERROR
+        assert t.failure.message == "down" and t.failure.retryable
+        assert t.episode is None and t.success is None
+
+
+def test_retry_policy_plays_again() -> None:
+    calls = 0
+
+    def flaky(messages: list[Message], tools: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise EndpointError("blip", status=502, retryable=True)
+        return solver(messages, tools)
+
+    config = RolloutConfig(env="add", n=1, failure_policy=FailurePolicy(action="retry"))
+    [trajectory] = run(config, FunctionPolicy(flaky)).trajectories
+    assert trajectory.failure is None and trajectory.attempt == 2 and trajectory.success
+
+
+def test_retry_does_not_repeat_permanent_failures() -> None:
+    policy = ScriptedPolicy([EndpointError("bad key", status=401, retryable=False)])
+    config = RolloutConfig(env="add", n=1, failure_policy=FailurePolicy(action="retry"))
+    [trajectory] = run(config, policy).trajectories
+    assert trajectory.attempt == 1 and policy.calls == 1
+
+
+def test_drop_group_drops_every_sample_of_a_failed_group(tmp_path: Path) -> None:
+    def fails_on_task_1(messages: list[Message], tools: Any) -> Any:
+        if messages[0].text.startswith(AddEnv().reset(seed=1)[0][0]["content"]):
+            raise EndpointError("overloaded", status=503, retryable=True)
+        return solver(messages, tools)
+
+    config = RolloutConfig(
+        env="add", n=3, group_size=2, seed=0, failure_policy=FailurePolicy(action="drop_group")
+    )
+    run_dir = RunDir.create(tmp_path / "run", config)
+    result = run(config, FunctionPolicy(fails_on_task_1), run_dir)
+    assert result.dropped_groups == [1]
+    assert sorted(t.id for t in run_dir.read_trajectories()) == ["0-0", "0-1", "2-0", "2-1"]
+    dropped = [
+        json.loads(line) for line in (run_dir.path / "dropped.jsonl").read_text().splitlines()
+    ]
+    assert dropped[0]["task_index"] == 1 and "overloaded" in dropped[0]["reason"]
+
+
+def test_episode_timeout_keeps_finished_turns() -> None:
+    async def stalls_on_second_turn(messages: list[Message], tools: Any) -> Any:
+        if any(m.role == "tool" for m in messages):
+            await asyncio.sleep(30)
+        return solver(messages, tools)
+
+    config = RolloutConfig(env="add", n=1, episode_timeout_s=0.3)
+    started = time.perf_counter()
+    [trajectory] = run(config, FunctionPolicy(stalls_on_second_turn)).trajectories
+    assert time.perf_counter() - started < 10
+    assert trajectory.stop_reason is StopReason.TIMEOUT
+    assert trajectory.failure is not None and trajectory.failure.kind is FailureKind.TIMEOUT
+    assert len(trajectory.turns) == 1  # the first turn survived the timeout
+
+
+def test_context_overflow_truncates_and_scores() -> None:
+    def overflow(messages: list[Message], tools: Any) -> Any:
+        if any(m.role == "tool" for m in messages):
+            raise ContextOverflowError("prompt is 9000 tokens, the model takes 8192", status=400)
+        return solver(messages, tools)
+
+    [trajectory] = run(RolloutConfig(env="add", n=1), FunctionPolicy(overflow)).trajectories
+    assert trajectory.stop_reason is StopReason.TRUNCATED
+    assert trajectory.failure is not None
+    assert trajectory.failure.kind is FailureKind.CONTEXT_OVERFLOW
+    assert trajectory.episode is not None and trajectory.episode.score == 0.0
+
+
+def test_parse_errors_are_fed_back_with_a_penalty() -> None:
+    bad = PolicyOutput(
+        message=Message(role="assistant", content="<tool_call>{oops</tool_call>"),
+        parse_error="invalid JSON at char 1",
+    )
+    policy = ScriptedPolicy([bad, "#### 0"])
+    [trajectory] = run(RolloutConfig(env="add", n=1), policy).trajectories
+    first = trajectory.turns[0]
+    assert first.parse_error == "invalid JSON at char 1"
+    assert first.metrics["parse_error"].score == -1.0
+    assert first.environment[0].role == "user"
+    assert "could not be read: invalid JSON at char 1" in first.environment[0].text
+    assert len(trajectory.turns) == 2  # the model got another turn
+
+
+def test_a_crashing_environment_is_a_tool_error() -> None:
+    class Broken(AddEnv):
+        def respond(self, action: Message, state: Any) -> None:
+            raise RuntimeError("feedback generator crashed")
+
+    config = RolloutConfig(env="broken", n=1)
+    result = asyncio.run(
+        run_rollouts(config, policy=ScriptedPolicy(["no tools"]), make_env=Broken, env_name="b")
+    )
+    [trajectory] = result.trajectories
+    assert trajectory.failure is not None
+    assert trajectory.failure.kind is FailureKind.TOOL_ERROR
+    assert "RuntimeError: feedback generator crashed" in trajectory.failure.message
+
+
+def test_resume_skips_finished_episodes(tmp_path: Path) -> None:
+    config = RolloutConfig(env="add", n=4, group_size=2)
+    run_dir = RunDir.create(tmp_path / "run", config)
+    first = run(RolloutConfig(env="add", n=2, group_size=2), FunctionPolicy(solver), run_dir)
+    assert len(first.trajectories) == 4
+    # A crash mid-write leaves a torn line; resuming cuts it off and finishes the rest.
+    with (run_dir.path / "trajectories.jsonl").open("a") as handle:
+        handle.write('{"id": "2-0", "task_ind')
+    assert len(run_dir.read_trajectories()) == 4
+    assert run_dir.repair() > 0
+    done = {t.id for t in run_dir.read_trajectories()}
+    second = run(config, FunctionPolicy(solver), run_dir, done=done)
+    assert second.skipped == 4 and len(second.trajectories) == 4
+    ids = [t.id for t in run_dir.read_trajectories()]
+    assert sorted(ids) == sorted(f"{i}-{s}" for i in range(4) for s in range(2))
+    assert len(ids) == len(set(ids))
+
+
+def test_plan_uses_dataset_rows_when_the_env_has_a_dataset() -> None:
+    slots = plan_slots(RolloutConfig(n=2, group_size=2, seed=5), dataset_size=10)
+    assert [(s.id, s.seed, s.options) for s in slots] == [
+        ("0-0", 5, {"task_index": 0}), ("0-1", 5, {"task_index": 0}),
+        ("1-0", 6, {"task_index": 1}), ("1-1", 6, {"task_index": 1}),
+    ]  # fmt: skip
+
+
+def test_sampling_seed_differs_per_sample() -> None:
+    seen: list[int | None] = []
+
+    class Recording(ScriptedPolicy):
+        async def generate(self, messages: Any, tools: Any, sampling: SamplingParams) -> Any:
+            seen.append(sampling.seed)
+            return await super().generate(messages, tools, sampling)
+
+    config = RolloutConfig(n=1, group_size=3, concurrency=1, sampling=SamplingParams(seed=100))
+    run(config, Recording(["#### 1"]))
+    assert sorted(seen) == [100, 101, 102]
+
+
+def test_summary_of_a_run() -> None:
+    result = run(RolloutConfig(env="add", n=5, group_size=2), FunctionPolicy(solver))
+    summary = summarize(result.trajectories, 2)
+    assert summary.episodes == 10 and summary.tasks == 5
+    assert summary.success_rate == 1.0 and summary.pass_at_k == {"pass@1": 1.0, "pass@2": 1.0}
+    assert summary.tool_calls == 10 and summary.tool_call_success_rate == 1.0
+    assert summary.stop_reasons == {"answered": 10}
+    assert summary.turns_mean == 2.0
+    assert summary.metric_means["answer"] == 1.0
