@@ -46,10 +46,9 @@ def render_summary(summary: RunSummary, console: Console, title: str = "Summary"
         ),
         ("episode wall time", f"p50 {_fmt(summary.episode_wall_time.p50, 2)} s"),
     ]
-    for name, value in summary.metric_means.items():
-        rows.append((f"  {name}", _fmt(value)))
-    for name, value in rows:
-        table.add_row(name, value)
+    rows.extend((f"  {name}", _fmt(mean)) for name, mean in summary.metric_means.items())
+    for name, text in rows:
+        table.add_row(name, text)
     console.print(table)
 
 

@@ -1,1 +1,100 @@
-"""rk_agent.envs: arrives with its own issue."""
+"""rk_agent.envs: Gymnasium environments for multi-turn chat with tools and rewards.
+
+Importing this package registers the built-ins with Gymnasium (as Gymnasium's own packages do),
+so ``gymnasium.make("rk_agent/Tools-v0")`` works after ``import rk_agent.envs``. ``import
+rk_agent`` alone does not import Gymnasium.
+
+Main names:
+    ChatEnv, EpisodeState, ToolCallRecord: the base class and its per-episode state.
+    tool, Tool, ToolResult: typed Python functions as tools the model can call.
+    Task, load_tasks: tasks, generated or from JSONL.
+    make_env, get_env_class, list_envs, get_solver, register_env: the registry.
+    check_env, play_episode: check an environment; play one episode with a solver.
+    ToolsEnv, MathEnv, CodeEnv, GuessEnv: the built-ins (``tools``, ``math``, ``code``,
+        ``guess``), imported on first use.
+
+Example:
+    >>> import gymnasium, rk_agent.envs
+    >>> env = gymnasium.make("rk_agent/Guess-v0", high=10)
+    >>> observation, info = env.reset(seed=0)
+    >>> observation[-1]["content"]
+    'The secret is between 1 and 10. Your guess?'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from rk_agent.envs.base import ChatEnv, EpisodeState, ToolCallRecord
+from rk_agent.envs.check import PlayedEpisode, check_env, play_episode
+from rk_agent.envs.registry import (
+    GYMNASIUM_IDS,
+    get_env_class,
+    get_solver,
+    list_envs,
+    make_env,
+    register_env,
+    register_gymnasium_envs,
+    unregister_env,
+)
+from rk_agent.envs.spaces import ConversationSpace, MessageSpace
+from rk_agent.envs.task import Task, load_tasks
+from rk_agent.envs.tool import Tool, ToolResult, tool
+
+if TYPE_CHECKING:
+    from rk_agent.envs.code_env import CodeEnv
+    from rk_agent.envs.guess_env import GuessEnv
+    from rk_agent.envs.math_env import MathEnv
+    from rk_agent.envs.tools_env import ToolsEnv
+
+__all__ = [
+    "GYMNASIUM_IDS",
+    "ChatEnv",
+    "CodeEnv",
+    "ConversationSpace",
+    "EpisodeState",
+    "GuessEnv",
+    "MathEnv",
+    "MessageSpace",
+    "PlayedEpisode",
+    "Task",
+    "Tool",
+    "ToolCallRecord",
+    "ToolResult",
+    "ToolsEnv",
+    "check_env",
+    "get_env_class",
+    "get_solver",
+    "list_envs",
+    "load_tasks",
+    "make_env",
+    "play_episode",
+    "register_env",
+    "register_gymnasium_envs",
+    "tool",
+    "unregister_env",
+]
+
+_LAZY = {
+    "CodeEnv": "rk_agent.envs.code_env",
+    "GuessEnv": "rk_agent.envs.guess_env",
+    "MathEnv": "rk_agent.envs.math_env",
+    "ToolsEnv": "rk_agent.envs.tools_env",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rk_agent.envs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+register_gymnasium_envs()

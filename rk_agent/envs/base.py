@@ -20,7 +20,7 @@ Main names: `ChatEnv`, `EpisodeState`, `ToolCallRecord`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -88,6 +88,9 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     default_episode_rewards: ClassVar[Mapping[str, RewardLike]] = {}
     default_episode_weights: ClassVar[Mapping[str, float]] = {}
     default_step_rewards: ClassVar[Mapping[str, RewardLike]] = {}
+    # A function ``(messages, tools) -> Message`` that solves this env's tasks, or None. Set it
+    # with ``reference_solver = staticmethod(solve)``; tests, SFT warm starts and benchmarks use it.
+    reference_solver: ClassVar[Callable[..., Any] | None] = None
 
     def __init__(
         self,
@@ -251,7 +254,7 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             if reply is None:
                 answered = True
             else:
-                state.messages.extend(reply)
+                state.messages.extend(Message.coerce_list(reply))  # dicts are fine too
         step_result = self._score_step(state, records, parse_error)
         terminated = answered or state.done
         truncated = not terminated and state.turn >= self.max_turns

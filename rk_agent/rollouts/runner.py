@@ -105,7 +105,7 @@ def prepare_run(
 
 def build_env_factory(config: RolloutConfig) -> tuple[Callable[[], ChatEnv], str]:
     """A factory of configured environments, checked by building one now."""
-    from rk_agent.envs.registry import get_env_class
+    from rk_agent.envs.registry import get_env_class, make_env as build_env
 
     env_class = get_env_class(config.env)
     kwargs: dict[str, Any] = dict(config.env_kwargs)
@@ -124,10 +124,7 @@ def build_env_factory(config: RolloutConfig) -> tuple[Callable[[], ChatEnv], str
     def make_env() -> ChatEnv:
         return env_class(**kwargs)
 
-    try:
-        make_env().close()
-    except TypeError as exc:
-        raise ConfigError(f"cannot build environment {config.env!r}: {exc}") from exc
+    build_env(env_class, **kwargs).close()  # checks the arguments, with did-you-mean
     return make_env, getattr(env_class, "env_name", config.env)
 
 

@@ -1,0 +1,349 @@
+"""The environment registry: environments by short name, Gymnasium id, or a path to your code.
+
+Main names:
+    get_env_class: resolve a short name (``"tools"``), a Gymnasium id (``"rk_agent/Tools-v0"``),
+        ``"package.module:Class"``, ``"path/to/file.py::Class"``, an entry-point name, or a class.
+    make_env: build an environment from any of those, with keyword arguments checked first.
+    list_envs: every known name with its one-line description.
+    get_solver: an environment's reference solver (``(messages, tools) -> Message``).
+    register_env / unregister_env: add your own environment under a name.
+    register_gymnasium_envs: make the built-ins known to ``gymnasium.make`` (done on
+        ``import rk_agent.envs``).
+
+Built-ins are listed as ``"module:Class"`` strings and imported only when asked for, and
+packages contribute environments through the ``rk_agent.envs`` entry-point group, also loaded
+lazily.
+
+Example:
+    >>> env = make_env("guess", high=100)
+    >>> type(env).__name__, env.max_turns
+    ('GuessEnv', 12)
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, overload
+
+from rk_agent.envs.base import ChatEnv
+from rk_agent.errors import ConfigError, RewardLoadError, UnknownNameError, did_you_mean
+from rk_agent.loading import is_import_spec, load_object
+
+if TYPE_CHECKING:
+    from importlib import metadata
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "GYMNASIUM_IDS",
+    "EnvLike",
+    "Solver",
+    "get_env_class",
+    "get_solver",
+    "list_envs",
+    "make_env",
+    "register_env",
+    "register_gymnasium_envs",
+    "unregister_env",
+]
+
+ENTRY_POINT_GROUP = "rk_agent.envs"
+
+EnvLike = str | type[ChatEnv]
+"""An environment as users name it: a name, a Gymnasium id, a code path, or the class."""
+
+Solver = Callable[..., Any]
+"""A reference solver: ``solve(messages, tools) -> Message`` (usable as ``FunctionPolicy``)."""
+
+
+@dataclass(frozen=True)
+class _Builtin:
+    entry_point: str
+    gym_id: str
+
+
+_BUILTINS: dict[str, _Builtin] = {
+    "tools": _Builtin("rk_agent.envs.tools_env:ToolsEnv", "rk_agent/Tools-v0"),
+    "math": _Builtin("rk_agent.envs.math_env:MathEnv", "rk_agent/Math-v0"),
+    "code": _Builtin("rk_agent.envs.code_env:CodeEnv", "rk_agent/Code-v0"),
+    "guess": _Builtin("rk_agent.envs.guess_env:GuessEnv", "rk_agent/Guess-v0"),
+}
+
+GYMNASIUM_IDS: Mapping[str, str] = {name: b.gym_id for name, b in _BUILTINS.items()}
+"""Short name -> Gymnasium id of each built-in environment."""
+
+_BY_GYM_ID = {b.gym_id: name for name, b in _BUILTINS.items()}
+_GYM_ID = re.compile(r"^(?:[\w.-]+/)?[\w.:-]+-v\d+$")
+_HINT = (
+    "Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "
+    "'package.module:Class' or 'path/to/file.py::Class'."
+)
+
+_lock = threading.Lock()
+_registered: dict[str, type[ChatEnv] | str] = {}
+_entry_points: dict[str, metadata.EntryPoint] | None = None
+
+
+def _load_entry_points() -> dict[str, metadata.EntryPoint]:
+    global _entry_points
+    if _entry_points is None:
+        from importlib import metadata
+
+        _entry_points = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    return _entry_points
+
+
+def _known_names() -> set[str]:
+    with _lock:
+        registered = set(_registered)
+    return set(_BUILTINS) | registered | set(_load_entry_points())
+
+
+@overload
+def register_env(
+    name: str, env: type[ChatEnv] | str, *, overwrite: bool = ...
+) -> type[ChatEnv] | str: ...
+@overload
+def register_env(
+    name: str, env: None = None, *, overwrite: bool = ...
+) -> Callable[[type[ChatEnv]], type[ChatEnv]]: ...
+
+
+def register_env(
+    name: str, env: type[ChatEnv] | str | None = None, *, overwrite: bool = False
+) -> Any:
+    """Register an environment class (or a ``"module:Class"`` path, loaded lazily) by name.
+
+    Used as a class decorator when ``env`` is omitted.
+
+    Args:
+        name: the short name (no ``:`` or ``/``).
+        env: a `ChatEnv` subclass, or ``"package.module:Class"``.
+        overwrite: replace an existing entry instead of raising.
+
+    Raises:
+        ConfigError: the name is taken (and ``overwrite`` is false) or is not a plain name.
+
+    Example:
+        >>> from rk_agent.envs.guess_env import GuessEnv
+        >>> @register_env("small_guess")
+        ... class SmallGuess(GuessEnv):
+        ...     '''Guess a number between 1 and 10.'''
+        ...     def __init__(self, **kwargs):
+        ...         super().__init__(high=10, **kwargs)
+        >>> make_env("small_guess").high
+        10
+        >>> unregister_env("small_guess")
+    """
+    if env is None:
+
+        def decorate(cls: type[ChatEnv]) -> type[ChatEnv]:
+            register_env(name, cls, overwrite=overwrite)
+            return cls
+
+        return decorate
+    if not name or is_import_spec(name) or "/" in name:
+        raise ConfigError(
+            f"environment name {name!r} is not valid: use a plain name such as 'my_env' "
+            "(':' and '/' are reserved for code paths and Gymnasium ids)."
+        )
+    if not isinstance(env, str):
+        _check_class(env, name)
+    with _lock:
+        taken = name in _registered or name in _BUILTINS or name in _load_entry_points()
+        if taken and not overwrite:
+            raise ConfigError(
+                f"an environment named {name!r} is already registered. Pick another name or "
+                "pass overwrite=True."
+            )
+        _registered[name] = env
+    return env
+
+
+def unregister_env(name: str) -> None:
+    """Remove an environment added with `register_env` (built-ins stay)."""
+    with _lock:
+        _registered.pop(name, None)
+
+
+def get_env_class(spec: EnvLike) -> type[ChatEnv]:
+    """Resolve any way of naming an environment to its class.
+
+    Args:
+        spec: a short name (``"tools"``), a Gymnasium id (``"rk_agent/Tools-v0"``, or any id
+            registered with Gymnasium whose entry point is a `ChatEnv`), ``"package.module:Class"``,
+            ``"path/to/file.py::Class"``, the name of an ``rk_agent.envs`` entry point, or a
+            `ChatEnv` subclass.
+
+    Raises:
+        UnknownNameError: no environment has that name (the message suggests the closest).
+        RewardLoadError: the module or file cannot be loaded.
+        ConfigError: the object named is not a `ChatEnv` subclass.
+
+    Example:
+        >>> get_env_class("rk_agent/Math-v0").__name__
+        'MathEnv'
+    """
+    if isinstance(spec, type):
+        return _check_class(spec, spec.__name__)
+    if not isinstance(spec, str):
+        raise ConfigError(
+            f"an environment must be a name, a Gymnasium id, 'module:Class', 'file.py::Class' "
+            f"or a ChatEnv subclass; got {type(spec).__name__}."
+        )
+    if is_import_spec(spec):
+        return _check_class(load_object(spec, kind="environment"), spec)
+    name = _BY_GYM_ID.get(spec, spec)
+    with _lock:
+        entry = _registered.get(name)
+    if entry is None and name in _BUILTINS:
+        entry = _BUILTINS[name].entry_point
+    if entry is None and name in _load_entry_points():
+        return _check_class(_load_entry_points()[name].load(), spec)
+    if entry is None and _GYM_ID.match(spec):
+        return _from_gymnasium(spec)
+    if entry is None:
+        raise UnknownNameError("environment", spec, _known_names(), hint=_HINT)
+    if isinstance(entry, str):
+        return _check_class(load_object(entry, kind="environment"), spec)
+    return entry
+
+
+def make_env(spec: EnvLike, **kwargs: Any) -> ChatEnv:
+    """Build an environment named any way `get_env_class` accepts.
+
+    Args:
+        spec: the environment.
+        **kwargs: its constructor's arguments (``tasks``, ``max_turns``, ``retries``, ...).
+
+    Raises:
+        ConfigError: ``kwargs`` names an argument the environment does not take (the message
+            lists those it takes), or the environment's own checks fail.
+
+    Example:
+        >>> make_env("math", retries=2).max_turns
+        3
+    """
+    cls = get_env_class(spec)
+    accepted = _accepted_arguments(cls)
+    unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
+    if unknown:
+        hint = did_you_mean(unknown[0], sorted(accepted or ()))
+        raise ConfigError(
+            f"environment {_label(spec)!r} does not take {', '.join(map(repr, unknown))}.{hint} "
+            f"It takes: {', '.join(sorted(accepted or ()))}."
+        )
+    return cls(**kwargs)
+
+
+def list_envs() -> dict[str, str]:
+    """Every registered name with its one-line description, sorted by name.
+
+    Environments are imported to read their docstrings; one that fails to import is listed
+    with the error as its description.
+    """
+    out: dict[str, str] = {}
+    for name in sorted(_known_names()):
+        try:
+            cls = get_env_class(name)
+        except (ConfigError, ImportError) as exc:
+            out[name] = f"(cannot be loaded: {exc})"
+            continue
+        doc = inspect.getdoc(cls) or ""
+        out[name] = doc.split("\n\n", 1)[0].replace("\n", " ").strip() or cls.__name__
+    return out
+
+
+def get_solver(spec: EnvLike) -> Solver:
+    """The reference solver of an environment: ``solve(messages, tools) -> Message``.
+
+    Wrap it in ``FunctionPolicy(solver)`` to run it through the rollout engine.
+
+    Raises:
+        ConfigError: the environment has no ``reference_solver``.
+
+    Example:
+        >>> from rk_agent.types import Message
+        >>> get_solver("guess")([Message(role="user", content="between 1 and 10")]).text
+        '5'
+    """
+    cls = get_env_class(spec)
+    solver = cls.reference_solver
+    if solver is None:
+        raise ConfigError(
+            f"environment {_label(spec)!r} ({cls.__name__}) has no reference solver. Give the "
+            "class one with `reference_solver = staticmethod(solve)`, where "
+            "`solve(messages, tools)` returns the assistant message."
+        )
+    return solver
+
+
+def register_gymnasium_envs() -> None:
+    """Register the built-ins with Gymnasium (``rk_agent/Tools-v0``, ...). Idempotent.
+
+    Example:
+        >>> import gymnasium
+        >>> register_gymnasium_envs()
+        >>> gymnasium.make("rk_agent/Guess-v0").unwrapped.__class__.__name__
+        'GuessEnv'
+    """
+    import gymnasium
+
+    for builtin in _BUILTINS.values():
+        if builtin.gym_id not in gymnasium.registry:
+            gymnasium.register(id=builtin.gym_id, entry_point=builtin.entry_point)
+
+
+# --------------------------------------------------------------------------------------------
+# Internals
+
+
+def _label(spec: EnvLike) -> str:
+    return spec if isinstance(spec, str) else spec.__name__
+
+
+def _check_class(obj: Any, spec: str) -> type[ChatEnv]:
+    if isinstance(obj, type) and issubclass(obj, ChatEnv):
+        return obj
+    what = f"the class {obj.__name__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
+    raise ConfigError(
+        f"environment {spec!r} is {what}, not a ChatEnv subclass. Point at a class that "
+        "subclasses rk_agent.envs.ChatEnv."
+    )
+
+
+def _from_gymnasium(spec: str) -> type[ChatEnv]:
+    import gymnasium
+
+    found = gymnasium.registry.get(spec)
+    if found is None:
+        raise UnknownNameError("environment", spec, _known_names() | set(_BY_GYM_ID), hint=_HINT)
+    entry = found.entry_point
+    if isinstance(entry, str):
+        try:
+            entry = load_object(entry, kind="environment")
+        except RewardLoadError as exc:
+            raise ConfigError(f"Gymnasium id {spec!r}: {exc}") from exc
+    return _check_class(entry, spec)
+
+
+def _accepted_arguments(cls: type[ChatEnv]) -> set[str] | None:
+    """Keyword arguments the constructor takes, following ``**kwargs`` up to `ChatEnv`."""
+    accepted: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        try:
+            parameters = list(inspect.signature(init).parameters.values())[1:]
+        except (TypeError, ValueError):
+            return None
+        accepted |= {
+            p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+        }
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            return accepted
+    return None

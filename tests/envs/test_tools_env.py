@@ -1,0 +1,154 @@
+"""The ``tools`` environment: failing tools never end an episode; rewards and metrics."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from rk_agent.envs import Task, Tool, play_episode, tool
+from rk_agent.envs.tool_rewards import answer_match, extract_final_answer, tool_efficiency
+from rk_agent.envs.tools_env import ToolsEnv, solve
+from rk_agent.types import Message
+
+QUESTION = "How many people live in France and Japan together?"
+
+
+def call(name: str, arguments: Any, call_id: str = "c1") -> dict[str, Any]:
+    function = {"name": name, "arguments": arguments}
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": call_id, "function": function}]}  # fmt: skip
+
+
+class ToolsEnvWithFlakyTools(ToolsEnv):
+    """The tools env plus a tool that raises and one that hangs past its timeout."""
+
+    def tools(self) -> list[Tool]:
+        @tool
+        def explode(reason: str) -> str:
+            """Always fails.
+
+            Args:
+                reason: why.
+            """
+            raise RuntimeError(f"boom: {reason}")
+
+        @tool(timeout_s=0.05)
+        def hang() -> str:
+            """Never answers in time."""
+            time.sleep(0.5)
+            return "late"
+
+        return [*super().tools(), explode, hang]
+
+
+@pytest.mark.parametrize(
+    ("action", "error_kind", "content"),
+    [
+        (call("calculator", {"expr": "1+1"}), "bad_arguments",
+         "Error: bad arguments for 'calculator'"),
+        (call("calculator", "{not json"), "bad_arguments", "are not valid JSON"),
+        (call("lookup", {"name": "Atlantis", "attribute": "capital"}), "exception",
+         "Error: tool 'lookup' failed: ValueError: 'Atlantis' is not in the knowledge table."),
+        (call("search_web", {}), "unknown_tool", "Error: there is no tool named 'search_web'."),
+        (call("explode", {"reason": "test"}), "exception",
+         "Error: tool 'explode' failed: RuntimeError: boom: test"),
+        (call("hang", {}), "timeout", "Error: tool 'hang' timed out after 0.05 s."),
+    ],
+)  # fmt: skip
+def test_a_failing_tool_is_an_error_message_and_a_metric_not_the_end(
+    action: dict[str, Any], error_kind: str, content: str
+) -> None:
+    env = ToolsEnvWithFlakyTools()
+    env.reset(options={"task": {"id": "t", "messages": [{"role": "user", "content": QUESTION}],
+                                "ground_truth": 192670000,
+                                "metadata": {"min_tool_calls": 3}}})  # fmt: skip
+    observation, reward, terminated, truncated, info = env.step(action)
+    assert not terminated and not truncated
+    assert observation[-1]["role"] == "tool" and observation[-1]["content"].startswith("Error")
+    assert content in observation[-1]["content"]
+    assert info["tool_calls"][0].result.error_kind == error_kind
+    assert info["step"].metrics["tool_success"].score == 0.0
+    assert reward == pytest.approx(-0.1)  # the tool_use step penalty
+    # The episode goes on: the reference solver can still finish it.
+    while not (terminated or truncated):
+        messages = Message.coerce_list(observation)
+        observation, reward, terminated, truncated, info = env.step(solve(messages))
+    assert terminated and info["episode"].metrics["answer"].score == 1.0
+    assert info["episode"].metrics["efficiency.tool_calls_failed"].score == 1.0
+    assert info["episode"].metrics["efficiency"].score == pytest.approx(3 / 4)
+
+
+def test_rewards_of_a_solved_episode() -> None:
+    env = ToolsEnv()
+    played = play_episode(env, solve, seed=11)
+    assert played.terminated and played.episode is not None
+    steps = played.rewards[:-1]
+    assert steps == [pytest.approx(0.05)] * len(steps)  # every tool call succeeded
+    assert played.episode.score == 1.0
+    assert played.episode.weights == {"answer": 1.0, "efficiency": 0.0}
+    assert played.episode.metrics["efficiency"].score == 1.0
+    assert played.total_reward == pytest.approx(1.0 + 0.05 * len(steps))
+
+
+def test_a_wrong_or_missing_answer_scores_zero() -> None:
+    env = ToolsEnv()
+    env.reset(seed=11)
+    *_, info = env.step({"role": "assistant", "content": "I think so.\nAnswer: -123456"})
+    assert info["episode"].score == 0.0
+    assert info["episode"].metrics["answer.format"].score == 1.0
+    env.reset(seed=11)
+    *_, info = env.step({"role": "assistant", "content": "Let me think about it.\nSoon."})
+    assert info["episode"].metrics["answer.answer_found"].score == 0.0
+
+
+def test_dataset_tasks_get_the_system_prompt() -> None:
+    task = Task(id="q", messages=[Message(role="user", content=QUESTION)], ground_truth=1)
+    env = ToolsEnv(tasks=[task])
+    observation, _ = env.reset(seed=0)
+    assert [m["role"] for m in observation] == ["system", "user"]
+
+
+@pytest.mark.parametrize(
+    ("text", "answer", "marked"),
+    [
+        ("Looked it up.\nAnswer: Paris", "Paris", True),
+        ("**Final answer:** 1,234", "1,234", True),
+        ("Answer: 1\nAnswer: 2", "2", True),
+        ("Tuesday", "Tuesday", False),
+        ("It is a long story\nwith no marker", None, False),
+    ],
+)
+def test_extract_final_answer(text: str, answer: str | None, marked: bool) -> None:
+    assert extract_final_answer(text) == (answer, marked)
+
+
+@pytest.mark.parametrize(
+    ("reply", "truth", "tolerance", "score"),
+    [
+        ("Answer: 192,670,000", 192670000, 0, 1.0),
+        ("Answer: 192670001", 192670000, 0, 0.0),
+        ("Answer: 0.8", 0.81, 0.01, 1.0),
+        ("Answer: 0.79", 0.81, 0.01, 0.0),
+        ("Answer: brasilia.", "Brasília", 0, 1.0),
+        ("Answer: Washington, D.C.", "Washington, D.C.", 0, 1.0),
+        ("Answer: Monday", "Tuesday", 0, 0.0),
+        ("Answer: no idea", 12, 0, 0.0),
+    ],
+)
+def test_answer_match(reply: str, truth: Any, tolerance: float, score: float) -> None:
+    messages = [{"role": "assistant", "content": reply}]
+    assert answer_match(messages, ground_truth=truth, metadata={"tolerance": tolerance}).score == (
+        score
+    )
+
+
+def test_answer_match_without_ground_truth_is_invalid() -> None:
+    result = answer_match([{"role": "assistant", "content": "Answer: 1"}])
+    assert not result.is_score_valid
+
+
+def test_tool_efficiency_needs_min_tool_calls() -> None:
+    result = tool_efficiency([{"role": "assistant", "content": "Answer: 1"}], metadata={})
+    assert not result.is_score_valid and result.metrics["tool_calls_made"].score == 0.0
