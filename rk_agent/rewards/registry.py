@@ -155,8 +155,10 @@ def get_reward_function(spec: RewardLike) -> AnyRewardFn:
         UnknownNameError: no reward has that name (the message suggests the closest).
         RewardLoadError: the module or file cannot be loaded, or the object is not callable.
     """
+    if is_reward_function(spec):
+        return spec  # type: ignore[return-value]
     if callable(spec):
-        return _as_reward(spec, repr(spec))
+        return _as_reward(spec, getattr(spec, "__name__", type(spec).__name__))
     if not isinstance(spec, str):
         raise ConfigError(
             f"a reward must be a name, 'module:fn', 'file.py::fn' or a callable; got "

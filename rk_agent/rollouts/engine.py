@@ -33,6 +33,14 @@ class RolloutResult:
     dropped_groups: list[int] = field(default_factory=list)
     skipped: int = 0
 
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio.run() reprs the main task's result when it restores the
+        # SIGINT handler (CPython 3.11), and a full repr of 1,000 trajectories takes ~0.5 s.
+        return (
+            f"RolloutResult({len(self.trajectories)} trajectories, "
+            f"{len(self.dropped_groups)} dropped groups, {self.skipped} skipped)"
+        )
+
 
 def plan_slots(config: RolloutConfig, *, dataset_size: int | None) -> list[EpisodeSlot]:
     """Every episode of a run: task ``i`` gets seed ``config.seed + i`` and ``group_size`` samples.

@@ -1,0 +1,570 @@
+"""A `Policy` on any OpenAI-compatible chat-completions server: Fireworks, OpenAI, vLLM, SGLang,
+Ollama, llama.cpp.
+
+It uses the ``openai`` SDK's async client (imported on first use, so importing this module stays
+cheap) and adds what a rollout engine needs around it: its own retry loop (exponential backoff
+with full jitter on 429, 5xx, connection errors and timeouts, honouring ``Retry-After``), a
+per-request timeout, a client-side concurrency limit, native tool calling with a fallback to the
+text tool-call protocol, and running usage totals. SDK and httpx errors become `EndpointError` /
+`ContextOverflowError` in one place, `rk_agent.rollouts.openai_errors`. The API key never
+appears in an error message or a ``repr``.
+
+Main names:
+    OpenAIPolicy: the policy.
+    make_policy: build one from CLI-style settings; a missing key is a `ConfigError` at once.
+    PolicyStats: running totals (requests, retries, errors, tokens).
+    PROVIDERS: the presets (``"fireworks"``, ``"openai"``).
+
+Example:
+    >>> policy = make_policy(base_url="http://127.0.0.1:8000/v1", model="my-model")
+    >>> policy
+    OpenAIPolicy(model='my-model', base_url='http://127.0.0.1:8000/v1', provider=None)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
+from rk_agent.rollouts.openai_errors import (
+    NO_KEY,
+    Endpoint,
+    redact,
+    rejects_tools,
+    retry_after_s,
+    translate_error,
+)
+from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
+from rk_agent.rollouts.tool_protocol import parse_tool_calls, to_text_messages
+from rk_agent.types import FunctionCall, Message, ToolCall
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = [
+    "PROVIDERS",
+    "OpenAIPolicy",
+    "PolicyStats",
+    "Provider",
+    "fireworks_model_hint",
+    "make_policy",
+]
+
+logger = logging.getLogger(__name__)
+
+Provider = Literal["fireworks", "openai"]
+
+
+@dataclass(frozen=True)
+class _Preset:
+    base_url: str
+    key_env: str
+    model_prefix: str = ""
+
+
+PROVIDERS: dict[str, _Preset] = {
+    "fireworks": _Preset(
+        "https://api.fireworks.ai/inference/v1", "FIREWORKS_API_KEY", "accounts/fireworks/models/"
+    ),
+    "openai": _Preset("https://api.openai.com/v1", "OPENAI_API_KEY"),
+}
+"""Provider presets: base URL, the environment variable holding the key, the model-name shape."""
+
+_SENT_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
+_CONNECTIONS_PER_CLIENT = 8
+
+
+_ssl: Any = None
+
+
+def _ssl_context() -> Any:
+    """One TLS context for every client: loading the CA bundle costs ~30 ms each time."""
+    global _ssl
+    if _ssl is None:
+        import ssl
+
+        _ssl = ssl.create_default_context()
+    return _ssl
+
+
+@dataclass
+class PolicyStats:
+    """Running totals of one `OpenAIPolicy`.
+
+    Attributes:
+        calls: `generate` calls finished (successful or not).
+        requests: HTTP requests sent (retries and tool fall-backs included).
+        retries: requests sent again after a retryable failure.
+        errors: `generate` calls that raised.
+        prompt_tokens: prompt tokens of the successful calls, as the server counted them.
+        completion_tokens: completion tokens of the successful calls.
+        tool_fallbacks: requests re-sent without ``tools`` because the server rejected them.
+    """
+
+    calls: int = 0
+    requests: int = 0
+    retries: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_fallbacks: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        """The totals as a plain dict (for summaries)."""
+        return {**asdict(self), "total_tokens": self.total_tokens}
+
+
+def fireworks_model_hint(model: str) -> str | None:
+    """A hint when ``model`` does not look like a Fireworks model name, else ``None``.
+
+    Example:
+        >>> fireworks_model_hint("qwen3-8b")
+        "Fireworks model names look like 'accounts/fireworks/models/<name>'; did you mean 'accounts/fireworks/models/qwen3-8b'?"
+    """  # noqa: E501  (a doctest's expected output cannot be wrapped)
+    if model.startswith("accounts/"):
+        return None
+    prefix = PROVIDERS["fireworks"].model_prefix
+    return f"Fireworks model names look like '{prefix}<name>'; did you mean '{prefix}{model}'?"
+
+
+def _resolve(
+    provider: str | None, base_url: str | None, api_key: str | None
+) -> tuple[str, str, str]:
+    """``(base_url, key, where the key came from)``; raises `ConfigError` for what is missing."""
+    if provider is not None and provider not in PROVIDERS:
+        raise UnknownNameError("provider", provider, PROVIDERS, hint="Or pass --base-url.")
+    if provider is None:
+        if not base_url:
+            raise ConfigError(
+                "no model endpoint: pass --provider fireworks|openai, or --base-url URL for an "
+                "OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp)"
+            )
+        return base_url, api_key or NO_KEY, "argument" if api_key else "none"
+    preset = PROVIDERS[provider]
+    key = api_key or os.environ.get(preset.key_env)
+    if not key:
+        raise ConfigError(
+            f"provider {provider!r} needs an API key: set {preset.key_env} or pass --api-key "
+            "(api_key=...)"
+        )
+    return base_url or preset.base_url, key, "argument" if api_key else preset.key_env
+
+
+class OpenAIPolicy:
+    """A `Policy` backed by an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Args:
+        model: the model id (Fireworks: ``accounts/fireworks/models/<name>``).
+        base_url: the server's base URL, e.g. ``http://localhost:8000/v1``; overrides the
+            provider's.
+        api_key: the key; default: the provider's environment variable, or ``"EMPTY"`` for a
+            bare ``base_url`` (local servers usually check none).
+        provider: ``"fireworks"`` or ``"openai"`` presets (base URL, key variable), or ``None``.
+        timeout_s: per-request timeout (connect, and each wait for the server).
+        max_retries: retries after a retryable failure (429, 408, 409, 5xx, connection errors,
+            timeouts, unreadable replies); 0 disables them.
+        max_concurrency: at most this many requests in flight from this policy.
+        tool_choice: sent with ``tools``: ``"auto"``, ``"required"``, ``"none"`` or a dict.
+        native_tools: ``True`` always sends ``tools`` (native tool calling). ``False`` uses the
+            text protocol of `rk_agent.rollouts.tool_protocol` instead: the tools are described
+            in the system prompt, earlier calls and results are sent as text, and
+            ``<tool_call>`` blocks in the reply are parsed (a malformed one sets
+            ``parse_error``). ``None`` (default) sends ``tools`` until the server rejects them
+            once (a 4xx saying it does not support tools), then uses the text protocol from
+            then on.
+        logprobs: ask for per-token log-probabilities.
+        return_token_ids: ask a vLLM server for prompt and completion token ids
+            (``return_token_ids``, vLLM >= 0.10.2).
+        backoff_base_s: the first retry waits up to this long; it doubles per attempt.
+        backoff_max_s: the longest wait between attempts, ``Retry-After`` included.
+        extra_body: more request fields (``top_k``, ``context_length_exceeded_behavior``, ...).
+        name: the policy's name in trajectories; default: ``model``.
+
+    Raises:
+        ConfigError: no endpoint, an unknown provider, or a missing key (before any request).
+
+    Example:
+        >>> import asyncio
+        >>> from rk_agent.rollouts.stub_server import StubServer
+        >>> async def ask(policy):
+        ...     try:
+        ...         return await policy.generate([Message(role="user", content="2+2?")], None,
+        ...                                      SamplingParams())
+        ...     finally:
+        ...         await policy.aclose()
+        >>> with StubServer(["4"]) as server:
+        ...     policy = OpenAIPolicy("stub", base_url=server.base_url)
+        ...     out = asyncio.run(ask(policy))
+        >>> out.message.content, policy.stats.requests
+        ('4', 1)
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: Provider | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        max_concurrency: int = 64,
+        tool_choice: str | dict[str, Any] = "auto",
+        native_tools: bool | None = None,
+        logprobs: bool = False,
+        return_token_ids: bool = False,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        extra_body: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError("OpenAIPolicy: pass the model id (--model), e.g. 'gpt-4o-mini'")
+        for label, value in (("timeout_s", timeout_s), ("backoff_max_s", backoff_max_s)):
+            if not value > 0:
+                raise ConfigError(f"OpenAIPolicy: {label} must be > 0 seconds, got {value!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(f"OpenAIPolicy: max_retries must be an int >= 0, got {max_retries!r}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
+            raise ConfigError(
+                f"OpenAIPolicy: max_concurrency must be an int, got {max_concurrency!r}"
+            )
+        if max_concurrency < 1:
+            raise ConfigError(f"OpenAIPolicy: max_concurrency must be >= 1, got {max_concurrency}")
+        url, key, self.key_source = _resolve(provider, base_url, api_key)
+        self.model = model
+        self.name = name or model
+        self.provider = provider
+        self.base_url = url.rstrip("/")
+        self.timeout_s = float(timeout_s)
+        hint = fireworks_model_hint(model) if provider == "fireworks" else None
+        self._endpoint = Endpoint(
+            url=self.base_url,
+            model=model,
+            key=key,
+            key_source=self.key_source,
+            timeout_s=self.timeout_s,
+            model_hint=hint,
+        )
+        self.max_retries = max_retries
+        self.max_concurrency = max_concurrency
+        self.tool_choice = tool_choice
+        self.native_tools = native_tools
+        self.logprobs = logprobs
+        self.return_token_ids = return_token_ids
+        self.backoff_base_s = float(backoff_base_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.extra_body = dict(extra_body or {})
+        self.stats = PolicyStats()
+        self._clients: list[AsyncOpenAI] = []
+        self._busy: list[int] = []  # requests in flight per client
+        self._semaphore: asyncio.Semaphore | None = None
+        self._random = random.Random()
+        if hint:
+            logger.warning("model %r: %s", model, hint)
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r}, "
+            f"provider={self.provider!r})"
+        )
+
+    # ------------------------------------------------------------------------------------
+    # The Policy protocol
+
+    async def generate(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        sampling: SamplingParams,
+    ) -> PolicyOutput:
+        """The next assistant message; see the class docstring for retries and errors.
+
+        Raises:
+            ContextOverflowError: the conversation does not fit the model's context window.
+            EndpointError: a non-retryable failure, or the last of ``max_retries + 1``
+                retryable ones; ``status``, ``retryable`` and ``url`` are set and the message
+                carries the server's own.
+        """
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        queued = time.perf_counter()
+        try:
+            async with self._semaphore:
+                start = time.perf_counter()
+                output = await self._with_retries(messages, tools, sampling)
+                output.latency_s = time.perf_counter() - start
+                output.extra["queued_s"] = start - queued
+        except EndpointError:
+            self.stats.errors += 1
+            raise
+        finally:
+            self.stats.calls += 1
+        if output.usage is not None:
+            self.stats.prompt_tokens += output.usage.prompt_tokens
+            self.stats.completion_tokens += output.usage.completion_tokens
+        return output
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and its connections (the policy can be used again after)."""
+        clients, self._clients, self._busy = self._clients, [], []
+        self._semaphore = None  # a next use may come from another event loop
+        for client in clients:
+            await client.close()
+
+    # ------------------------------------------------------------------------------------
+    # Retries
+
+    async def _with_retries(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None, sampling: SamplingParams
+    ) -> PolicyOutput:
+        attempt = 0
+        while True:
+            native = bool(tools) and self.native_tools is not False
+            request = self._request(messages, tools, sampling, native=native)
+            self.stats.requests += 1
+            try:
+                output = await self._send(request)
+            except ContextOverflowError:
+                raise
+            except EndpointError as error:
+                if native and self.native_tools is None and rejects_tools(error):
+                    logger.warning(
+                        "%s rejected `tools` (%s); using the text tool-call protocol from now "
+                        "on. Pass native_tools=False to skip this.",
+                        self.base_url,
+                        error,
+                    )
+                    self.native_tools = False
+                    self.stats.tool_fallbacks += 1
+                    continue
+                if not error.retryable or attempt >= self.max_retries:
+                    if error.retryable:
+                        plural = "s" if attempt else ""
+                        error.message += f" (gave up after {attempt + 1} attempt{plural})"
+                        error.args = (error.message,)
+                    raise
+                await asyncio.sleep(self._delay(attempt, error))
+                attempt += 1
+                self.stats.retries += 1
+                continue
+            if tools and not native:
+                parsed = parse_tool_calls(output.message.text, tools)
+                parsed.message.reasoning_content = output.message.reasoning_content
+                output.message, output.parse_error = parsed.message, parsed.parse_error
+            output.extra["attempts"] = attempt + 1
+            output.extra["tool_protocol"] = ("native" if native else "text") if tools else None
+            return output
+
+    def _delay(self, attempt: int, error: EndpointError) -> float:
+        """Seconds before the next attempt: ``Retry-After`` if the server sent it, else full
+        jitter over an exponential ceiling; both capped at ``backoff_max_s``."""
+        retry_after = retry_after_s(error)
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max_s)
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2**attempt)
+        return self._random.uniform(0.0, ceiling)
+
+    # ------------------------------------------------------------------------------------
+    # One request
+
+    def _request(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        sampling: SamplingParams,
+        *,
+        native: bool,
+    ) -> dict[str, Any]:
+        if tools and not native:
+            wire: list[dict[str, Any]] = list(to_text_messages(messages, tools))
+        else:
+            wire = [_wire(m) for m in messages]
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": wire,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+        }
+        # OpenAI's newer models take only `max_completion_tokens`; other servers know `max_tokens`.
+        limit_name = "max_completion_tokens" if self.provider == "openai" else "max_tokens"
+        request[limit_name] = sampling.max_tokens
+        if sampling.stop:
+            request["stop"] = sampling.stop
+        if sampling.seed is not None:
+            request["seed"] = sampling.seed
+        if tools and native:
+            request["tools"] = tools
+            request["tool_choice"] = self.tool_choice
+        if self.logprobs:
+            request["logprobs"] = True
+        if self.return_token_ids:
+            request["return_token_ids"] = True  # vLLM's extension
+        request.update(self.extra_body)
+        return request
+
+    def _open_clients(self) -> None:
+        """One SDK client per `_CONNECTIONS_PER_CLIENT` concurrent requests.
+
+        The HTTP library's connection pool checks every connection it holds on each request and
+        response, so one pool of 128 connections costs more CPU per request than the request
+        itself; a few small pools, each request sent through the least busy, do not.
+        """
+        from openai import DEFAULT_CONNECTION_LIMITS, AsyncOpenAI, DefaultAsyncHttpxClient
+
+        count = -(-self.max_concurrency // _CONNECTIONS_PER_CLIENT)
+        per_client = -(-self.max_concurrency // count)
+        # The Limits class comes from the SDK's own HTTP library (httpx, or httpx2 in 3.x).
+        limits = type(DEFAULT_CONNECTION_LIMITS)(
+            max_connections=per_client, max_keepalive_connections=per_client
+        )
+        self._clients = [
+            AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._endpoint.key,
+                timeout=self.timeout_s,
+                max_retries=0,  # our own loop retries, with our own accounting
+                http_client=DefaultAsyncHttpxClient(limits=limits, verify=_ssl_context()),
+            )
+            for _ in range(count)
+        ]
+        self._busy = [0] * count
+
+    async def _send(self, request: dict[str, Any]) -> PolicyOutput:
+        """One HTTP request. The one place where SDK/httpx errors become ours."""
+        import openai
+        from openai.types.chat import ChatCompletion
+
+        if not self._clients:
+            self._open_clients()
+        busy = self._busy
+        index = min(range(len(busy)), key=busy.__getitem__)
+        busy[index] += 1
+        try:
+            # `post` sends the body as built here; `chat.completions.create` would first walk
+            # it against the parameter types, which costs as much CPU as the HTTP exchange.
+            completion = await self._clients[index].post(
+                "/chat/completions", body=request, cast_to=ChatCompletion
+            )
+        except (openai.OpenAIError, json.JSONDecodeError) as exc:
+            raise translate_error(exc, self._endpoint) from exc
+        finally:
+            busy[index] -= 1
+        try:
+            return _output(completion)
+        except (AttributeError, IndexError, TypeError, ValueError) as exc:
+            raise EndpointError(
+                f"{self.base_url} sent an unreadable completion: {type(exc).__name__}: "
+                f"{redact(str(exc), self._endpoint.key)[:500]}",
+                status=200,
+                retryable=True,
+                url=self.base_url,
+            ) from exc
+
+
+# ----------------------------------------------------------------------------------------
+# Helpers
+
+
+def make_policy(
+    *,
+    model: str | None,
+    provider: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    **options: Any,
+) -> OpenAIPolicy:
+    """Build an `OpenAIPolicy` from CLI-style settings, checking them before any work.
+
+    Args:
+        model: the model id (``--model``).
+        provider: ``"fireworks"``, ``"openai"`` or ``None`` (``--provider``).
+        base_url: an OpenAI-compatible server (``--base-url``); overrides the provider's.
+        api_key: the key (``--api-key``); default: the provider's environment variable.
+        **options: the other `OpenAIPolicy` arguments (``timeout_s``, ``max_concurrency``, ...).
+
+    Raises:
+        ConfigError: no model, no endpoint, an unknown provider (did you mean ...?), or a
+            provider whose key is missing ("set FIREWORKS_API_KEY or pass --api-key").
+
+    Example:
+        >>> make_policy(provider="fireworks", model="accounts/fireworks/models/qwen3-8b",
+        ...             api_key="fw-example-key")
+        OpenAIPolicy(model='accounts/fireworks/models/qwen3-8b', base_url='https://api.fireworks.ai/inference/v1', provider='fireworks')
+    """  # noqa: E501  (a doctest's expected output cannot be wrapped)
+    _resolve(provider, base_url, api_key)  # endpoint and key problems first: they need no model
+    if not model:
+        example = "accounts/fireworks/models/qwen3-8b" if provider == "fireworks" else "MODEL"
+        raise ConfigError(
+            f"no model: pass --model (e.g. --model {example}); an OpenAI-compatible server lists "
+            "its models at GET <base-url>/models"
+        )
+    return OpenAIPolicy(
+        model,
+        provider=provider,  # type: ignore[arg-type]  # checked by _resolve above
+        base_url=base_url,
+        api_key=api_key,
+        **options,
+    )
+
+
+def _wire(message: Message) -> dict[str, Any]:
+    """The message as sent: standard fields only (no ``reasoning_content`` or extras, which
+    some servers reject in a request)."""
+    data = message.to_openai()
+    return {k: data[k] for k in _SENT_FIELDS if k in data}
+
+
+def _output(completion: Any) -> PolicyOutput:
+    """Our `PolicyOutput` from the SDK's ``ChatCompletion``."""
+    choice = completion.choices[0]
+    sdk_message = choice.message
+    extra = sdk_message.model_extra or {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    calls = [
+        ToolCall(
+            id=call.id,
+            function=FunctionCall(name=call.function.name, arguments=call.function.arguments),
+        )
+        for call in sdk_message.tool_calls or ()
+        if getattr(call, "function", None) is not None
+    ]
+    message = Message(
+        role="assistant",
+        content=sdk_message.content,
+        tool_calls=calls or None,
+        reasoning_content=reasoning if isinstance(reasoning, str) else None,
+    )
+    logprobs = None
+    if choice.logprobs is not None and choice.logprobs.content is not None:
+        logprobs = [float(item.logprob) for item in choice.logprobs.content]
+    usage = None
+    if completion.usage is not None:  # servers omit fields; the SDK does not validate replies
+        usage = Usage(
+            prompt_tokens=getattr(completion.usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(completion.usage, "completion_tokens", 0) or 0,
+        )
+    token_ids = (choice.model_extra or {}).get("token_ids")
+    prompt_token_ids = (completion.model_extra or {}).get("prompt_token_ids")
+    return PolicyOutput(
+        message=message,
+        prompt_token_ids=list(prompt_token_ids) if prompt_token_ids else None,
+        token_ids=list(token_ids) if token_ids else None,
+        logprobs=logprobs,
+        usage=usage,
+        finish_reason=choice.finish_reason,
+        extra={"id": completion.id},
+    )
