@@ -7,6 +7,8 @@ answer, so every episode of the `tools` environment takes 3 turns. Two measureme
 
 1. 100 ms of model latency per call, concurrency 128: wall time against the latency-bound
    ideal ``episodes x turns x latency / concurrency`` (target: within 10 %).
+   The same run with an in-process scripted policy (same latency, no HTTP) shows the engine's
+   own scheduling apart from the HTTP client's CPU cost.
 2. 0 ms latency: the harness's own CPU time per turn (target: under 1 ms), split into the
    engine + environment (measured with an in-process scripted policy, no HTTP) and the whole
    client including the `openai` SDK's HTTP stack.
@@ -94,13 +96,22 @@ def main() -> None:
         f"overhead {100 * (latency_wall / ideal - 1):+.1f} % (target within +10 %)"
     )
 
+    script = [tool_call("calculator", {"expression": "1+1"})] * (TURNS - 1) + ["Answer: 42"]
+    scripted_wall, _, _ = play(
+        ScriptedPolicy(script, latency_s=args.latency), args.episodes, args.concurrency
+    )
+    print(
+        f"same, in-process scripted policy with {args.latency * 1000:.0f} ms latency (no HTTP): "
+        f"{scripted_wall:.2f} s; overhead {100 * (scripted_wall / ideal - 1):+.1f} %"
+    )
+
     with stub_server(0.0) as url:
         policy = OpenAIPolicy("stub-model", base_url=url, max_concurrency=args.concurrency)
         play(policy, 32, args.concurrency)
         policy = OpenAIPolicy("stub-model", base_url=url, max_concurrency=args.concurrency)
         wall, cpu, turns = play(policy, args.episodes, args.concurrency)
     http_ms = 1000 * cpu / turns
-    scripted = ScriptedPolicy([tool_call("calculator", {"expression": "1+1"})] * 2 + ["Answer: 42"])
+    scripted = ScriptedPolicy(script)
     play(scripted, 32, args.concurrency)
     _, engine_cpu, engine_turns = play(scripted, args.episodes, args.concurrency)
     engine_ms = 1000 * engine_cpu / engine_turns

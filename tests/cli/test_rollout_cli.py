@@ -1,0 +1,156 @@
+"""`rk-agent rollout` and `rk-agent show`, run as real subprocesses against the stub server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
+from rk_agent.rollouts.stub_server import StubServer
+
+SECRET = "sk-rollout-SECRET-0123456789abcdef"
+ENV = {**os.environ, "COLUMNS": "200"}
+
+
+def rk(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rk_agent", *args], capture_output=True, text=True,
+        env=env or ENV, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    with StubServer(call_first_tool_then_answer("Answer: 42"), api_key=SECRET) as server:
+        yield server
+
+
+def lines(run_dir: Path) -> list[dict]:
+    text = (run_dir / "trajectories.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.mark.parametrize("env_name", ["tools", "math", "code", "guess"])
+def test_every_builtin_env_against_the_stub(
+    stub: StubServer, tmp_path: Path, env_name: str
+) -> None:
+    out = rk(
+        "rollout", "--env", env_name, "--base-url", stub.base_url, "--model", "stub-model",
+        "--api-key", SECRET, "--n", "3", "--group-size", "2", "--max-turns", "3",
+        "--output", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Summary of" in out.stdout and "6 (3 tasks x 2)" in out.stdout
+    run_dir = tmp_path / "run"
+    trajectories = lines(run_dir)
+    assert sorted(t["id"] for t in trajectories) == sorted(
+        f"{i}-{s}" for i in range(3) for s in range(2)
+    )
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["episodes"] == 6
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+    # The key was used (the stub demands it) and is written nowhere.
+    assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in stub.chat_requests)
+    for file in run_dir.iterdir():
+        assert SECRET not in file.read_text(), file.name
+
+
+def test_tools_episodes_record_tool_calls(stub: StubServer, tmp_path: Path) -> None:
+    out = rk(
+        "rollout", "--env", "tools", "--base-url", stub.base_url, "--model", "m",
+        "--api-key", SECRET, "--n", "2", "--output", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    [first, *_] = lines(tmp_path / "run")
+    assert first["turns"][0]["tool_calls"][0]["name"] == "calculator"
+    assert first["turns"][0]["environment"][0]["role"] == "tool"
+    assert first["stop_reason"] == "answered"
+    shown = rk("show", str(tmp_path / "run"), "--limit", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "turn 0" in shown.stdout and "-> calculator(" in shown.stdout
+
+
+def test_endpoint_failures_are_recorded_with_their_kind(tmp_path: Path) -> None:
+    with StubServer(["Answer: 1"], failure_rate=1.0) as server:
+        out = rk(
+            "rollout", "--env", "math", "--base-url", server.base_url, "--model", "m",
+            "--n", "2", "--output", str(tmp_path / "run"),
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    trajectories = lines(tmp_path / "run")
+    assert {t["failure"]["kind"] for t in trajectories} == {"model_error"}
+    assert {t["stop_reason"] for t in trajectories} == {"error"}
+    assert "model_error=2" in out.stdout
+
+
+def test_bad_input_fails_before_any_work(tmp_path: Path) -> None:
+    out = rk("rollout", "--env", "tols", "--output", str(tmp_path / "a"))
+    assert out.returncode == 2
+    assert "unknown environment 'tols'. Did you mean 'tools'?" in out.stderr
+    env = {k: v for k, v in ENV.items() if k != "FIREWORKS_API_KEY"}
+    out = rk(
+        "rollout", "--provider", "fireworks", "--model", "accounts/fireworks/models/x",
+        "--output", str(tmp_path / "b"), env=env,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert "FIREWORKS_API_KEY" in out.stderr
+    bad = tmp_path / "tasks.jsonl"
+    bad.write_text('{"prompt": "2+2?", "ground_truth": "4"}\n{broken\n')
+    out = rk("rollout", "--env", "math", "--tasks", str(bad), "--output", str(tmp_path / "c"))
+    assert out.returncode == 2
+    assert f"{bad}:2: invalid JSON" in out.stderr
+    out = rk("rollout", "--reward", "mth", "--output", str(tmp_path / "d"))
+    assert out.returncode == 2 and "Did you mean 'math'?" in out.stderr
+    assert not any((tmp_path / name).exists() for name in "abcd")
+
+
+def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with StubServer(call_first_tool_then_answer("Answer: 42"), latency_s=0.15) as server:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rk_agent", "rollout", "--env", "tools", "--base-url",
+             server.base_url, "--model", "m", "--n", "30", "--concurrency", "2",
+             "--output", str(run_dir)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            file = run_dir / "trajectories.jsonl"
+            if file.exists() and len(file.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 130, stderr
+        assert "Resume with `rk-agent rollout --resume" in stdout
+        finished = lines(run_dir)
+        assert 3 <= len(finished) < 30
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+
+        resumed = rk("rollout", "--resume", str(run_dir))
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"resuming: {len(finished)} done" in resumed.stdout
+    ids = [t["id"] for t in lines(run_dir)]
+    assert sorted(ids) == sorted(f"{i}-0" for i in range(30))
+    assert json.loads((run_dir / "summary.json").read_text())["episodes"] == 30
+
+
+def test_resume_refuses_new_flags(tmp_path: Path) -> None:
+    out = rk("rollout", "--resume", str(tmp_path), "--n", "3")
+    assert out.returncode == 2
+    assert "--resume finishes a run with its saved config; drop n." in out.stderr
+
+
+def test_envs_list() -> None:
+    out = rk("envs", "list")
+    assert out.returncode == 0
+    for name in ("tools", "math", "code", "guess"):
+        assert name in out.stdout
