@@ -25,6 +25,8 @@ bench:
 	uv run python benchmarks/bench_import.py
 	uv run python benchmarks/bench_decorator.py
 	uv run python benchmarks/bench_math.py
+	uv run python benchmarks/bench_engine.py
+	uv run python benchmarks/bench_hf_batching.py
 
 docs:
 	NO_MKDOCS_2_WARNING=1 uv run mkdocs build --strict

@@ -19,10 +19,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rk_agent.envs.base import ChatEnv
+    from rk_agent.envs.check import check_env
+    from rk_agent.envs.registry import get_env_class, list_envs, make_env
+    from rk_agent.envs.task import Task
+    from rk_agent.envs.tool import Tool, tool
     from rk_agent.errors import (
         ConfigError,
+        ContextOverflowError,
         DataError,
         EndpointError,
+        EnvError,
         NotAvailableError,
         RewardError,
         RewardInputError,
@@ -40,14 +47,24 @@ if TYPE_CHECKING:
         register_reward_function,
     )
     from rk_agent.rewards.stats import RewardStats, group_normalize, normalize_rewards, reward_stats
+    from rk_agent.rollouts.config import RolloutConfig
+    from rk_agent.rollouts.engine import run_rollouts
+    from rk_agent.rollouts.hf_policy import HFPolicy
+    from rk_agent.rollouts.openai_policy import OpenAIPolicy
+    from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams
+    from rk_agent.rollouts.stub_server import StubServer
+    from rk_agent.rollouts.testing import FunctionPolicy, ScriptedPolicy
+    from rk_agent.rollouts.trajectory import Trajectory
     from rk_agent.types import (
         EvaluateResult,
+        FailureKind,
         FunctionCall,
         Message,
         MetricResult,
         MetricRewardOutput,
         RewardOutput,
         StepOutput,
+        StopReason,
         ToolCall,
     )
 
@@ -55,35 +72,58 @@ __version__ = "0.1.0"
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
+    "ChatEnv": "rk_agent.envs.base",
     "ConfigError": "rk_agent.errors",
+    "ContextOverflowError": "rk_agent.errors",
     "DataError": "rk_agent.errors",
     "EndpointError": "rk_agent.errors",
-    "NotAvailableError": "rk_agent.errors",
-    "RewardError": "rk_agent.errors",
-    "RewardInputError": "rk_agent.errors",
-    "RewardLoadError": "rk_agent.errors",
-    "RkAgentError": "rk_agent.errors",
-    "SandboxError": "rk_agent.errors",
-    "UnknownNameError": "rk_agent.errors",
-    "combine": "rk_agent.rewards.compose",
-    "is_reward_function": "rk_agent.rewards.decorator",
-    "reward_function": "rk_agent.rewards.decorator",
-    "RewardFunction": "rk_agent.rewards.function",
-    "get_reward_function": "rk_agent.rewards.registry",
-    "list_reward_functions": "rk_agent.rewards.registry",
-    "register_reward_function": "rk_agent.rewards.registry",
-    "RewardStats": "rk_agent.rewards.stats",
-    "group_normalize": "rk_agent.rewards.stats",
-    "normalize_rewards": "rk_agent.rewards.stats",
-    "reward_stats": "rk_agent.rewards.stats",
+    "EnvError": "rk_agent.errors",
     "EvaluateResult": "rk_agent.types",
+    "FailureKind": "rk_agent.types",
     "FunctionCall": "rk_agent.types",
+    "FunctionPolicy": "rk_agent.rollouts.testing",
+    "HFPolicy": "rk_agent.rollouts.hf_policy",
     "Message": "rk_agent.types",
     "MetricResult": "rk_agent.types",
     "MetricRewardOutput": "rk_agent.types",
+    "NotAvailableError": "rk_agent.errors",
+    "OpenAIPolicy": "rk_agent.rollouts.openai_policy",
+    "Policy": "rk_agent.rollouts.policy",
+    "PolicyOutput": "rk_agent.rollouts.policy",
+    "RewardError": "rk_agent.errors",
+    "RewardFunction": "rk_agent.rewards.function",
+    "RewardInputError": "rk_agent.errors",
+    "RewardLoadError": "rk_agent.errors",
     "RewardOutput": "rk_agent.types",
+    "RewardStats": "rk_agent.rewards.stats",
+    "RkAgentError": "rk_agent.errors",
+    "RolloutConfig": "rk_agent.rollouts.config",
+    "SamplingParams": "rk_agent.rollouts.policy",
+    "SandboxError": "rk_agent.errors",
+    "ScriptedPolicy": "rk_agent.rollouts.testing",
     "StepOutput": "rk_agent.types",
+    "StopReason": "rk_agent.types",
+    "StubServer": "rk_agent.rollouts.stub_server",
+    "Task": "rk_agent.envs.task",
+    "Tool": "rk_agent.envs.tool",
     "ToolCall": "rk_agent.types",
+    "Trajectory": "rk_agent.rollouts.trajectory",
+    "UnknownNameError": "rk_agent.errors",
+    "check_env": "rk_agent.envs.check",
+    "combine": "rk_agent.rewards.compose",
+    "get_env_class": "rk_agent.envs.registry",
+    "get_reward_function": "rk_agent.rewards.registry",
+    "group_normalize": "rk_agent.rewards.stats",
+    "is_reward_function": "rk_agent.rewards.decorator",
+    "list_envs": "rk_agent.envs.registry",
+    "list_reward_functions": "rk_agent.rewards.registry",
+    "make_env": "rk_agent.envs.registry",
+    "normalize_rewards": "rk_agent.rewards.stats",
+    "register_reward_function": "rk_agent.rewards.registry",
+    "reward_function": "rk_agent.rewards.decorator",
+    "reward_stats": "rk_agent.rewards.stats",
+    "run_rollouts": "rk_agent.rollouts.engine",
+    "tool": "rk_agent.envs.tool",
 }
 
 
@@ -101,15 +141,24 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ChatEnv",
     "ConfigError",
+    "ContextOverflowError",
     "DataError",
     "EndpointError",
+    "EnvError",
     "EvaluateResult",
+    "FailureKind",
     "FunctionCall",
+    "FunctionPolicy",
+    "HFPolicy",
     "Message",
     "MetricResult",
     "MetricRewardOutput",
     "NotAvailableError",
+    "OpenAIPolicy",
+    "Policy",
+    "PolicyOutput",
     "RewardError",
     "RewardFunction",
     "RewardInputError",
@@ -117,18 +166,32 @@ __all__ = [
     "RewardOutput",
     "RewardStats",
     "RkAgentError",
+    "RolloutConfig",
+    "SamplingParams",
     "SandboxError",
+    "ScriptedPolicy",
     "StepOutput",
+    "StopReason",
+    "StubServer",
+    "Task",
+    "Tool",
     "ToolCall",
+    "Trajectory",
     "UnknownNameError",
     "__version__",
+    "check_env",
     "combine",
+    "get_env_class",
     "get_reward_function",
     "group_normalize",
     "is_reward_function",
+    "list_envs",
     "list_reward_functions",
+    "make_env",
     "normalize_rewards",
     "register_reward_function",
     "reward_function",
     "reward_stats",
+    "run_rollouts",
+    "tool",
 ]

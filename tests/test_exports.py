@@ -10,6 +10,10 @@ import pytest
 import rk_agent
 
 EXPECTED = {
+    "ChatEnv", "ContextOverflowError", "EnvError", "FailureKind", "FunctionPolicy", "HFPolicy",
+    "OpenAIPolicy", "Policy", "PolicyOutput", "RolloutConfig", "SamplingParams", "ScriptedPolicy",
+    "StopReason", "StubServer", "Task", "Tool", "Trajectory", "check_env", "get_env_class",
+    "list_envs", "make_env", "run_rollouts", "tool",
     "ConfigError", "DataError", "EndpointError", "EvaluateResult", "FunctionCall", "Message",
     "MetricResult", "MetricRewardOutput", "NotAvailableError", "RewardError", "RewardFunction",
     "RewardInputError", "RewardLoadError", "RewardOutput", "RewardStats", "RkAgentError",
