@@ -15,6 +15,14 @@ from rk_agent.errors import ConfigError
 
 EXIT_INTERRUPTED = 130
 
+# Config keys whose flag is named differently, for error messages.
+_FLAGS = {
+    "episode_timeout_s": "--timeout", "rewards": "--reward",
+    "sampling.temperature": "--temperature", "sampling.max_tokens": "--max-tokens",
+    "failure_policy.action": "--failure-policy",
+    "group_size": "--group-size", "base_url": "--base-url", "max_turns": "--max-turns",
+}  # fmt: skip
+
 
 def rollout(
     env: Annotated[
@@ -111,11 +119,11 @@ def rollout(
         "failure_policy.action": failure_policy, "output": output,
     }  # fmt: skip
     if resume is not None:
-        given = [k for k, v in overrides.items() if v is not None]
+        given = [_FLAGS.get(k, k) for k, v in overrides.items() if v is not None]
         if given or config is not None:
             raise ConfigError(
                 "--resume finishes a run with its saved config; drop "
-                f"{', '.join(given) or '--config'}."
+                f"{', '.join(f if f.startswith('--') else f'--{f}' for f in given) or '--config'}."
             )
     run_config = load_rollout_config(config, overrides)
     run = prepare_run(run_config, api_key=api_key, resume=resume)

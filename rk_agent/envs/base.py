@@ -212,22 +212,31 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         return self._play(_as_assistant(action), parse_error=None)
 
     def reject(
-        self, action: Message | dict[str, Any], reason: str
+        self, action: Message | dict[str, Any], reason: str, feedback: str | None = None
     ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
         """Play a turn whose output could not be used, e.g. a malformed tool call.
 
         The message is recorded, the model is told what was wrong (a user message) and may try
         again, and the step carries a ``parse_error`` metric (score -1) so the penalty is
         visible. It counts towards ``max_turns``. Returns what `step` returns.
+
+        Args:
+            action: the unusable assistant message (kept as the model wrote it).
+            reason: what was wrong, recorded in the ``parse_error`` metric.
+            feedback: the text the model is shown (default: a short note with ``reason``).
         """
-        return self._play(_as_assistant(action), parse_error=reason)
+        text = feedback or (
+            f"Error: your tool call could not be read: {reason}. Reply again with a "
+            "well-formed call or a final answer."
+        )
+        return self._play(_as_assistant(action), parse_error=reason, feedback=text)
 
     def is_success(self, episode: EvaluateResult) -> bool:
         """Whether an episode counts as solved (default: a valid score of at least 1.0)."""
         return episode.is_score_valid and episode.score >= 1.0 - 1e-9
 
     def _play(
-        self, message: Message, parse_error: str | None
+        self, message: Message, parse_error: str | None, feedback: str | None = None
     ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
         state = self.state
         if state.done:
@@ -237,10 +246,7 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         records: list[ToolCallRecord] = []
         answered = False
         if parse_error is not None:
-            state.messages.append(
-                Message(role="user", content=f"Error: your tool call could not be read: "
-                        f"{parse_error}. Reply again with a well-formed call or a final answer.")
-            )  # fmt: skip
+            state.messages.append(Message(role="user", content=feedback or parse_error))
         elif message.tool_calls:
             for call in message.tool_calls:
                 result = self.call_tool(call, state)

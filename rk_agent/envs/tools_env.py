@@ -343,8 +343,7 @@ def solve(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = 
 class ToolsEnv(ChatEnv):
     """Multi-step questions answered with tools: lookups, arithmetic, units and dates.
 
-    Args:
-        **kwargs: see `ChatEnv` (``tasks``, ``max_turns``, rewards, ``render_mode``).
+    Takes the arguments of `ChatEnv` (``tasks``, ``max_turns``, rewards, ``render_mode``).
 
     Example:
         >>> env = ToolsEnv()

@@ -1,1 +1,1 @@
-"""rk_agent.rollouts: arrives with its own issue."""
+"""rk_agent.rollouts: policies (models), the rollout engine, run directories and summaries."""

@@ -19,6 +19,7 @@ from rk_agent.envs.base import ChatEnv, ToolCallRecord
 from rk_agent.envs.task import Task
 from rk_agent.errors import ContextOverflowError, EndpointError, EnvError
 from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams, Usage
+from rk_agent.rollouts.tool_protocol import parse_error_feedback
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import EvaluateResult, FailureKind, Message, StopReason
 
@@ -148,7 +149,10 @@ async def _loop(
         before = len(env.state.messages) + 1  # the environment's answer starts after the action
         try:
             if output.parse_error is not None:
-                result = await asyncio.to_thread(env.reject, output.message, output.parse_error)
+                feedback = parse_error_feedback(output.parse_error)
+                result = await asyncio.to_thread(
+                    env.reject, output.message, output.parse_error, feedback
+                )
             else:
                 result = await asyncio.to_thread(env.step, output.message)
         except Exception as exc:

@@ -24,7 +24,7 @@ from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.summary import RunSummary, summarize
 from rk_agent.rollouts.trajectory import Trajectory
 
-__all__ = ["PreparedRun", "build_policy", "describe_model", "prepare_run"]
+__all__ = ["PreparedRun", "build_env_factory", "build_policy", "describe_model", "prepare_run"]
 
 EMBEDDED_NOTE = (
     "The embedded model (SmolLM2-135M) is tiny: expect a success rate near 0. Point at a real "
@@ -105,7 +105,8 @@ def prepare_run(
 
 def build_env_factory(config: RolloutConfig) -> tuple[Callable[[], ChatEnv], str]:
     """A factory of configured environments, checked by building one now."""
-    from rk_agent.envs.registry import get_env_class, make_env as build_env
+    from rk_agent.envs.registry import get_env_class
+    from rk_agent.envs.registry import make_env as build_env
 
     env_class = get_env_class(config.env)
     kwargs: dict[str, Any] = dict(config.env_kwargs)

@@ -146,7 +146,7 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> N
 def test_resume_refuses_new_flags(tmp_path: Path) -> None:
     out = rk("rollout", "--resume", str(tmp_path), "--n", "3")
     assert out.returncode == 2
-    assert "--resume finishes a run with its saved config; drop n." in out.stderr
+    assert "--resume finishes a run with its saved config; drop --n." in out.stderr
 
 
 def test_envs_list() -> None:

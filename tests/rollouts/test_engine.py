@@ -154,7 +154,9 @@ def test_parse_errors_are_fed_back_with_a_penalty() -> None:
     assert first.parse_error == "invalid JSON at char 1"
     assert first.metrics["parse_error"].score == -1.0
     assert first.environment[0].role == "user"
-    assert "could not be read: invalid JSON at char 1" in first.environment[0].text
+    assert first.environment[0].text.startswith(
+        "Your tool call could not be read: invalid JSON at char 1\nCall a tool with <tool_call>"
+    )
     assert len(trajectory.turns) == 2  # the model got another turn
 
 
