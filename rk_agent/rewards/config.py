@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rk_agent.config_files import read_yaml_mapping, validation_problems
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.compose import CombineMethod, combine
 from rk_agent.rewards.decorator import AnyRewardFn
@@ -115,10 +116,9 @@ def _parse(config: Any) -> str | RewardSpec | CombinedRewardSpec:
     try:
         return model.model_validate(config)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"reward config is not valid: {problems}. {_FORMS}") from exc
+        raise ConfigError(
+            f"reward config is not valid: {validation_problems(exc)}. {_FORMS}"
+        ) from exc
 
 
 _FORMS = (
@@ -133,15 +133,7 @@ def load_reward_config(path: str | Path) -> AnyRewardFn:
     Raises:
         ConfigError: the file cannot be read, is not YAML, or has no ``reward:`` key.
     """
-    import yaml
-
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
-    if not isinstance(data, dict) or "reward" not in data:
+    data = read_yaml_mapping(path)
+    if "reward" not in data:
         raise ConfigError(f"config {path} has no 'reward:' key. {_FORMS}")
     return build_reward(data["reward"])

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rk_agent.config_files import read_yaml_mapping, validation_problems
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.policy import SamplingParams
 
@@ -97,7 +98,7 @@ def load_rollout_config(
     """
     data: dict[str, Any] = {}
     if path is not None:
-        data = _read_yaml(Path(path))
+        data = read_yaml_mapping(path)
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -109,24 +110,5 @@ def load_rollout_config(
     try:
         return RolloutConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
         where = f" in {path}" if path else ""
-        raise ConfigError(f"invalid rollout config{where}: {problems}.") from exc
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config {path} is not valid YAML: {exc}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config {path} must be a mapping of options, got {type(data).__name__}.")
-    return data
+        raise ConfigError(f"invalid rollout config{where}: {validation_problems(exc)}.") from exc
