@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
@@ -32,9 +31,10 @@ from typing import TYPE_CHECKING, Any, overload
 from rk_agent.envs.base import ChatEnv
 from rk_agent.errors import ConfigError, RewardLoadError, UnknownNameError, did_you_mean
 from rk_agent.loading import is_import_spec, load_object
+from rk_agent.registry import NameRegistry, is_entry_point
 
 if TYPE_CHECKING:
-    from importlib import metadata
+    pass
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -82,24 +82,10 @@ _HINT = (
     "'package.module:Class' or 'path/to/file.py::Class'."
 )
 
-_lock = threading.Lock()
-_registered: dict[str, type[ChatEnv] | str] = {}
-_entry_points: dict[str, metadata.EntryPoint] | None = None
-
-
-def _load_entry_points() -> dict[str, metadata.EntryPoint]:
-    global _entry_points
-    if _entry_points is None:
-        from importlib import metadata
-
-        _entry_points = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    return _entry_points
-
-
-def _known_names() -> set[str]:
-    with _lock:
-        registered = set(_registered)
-    return set(_BUILTINS) | registered | set(_load_entry_points())
+REGISTRY: NameRegistry[type[ChatEnv]] = NameRegistry(
+    "environment", ENTRY_POINT_GROUP, {name: b.entry_point for name, b in _BUILTINS.items()}
+)
+"""Every environment name (built-ins, registrations, entry points)."""
 
 
 @overload
@@ -152,21 +138,13 @@ def register_env(
         )
     if not isinstance(env, str):
         _check_class(env, name)
-    with _lock:
-        taken = name in _registered or name in _BUILTINS or name in _load_entry_points()
-        if taken and not overwrite:
-            raise ConfigError(
-                f"an environment named {name!r} is already registered. Pick another name or "
-                "pass overwrite=True."
-            )
-        _registered[name] = env
+    REGISTRY.add(name, env, overwrite=overwrite)
     return env
 
 
 def unregister_env(name: str) -> None:
     """Remove an environment added with `register_env` (built-ins stay)."""
-    with _lock:
-        _registered.pop(name, None)
+    REGISTRY.remove(name)
 
 
 def get_env_class(spec: EnvLike) -> type[ChatEnv]:
@@ -197,19 +175,14 @@ def get_env_class(spec: EnvLike) -> type[ChatEnv]:
     if is_import_spec(spec):
         return _check_class(load_object(spec, kind="environment"), spec)
     name = _BY_GYM_ID.get(spec, spec)
-    with _lock:
-        entry = _registered.get(name)
-    if entry is None and name in _BUILTINS:
-        entry = _BUILTINS[name].entry_point
-    if entry is None and name in _load_entry_points():
-        return _check_class(_load_entry_points()[name].load(), spec)
-    if entry is None and _GYM_ID.match(spec):
+    if name not in REGISTRY.names() and _GYM_ID.match(spec):
         return _from_gymnasium(spec)
-    if entry is None:
-        raise UnknownNameError("environment", spec, _known_names(), hint=_HINT)
+    entry = REGISTRY.lookup(name, hint=_HINT)
     if isinstance(entry, str):
         return _check_class(load_object(entry, kind="environment"), spec)
-    return entry
+    if is_entry_point(entry):
+        return _check_class(entry.load(), spec)  # type: ignore[union-attr]
+    return entry  # type: ignore[return-value]
 
 
 def make_env(spec: EnvLike, **kwargs: Any) -> ChatEnv:
@@ -246,7 +219,7 @@ def list_envs() -> dict[str, str]:
     with the error as its description.
     """
     out: dict[str, str] = {}
-    for name in sorted(_known_names()):
+    for name in sorted(REGISTRY.names()):
         try:
             cls = get_env_class(name)
         except (ConfigError, ImportError) as exc:
@@ -320,7 +293,7 @@ def _from_gymnasium(spec: str) -> type[ChatEnv]:
 
     found = gymnasium.registry.get(spec)
     if found is None:
-        raise UnknownNameError("environment", spec, _known_names() | set(_BY_GYM_ID), hint=_HINT)
+        raise UnknownNameError("environment", spec, REGISTRY.names() | set(_BY_GYM_ID), hint=_HINT)
     entry = found.entry_point
     if isinstance(entry, str):
         try:

@@ -17,16 +17,13 @@ Example:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
-from rk_agent.errors import ConfigError, RewardLoadError, UnknownNameError
+from rk_agent.errors import ConfigError, RewardLoadError
 from rk_agent.loading import is_import_spec, load_object
+from rk_agent.registry import NameRegistry, is_entry_point
 from rk_agent.rewards.decorator import AnyRewardFn, is_reward_function, reward_function
-
-if TYPE_CHECKING:
-    from importlib import metadata
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -56,19 +53,8 @@ _BUILTINS: dict[str, str] = {
     "relevance": "rk_agent.rewards.relevance:relevance_reward",
 }
 
-_lock = threading.Lock()
-_registered: dict[str, AnyRewardFn | str] = {}
-_entry_points: dict[str, metadata.EntryPoint] | None = None
-
-
-def _load_entry_points() -> dict[str, metadata.EntryPoint]:
-    global _entry_points
-    if _entry_points is None:
-        from importlib import metadata
-
-        found = metadata.entry_points(group=ENTRY_POINT_GROUP)
-        _entry_points = {ep.name: ep for ep in found}
-    return _entry_points
+REGISTRY: NameRegistry[AnyRewardFn] = NameRegistry("reward", ENTRY_POINT_GROUP, _BUILTINS)
+"""Every reward name (built-ins, registrations, entry points)."""
 
 
 @overload
@@ -111,21 +97,13 @@ def register_reward_function(
             "(':' is reserved for 'module:fn' paths)."
         )
     reward: Any = fn if is_reward_function(fn) else reward_function(name=name)(fn)
-    with _lock:
-        taken = name in _registered or name in _BUILTINS or name in _load_entry_points()
-        if taken and not overwrite:
-            raise ConfigError(
-                f"a reward named {name!r} is already registered. Pick another name or pass "
-                "overwrite=True."
-            )
-        _registered[name] = reward
+    REGISTRY.add(name, reward, overwrite=overwrite)
     return reward
 
 
 def unregister_reward_function(name: str) -> None:
     """Remove a reward registered with `register_reward_function` (built-ins stay)."""
-    with _lock:
-        _registered.pop(name, None)
+    REGISTRY.remove(name)
 
 
 def list_reward_functions() -> dict[str, str]:
@@ -134,9 +112,8 @@ def list_reward_functions() -> dict[str, str]:
     Built-ins and entry-point rewards are imported to read their descriptions; a reward that
     fails to import is listed with the error as its description.
     """
-    names = set(_BUILTINS) | set(_registered) | set(_load_entry_points())
     out: dict[str, str] = {}
-    for name in sorted(names):
+    for name in sorted(REGISTRY.names()):
         try:
             out[name] = get_reward_function(name).reward_spec.description
         except RewardLoadError as exc:
@@ -166,23 +143,14 @@ def get_reward_function(spec: RewardLike) -> AnyRewardFn:
         )
     if is_import_spec(spec):
         return _as_reward(load_object(spec, kind="reward"), spec)
-    with _lock:
-        entry = _registered.get(spec)
-    if entry is None and spec in _BUILTINS:
-        entry = _BUILTINS[spec]
-    if entry is None and spec in _load_entry_points():
-        return _as_reward(_load_entry_points()[spec].load(), spec)
-    if entry is None:
-        known = set(_BUILTINS) | set(_registered) | set(_load_entry_points())
-        raise UnknownNameError(
-            "reward",
-            spec,
-            known,
-            hint="Give a registered name, 'package.module:fn' or 'path/to/file.py::fn'.",
-        )
+    entry = REGISTRY.lookup(
+        spec, hint="Give a registered name, 'package.module:fn' or 'path/to/file.py::fn'."
+    )
     if isinstance(entry, str):
         return _as_reward(load_object(entry, kind="reward"), spec)
-    return entry
+    if is_entry_point(entry):
+        return _as_reward(entry.load(), spec)  # type: ignore[union-attr]
+    return entry  # type: ignore[return-value]
 
 
 def _as_reward(obj: Any, spec: str) -> AnyRewardFn:

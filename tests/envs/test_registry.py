@@ -92,10 +92,10 @@ def user_env_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def clean_registry() -> Iterator[None]:
-    before = dict(registry._registered)
+    before = dict(registry.REGISTRY.registered)
     yield
-    registry._registered.clear()
-    registry._registered.update(before)
+    registry.REGISTRY.registered.clear()
+    registry.REGISTRY.registered.update(before)
 
 
 @pytest.mark.parametrize(
@@ -213,10 +213,12 @@ def test_entry_points_are_loaded_lazily(monkeypatch: pytest.MonkeyPatch) -> None
         assert kwargs == {"group": "rk_agent.envs"}
         return [entry]
 
-    monkeypatch.setattr(registry, "_entry_points", None)
     monkeypatch.setattr(metadata, "entry_points", entry_points)
+    registry.REGISTRY.forget_entry_points()
     assert get_env_class("plugin_guess") is GuessEnv
     assert "plugin_guess" in list_envs()
+    monkeypatch.undo()
+    registry.REGISTRY.forget_entry_points()
 
 
 def test_list_envs_describes_every_builtin() -> None:

@@ -20,10 +20,10 @@ BUILTINS = ["code_execution", "cosine_length", "format", "function_call", "json_
 
 @pytest.fixture
 def clean_registry() -> Iterator[None]:
-    before = dict(registry._registered)
+    before = dict(registry.REGISTRY.registered)
     yield
-    registry._registered.clear()
-    registry._registered.update(before)
+    registry.REGISTRY.registered.clear()
+    registry.REGISTRY.registered.update(before)
 
 
 @pytest.mark.parametrize("name", BUILTINS)
@@ -98,7 +98,9 @@ def test_entry_points_are_loaded_lazily(monkeypatch: pytest.MonkeyPatch) -> None
         assert kwargs == {"group": "rk_agent.rewards"}
         return [entry]
 
-    monkeypatch.setattr(registry, "_entry_points", None)
     monkeypatch.setattr(metadata, "entry_points", fake_entry_points)
+    registry.REGISTRY.forget_entry_points()
     assert get_reward_function("from_plugin").reward_spec.name == "format"
     assert "from_plugin" in list_reward_functions()
+    monkeypatch.undo()
+    registry.REGISTRY.forget_entry_points()
