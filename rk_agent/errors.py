@@ -9,7 +9,8 @@ RkAgentError
 ├── RewardError                         a reward was used wrongly
 │   └── RewardInputError (TypeError)    the call does not fit the reward's signature
 ├── EndpointError (ConnectionError)     a remote service failed (carries status, retryable)
-│   └── ContextOverflowError            the prompt no longer fits the model's context window
+│   ├── ContextOverflowError            the prompt no longer fits the model's context window
+│   └── FireworksError                  the Fireworks API failed (carries the API's message)
 ├── EnvError (RuntimeError)             an environment was used wrongly (step before reset, ...)
 ├── SandboxError (RuntimeError)         the code sandbox itself (not the code in it) failed
 └── NotAvailableError (NotImplementedError)  a feature that is not available yet or here
@@ -34,6 +35,7 @@ __all__ = [
     "DataError",
     "EndpointError",
     "EnvError",
+    "FireworksError",
     "NotAvailableError",
     "RewardError",
     "RewardInputError",
@@ -151,6 +153,32 @@ class EndpointError(RkAgentError, ConnectionError):
 
 class ContextOverflowError(EndpointError):
     """The conversation no longer fits the model's context window (never retryable)."""
+
+
+class FireworksError(EndpointError):
+    """The Fireworks API refused or failed a request, or a Fireworks resource failed to build.
+
+    Attributes:
+        api_message: the API's own error message, when it sent one.
+        logs: logs that explain the failure (the tail of an evaluator's failed build).
+        attempts: how many times the request was sent (more than 1 after retries).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        url: str | None = None,
+        api_message: str | None = None,
+        logs: str | None = None,
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(message, status=status, retryable=retryable, url=url)
+        self.api_message = api_message
+        self.logs = logs
+        self.attempts = attempts
 
 
 class EnvError(RkAgentError, RuntimeError):

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
-from rk_agent.errors import ConfigError, NotAvailableError, RewardInputError
+from rk_agent.errors import ConfigError, RewardInputError
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
 __all__ = [
@@ -85,7 +85,11 @@ class RewardFn(Protocol):
     def __call__(self, *args: Any, **kwargs: Any) -> EvaluateResult: ...
 
     def deploy(
-        self, name: str | None = None, description: str | None = None, force: bool = False
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        force: bool = False,
+        **options: Any,
     ) -> Any: ...
 
 
@@ -99,7 +103,11 @@ class AsyncRewardFn(Protocol):
     def __call__(self, *args: Any, **kwargs: Any) -> Awaitable[EvaluateResult]: ...
 
     def deploy(
-        self, name: str | None = None, description: str | None = None, force: bool = False
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        force: bool = False,
+        **options: Any,
     ) -> Any: ...
 
 
@@ -497,11 +505,20 @@ def _bad_output(name: str, what: str) -> EvaluateResult:
 
 
 def _deploy(
-    reward: Any, name: str | None = None, description: str | None = None, force: bool = False
+    reward: Any,
+    name: str | None = None,
+    description: str | None = None,
+    force: bool = False,
+    **options: Any,
 ) -> Any:
-    raise NotAvailableError(
-        f"deploying reward {reward.reward_spec.name!r} to Fireworks is not available yet: it "
-        "arrives with rk-agent's serving and deployment support. Until then, run the reward "
-        "locally (`rk-agent preview`) or in your TRL script "
-        "(`RewardFunction(...).get_trl_adapter()`)."
-    )
+    """``reward.deploy(...)``: create or update the reward's Fireworks evaluator.
+
+    ``name`` is the evaluator id (default: the reward's name); ``force`` replaces an evaluator
+    of that id whose code differs. Other keyword arguments go to
+    `rk_agent.fireworks.evaluators.deploy_reward` (``client``, ``wait``, ``requirements``, ...).
+    Returns its `Deployment`.
+    """
+    # Imported here: the decorator stays light, and httpx loads only for a deploy.
+    from rk_agent.fireworks.evaluators import deploy_reward
+
+    return deploy_reward(reward, evaluator_id=name, description=description, force=force, **options)

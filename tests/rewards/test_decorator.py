@@ -6,12 +6,13 @@ import asyncio
 import inspect
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rk_agent import EvaluateResult, Message, MetricResult, reward_function
-from rk_agent.errors import NotAvailableError, RewardInputError
+from rk_agent.errors import ConfigError, RewardInputError
 from rk_agent.rewards.decorator import is_reward_function, standardize_result
 
 CHAT = [
@@ -244,15 +245,28 @@ def test_async_reward() -> None:
     assert failed.is_score_valid is False and failed.error == "ValueError: judge down"
 
 
-def test_deploy_is_not_available_yet() -> None:
-    @reward_function
-    def r(messages: Any) -> float:
-        return 1.0
+def test_deploy_creates_a_fireworks_evaluator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rk_agent.fireworks.fake_api import FakeFireworks
+    from rk_agent.loading import load_object
 
-    with pytest.raises(
-        NotAvailableError, match="deploying reward 'r' to Fireworks is not available"
-    ):
+    (tmp_path / "rewards_file.py").write_text(
+        "from rk_agent import reward_function\n\n@reward_function\n"
+        "def r(messages):\n    return 1.0\n"
+    )
+    r = load_object(f"{tmp_path / 'rewards_file.py'}::r", kind="reward")
+    for name in ("FIREWORKS_API_KEY", "FIREWORKS_ACCOUNT_ID", "FIREWORKS_AUTH_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match=re.escape("no Fireworks API key: set FIREWORKS_API_KEY")):
         r.deploy(name="r", description="d", force=True)
+    with FakeFireworks(api_key="fw-test-key", account_id="me") as fake:
+        monkeypatch.setenv("FIREWORKS_API_KEY", "fw-test-key")
+        monkeypatch.setenv("FIREWORKS_API_BASE", fake.url)
+        deployment = r.deploy(name="r", description="d", force=True, poll_s=0.01)
+    assert deployment.evaluator.name == "accounts/me/evaluators/r"
+    assert deployment.evaluator.state == "ACTIVE" and deployment.action == "created"
 
 
 def test_not_a_function() -> None:

@@ -1,0 +1,448 @@
+"""``rk-agent deploy`` and ``rk-agent fireworks ...``: evaluators and RFT jobs on Fireworks.
+
+Commands: ``deploy`` (a reward as an evaluator), ``fireworks rft`` (trajectories or tasks and a
+reward to a running RFT job), ``fireworks status``, ``fireworks cancel``, ``fireworks list``,
+``fireworks preview``. Credentials come from ``FIREWORKS_API_KEY`` / ``FIREWORKS_ACCOUNT_ID`` /
+``~/.fireworks/auth.ini``; ``FIREWORKS_API_BASE`` points them at another server (such as the
+fake API, ``python -m rk_agent.fireworks.fake_api``). ``--dry-run`` prints every request and
+sends none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rk_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rk_agent.fireworks.client import FireworksClient
+    from rk_agent.fireworks.dry_run import PlannedRequest
+    from rk_agent.fireworks.rft import RFTJob
+
+EXIT_JOB_FAILED = 1
+"""Exit code when the followed job ends in any state but COMPLETED."""
+EXIT_INTERRUPTED = 130
+
+app = typer.Typer(
+    help="Fireworks: launch RFT jobs from trajectories, follow and cancel them.",
+    no_args_is_help=True,
+)
+
+_DRY_HEADER = (
+    "Dry run: nothing is sent. These are the requests, in order (the API key shows as ***; "
+    "polls are listed once)."
+)
+
+
+def _client(dry_run: bool, console: Console) -> FireworksClient:
+    from rk_agent.fireworks.client import FireworksClient
+
+    if not dry_run:
+        return FireworksClient()
+
+    def show(request: PlannedRequest) -> None:
+        console.print(request.describe(max_chars=300), markup=False, highlight=False)
+        console.print()
+
+    console.print(_DRY_HEADER, style="yellow")
+    return FireworksClient.dry(on_request=show)
+
+
+# ---------------------------------------------------------------------------------- deploy
+
+
+def deploy(
+    reward: Annotated[
+        str, typer.Argument(help="The reward: 'my_rewards.py::fn', 'package.module:fn' or a name.")
+    ],
+    evaluator_id: Annotated[
+        str | None,
+        typer.Option("--id", help="Evaluator id (default: the reward's name, e.g. exact-match)."),
+    ] = None,
+    display_name: Annotated[
+        str | None, typer.Option("--display-name", help="Name shown in the console.")
+    ] = None,
+    description: Annotated[
+        str | None, typer.Option("--description", help="One line (default: the docstring's).")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an evaluator of this id with other code.")
+    ] = False,
+    requirement: Annotated[
+        list[str] | None,
+        typer.Option("--requirement", "-r", help="Extra pip requirement (repeatable)."),
+    ] = None,
+    include: Annotated[
+        list[Path] | None,
+        typer.Option("--include", help="Another file or folder your reward imports (repeatable)."),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait until the evaluator is built.")
+    ] = True,
+    poll: Annotated[float, typer.Option("--poll", help="Seconds between status checks.")] = 10.0,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the requests; send nothing.")
+    ] = False,
+) -> None:
+    """Deploy a reward function as a Fireworks evaluator (create, or update with --force).
+
+    Packages the reward's file, its requirements and an entry point (main.py::evaluate),
+    uploads them and waits for the build. Deploying unchanged code again reuses the evaluator.
+    """
+    from rk_agent.fireworks.evaluators import deploy_reward
+
+    console = Console()
+    client = _client(dry_run, console)
+    with client, console.status("deploying", spinner="dots") as spinner:
+        deployment = deploy_reward(
+            reward, evaluator_id=evaluator_id, display_name=display_name,
+            description=description, force=force, requirements=requirement or (),
+            include=include or (), client=client, wait=wait, poll_s=poll,
+            on_update=lambda e: spinner.update(f"evaluator {e.id or evaluator_id}: {e.state}"),
+        )  # fmt: skip
+    package = deployment.package
+    if dry_run:
+        console.print(
+            f"Would upload {package.archive_name} ({len(package.archive):,} bytes): "
+            f"{', '.join(sorted(package.user_files()))} and the rk-agent reward modules; "
+            f"requirements: {', '.join(package.requirements)}."
+        )
+        return
+    evaluator = deployment.evaluator
+    console.print(
+        f"Evaluator {evaluator.name} {deployment.action} ({evaluator.state}); entry point "
+        f"{package.entry_point}, requirements: {', '.join(package.requirements)}."
+    )
+
+
+# ---------------------------------------------------------------------------------- rft
+
+
+@app.command("rft")
+def rft(
+    source: Annotated[
+        Path,
+        typer.Option(
+            "--from",
+            help="A run directory (rk-agent rollout), a trajectories.jsonl or a tasks JSONL file.",
+        ),
+    ],
+    reward: Annotated[
+        str, typer.Option("--reward", help="The reward: a name, 'file.py::fn' or 'module:fn'.")
+    ],
+    base_model: Annotated[
+        str | None,
+        typer.Option(
+            "--base-model", help="Model to train, e.g. qwen3-0p6b or accounts/.../models/..."
+        ),
+    ] = None,
+    warm_start_from: Annotated[
+        str | None,
+        typer.Option(
+            "--warm-start-from", help="A previous fine-tune to continue (not with --base-model)."
+        ),
+    ] = None,
+    output_model: Annotated[
+        str | None, typer.Option("--output-model", help="Name of the trained model.")
+    ] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="Training epochs.")] = None,
+    learning_rate: Annotated[
+        float | None, typer.Option("--learning-rate", help="Learning rate.")
+    ] = None,
+    lora_rank: Annotated[int | None, typer.Option("--lora-rank", help="LoRA rank.")] = None,
+    max_context_length: Annotated[
+        int | None, typer.Option("--max-context-length", help="Context length for training.")
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", help="Tokens per packed batch.")
+    ] = None,
+    group_size: Annotated[
+        int | None,
+        typer.Option("--group-size", help="Responses sampled per prompt (the GRPO group, >= 2)."),
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", help="Rollout sampling temperature.")
+    ] = None,
+    top_p: Annotated[float | None, typer.Option("--top-p", help="Rollout top-p.")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Rollout top-k.")] = None,
+    max_output_tokens: Annotated[
+        int | None, typer.Option("--max-output-tokens", help="Tokens per rollout response.")
+    ] = None,
+    loss: Annotated[
+        str | None, typer.Option("--loss", help="GRPO, DAPO, GSPO_TOKEN, DPO or ORPO.")
+    ] = None,
+    kl_beta: Annotated[float | None, typer.Option("--kl-beta", help="KL penalty.")] = None,
+    wandb_project: Annotated[
+        str | None,
+        typer.Option("--wandb-project", help="Log to this W&B project (key: WANDB_API_KEY)."),
+    ] = None,
+    wandb_entity: Annotated[
+        str | None, typer.Option("--wandb-entity", help="W&B entity (team).")
+    ] = None,
+    env: Annotated[
+        str | None,
+        typer.Option(
+            "--env", help="Environment whose tools go into the rows (default: the run's)."
+        ),
+    ] = None,
+    no_tools: Annotated[
+        bool, typer.Option("--no-tools", help="Leave the environment's tools out of the rows.")
+    ] = False,
+    evaluator_id: Annotated[
+        str | None,
+        typer.Option("--evaluator-id", help="Evaluator id (default: the reward's name)."),
+    ] = None,
+    dataset_id: Annotated[
+        str | None, typer.Option("--dataset-id", help="Dataset id (default: from the rows' hash).")
+    ] = None,
+    job_id: Annotated[str | None, typer.Option("--job-id", help="Job id (default: fresh).")] = None,
+    display_name: Annotated[
+        str | None, typer.Option("--display-name", help="Job name shown in the console.")
+    ] = None,
+    requirement: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--requirement", "-r", help="Extra pip requirement of the reward (repeatable)."
+        ),
+    ] = None,
+    include: Annotated[
+        list[Path] | None,
+        typer.Option("--include", help="Another file or folder the reward imports (repeatable)."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an evaluator of that id with other code.")
+    ] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow/--no-follow", help="Follow the job until it ends.")
+    ] = True,
+    poll: Annotated[float, typer.Option("--poll", help="Seconds between status checks.")] = 30.0,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print every request it would send; send nothing.")
+    ] = False,
+) -> None:
+    """Launch a Fireworks RFT job from trajectories (or tasks) and a reward, and follow it.
+
+    Builds one dataset row per task (its system and user messages, ground_truth, the
+    environment's tools), deploys the reward as an evaluator, uploads the dataset, creates the
+    job and shows its progress. Running it again reuses the dataset and the evaluator.
+    """
+    from pydantic import ValidationError
+
+    from rk_agent.fireworks.launch import launch_rft
+    from rk_agent.fireworks.rft import (
+        InferenceParameters,
+        LossConfig,
+        RFTJobConfig,
+        TrainingConfig,
+        WandbConfig,
+    )
+
+    console = Console()
+    try:
+        config = RFTJobConfig(
+            training=TrainingConfig(
+                base_model=base_model, warm_start_from=warm_start_from, output_model=output_model,
+                epochs=epochs, learning_rate=learning_rate, lora_rank=lora_rank,
+                max_context_length=max_context_length, batch_size=batch_size,
+            ),
+            inference=InferenceParameters(
+                temperature=temperature, top_p=top_p, top_k=top_k,
+                max_output_tokens=max_output_tokens, response_candidates_count=group_size,
+            ),
+            loss=LossConfig.model_validate({"method": loss.upper() if loss else None,
+                                            "kl_beta": kl_beta})
+            if loss or kl_beta is not None else None,
+            wandb=WandbConfig(project=wandb_project, entity=wandb_entity,
+                              api_key=os.environ.get("WANDB_API_KEY"))
+            if wandb_project else None,
+            display_name=display_name,
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise ConfigError(f"invalid RFT option: {_first_problem(exc)}") from None
+    client = _client(dry_run, console)
+    with client:
+        launch = launch_rft(
+            source, reward, config=config, client=client, env=env, tools=not no_tools,
+            evaluator_id=evaluator_id,
+            dataset_id=dataset_id, job_id=job_id, force=force, requirements=requirement or (),
+            include=include or (), poll_s=poll,
+            on_step=None if dry_run else lambda s: console.print(f"· {s}"),
+        )  # fmt: skip
+        rows = launch.rows
+        where = f", tools of env {rows.env!r} ({len(rows.tools)})" if rows.tools else ""
+        read = {"run": "trajectories", "trajectories": "trajectories", "tasks": "tasks"}
+        console.print(
+            f"{len(rows.rows)} rows (one per task) from {rows.records} {read[rows.kind]} in "
+            f"{source}{where}."
+        )
+        if dry_run:
+            console.print("first row:", json.dumps(rows.rows[0], ensure_ascii=False)[:500],
+                          markup=False, highlight=False)  # fmt: skip
+            return
+        job = launch.job
+        console.print(f"Started RFT job {job.name} ({job.short_state}).")
+        if not follow:
+            console.print(f"Follow it with `rk-agent fireworks status {job.id}`.")
+            return
+        final = _follow(client, job, console, poll)
+    _report_end(final, console)
+
+
+def _first_problem(exc: Any) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"])
+    return f"{where}: {error['msg']}"
+
+
+def _follow(client: FireworksClient, job: RFTJob, console: Console, poll: float) -> RFTJob:
+    from rk_agent.fireworks.rft import wait_for_rft_job
+
+    columns = (
+        TextColumn("[bold]{task.description}"), BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(job.short_state, total=100, completed=int(job.percent or 0))
+
+        def update(now: RFTJob) -> None:
+            progress.update(bar, description=now.short_state, completed=now.percent or 0)
+
+        try:
+            return wait_for_rft_job(client, job.id, poll_s=poll, on_update=update)
+        except KeyboardInterrupt:
+            progress.stop()
+            console.print(
+                f"Stopped following; the job goes on. Check it with `rk-agent fireworks status "
+                f"{job.id}`, stop it with `rk-agent fireworks cancel {job.id}`.",
+                style="yellow",
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _report_end(job: RFTJob, console: Console) -> None:
+    if job.succeeded:
+        console.print(f"Job {job.id} completed. Trained model: {job.output_model}.", style="green")
+        return
+    reason = f": {job.status.message}" if job.status and job.status.message else "."
+    console.print(f"Job {job.id} ended {job.short_state}{reason}", style="red")
+    raise typer.Exit(EXIT_JOB_FAILED)
+
+
+# ---------------------------------------------------------------------------------- jobs
+
+
+@app.command("status")
+def status(
+    job: Annotated[str, typer.Argument(help="The job id (or its full name).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
+) -> None:
+    """Show an RFT job: state, progress, dataset, evaluator, models."""
+    from rk_agent.fireworks.client import FireworksClient
+    from rk_agent.fireworks.dry_run import redact_json
+    from rk_agent.fireworks.rft import get_rft_job
+
+    with FireworksClient() as client:
+        found = get_rft_job(client, job)
+    if as_json:
+        typer.echo(json.dumps(redact_json(found.to_api()), indent=2))
+        return
+    _render_job(found, Console())
+
+
+def _render_job(job: RFTJob, console: Console) -> None:
+    table = Table(title=f"RFT job {job.id}", show_header=False)
+    table.add_column("field", style="bold cyan")
+    table.add_column("value")
+    training = job.training_config or {}
+    progress = f"{job.percent:g}%" if job.percent is not None else "-"
+    for key, value in (
+        ("state", job.short_state), ("progress", progress), ("dataset", job.dataset),
+        ("evaluator", job.evaluator),
+        ("base model", training.get("baseModel") or training.get("warmStartFrom")),
+        ("output model", job.output_model), ("created", job.create_time),
+        ("completed", job.completed_time),
+        ("message", job.status.message if job.status else None),
+    ):  # fmt: skip
+        if value:
+            table.add_row(key, str(value))
+    console.print(table)
+
+
+@app.command("cancel")
+def cancel(job: Annotated[str, typer.Argument(help="The job id (or its full name).")]) -> None:
+    """Cancel an RFT job."""
+    from rk_agent.fireworks.client import FireworksClient
+    from rk_agent.fireworks.rft import cancel_rft_job
+
+    with FireworksClient() as client:
+        found = cancel_rft_job(client, job)
+    Console().print(f"Cancelling job {found.id}: now {found.short_state}.")
+
+
+@app.command("list")
+def list_jobs(
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many jobs.")] = 50,
+) -> None:
+    """List the account's RFT jobs."""
+    from rk_agent.fireworks.client import FireworksClient
+    from rk_agent.fireworks.rft import list_rft_jobs
+
+    with FireworksClient() as client:
+        jobs = list_rft_jobs(client, limit=limit)
+    table = Table(title=f"RFT jobs ({len(jobs)})")
+    for column in ("job", "state", "progress", "output model", "created"):
+        table.add_column(column)
+    for job in jobs:
+        progress = f"{job.percent:g}%" if job.percent is not None else ""
+        table.add_row(job.id, job.short_state, progress, job.output_model or "",
+                      job.create_time or "")  # fmt: skip
+    Console().print(table)
+
+
+@app.command("preview")
+def preview(
+    reward: Annotated[
+        str, typer.Option("--reward", help="The reward: a name, 'file.py::fn' or 'module:fn'.")
+    ],
+    samples: Annotated[
+        Path,
+        typer.Option("--samples", "-s", help="JSONL file of samples (messages, ground_truth)."),
+    ],
+    max_samples: Annotated[
+        int, typer.Option("--max-samples", help="How many samples the service scores.")
+    ] = 5,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the request; send nothing.")
+    ] = False,
+) -> None:
+    """Score samples with the reward on Fireworks, without deploying it."""
+    from rk_agent.fireworks.evaluators import preview_evaluator
+    from rk_agent.jsonl import iter_jsonl
+
+    rows = []
+    for line in iter_jsonl(samples):
+        if line.error is not None or line.value is None:
+            raise line.error or ConfigError(f"{samples}:{line.number}: unreadable line")
+        rows.append(line.value)
+    if not rows:
+        raise ConfigError(f"{samples} has no samples.")
+    console = Console()
+    with _client(dry_run, console) as client:
+        result = preview_evaluator(reward, rows, max_samples=max_samples, client=client)
+    if dry_run:
+        return
+    table = Table(title=f"Preview of {reward} on Fireworks ({result.total_samples} samples)")
+    for column in ("#", "score", "ok", "reason"):
+        table.add_column(column)
+    for i, sample in enumerate(result.results):
+        score = f"{sample.score:.3f}" if sample.score is not None else "-"
+        table.add_row(str(i), score, "yes" if sample.success else "no", sample.reason or "")
+    console.print(table)
