@@ -10,7 +10,8 @@ import pytest
 import rk_agent
 
 EXPECTED = {
-    "ChatEnv", "ContextOverflowError", "EnvError", "FailureKind", "FunctionPolicy", "HFPolicy",
+    "ChatEnv", "ContextOverflowError", "EnvError", "FireworksError", "FailureKind",
+    "FunctionPolicy", "HFPolicy",
     "OpenAIPolicy", "Policy", "PolicyOutput", "RolloutConfig", "SamplingParams", "ScriptedPolicy",
     "StopReason", "StubServer", "Task", "Tool", "Trajectory", "check_env", "get_env_class",
     "list_envs", "make_env", "run_rollouts", "tool",
