@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from rk_agent import __version__
-from rk_agent.cli import envs, fireworks, preview, rewards, rollout
+from rk_agent.cli import envs, fireworks, preview, rewards, rollout, serve
 from rk_agent.errors import RkAgentError
 
 app = typer.Typer(
@@ -23,6 +23,7 @@ app.command(name="show")(rollout.show)
 app.add_typer(envs.app, name="envs")
 app.add_typer(rewards.app, name="rewards")
 app.command(name="preview")(preview.preview)
+app.command(name="serve")(serve.serve)
 app.command(name="deploy")(fireworks.deploy)
 app.add_typer(fireworks.app, name="fireworks")
 

@@ -47,9 +47,11 @@ class RewardFunction:
         endpoint: the URL of a reward server's ``/evaluate`` (``remote`` mode).
         name: the reward's name (defaults to the function's); TRL logs under this name.
         model_id: the Fireworks evaluator/model id (``fireworks_hosted`` mode).
-        api_key: bearer key for remote modes; ``fireworks_hosted`` falls back to
-            ``FIREWORKS_API_KEY``. Never logged or shown in errors.
-        timeout: seconds per remote request.
+        api_key: bearer key for remote modes; ``remote`` falls back to
+            ``RK_AGENT_SERVER_API_KEY``, ``fireworks_hosted`` to ``FIREWORKS_API_KEY``. Never
+            logged or shown in errors.
+        timeout: seconds per remote attempt. Remote calls retry timeouts, connection errors,
+            408, 429 and 5xx up to 3 times with backoff (`rk_agent.rewards.remote`).
         **bound_kwargs: passed to the function on every call, e.g.
             ``expected_call_schema={...}, argument_match_strictness="exact"``.
 
@@ -155,12 +157,18 @@ class RewardFunction:
         original_messages: Sequence[Message | dict[str, Any]] | None = None,
         **kwargs: Any,
     ) -> EvaluateResult:
-        """Score one sample from async code; sync rewards run in a worker thread."""
+        """Score one sample from async code; sync rewards run in a worker thread, remote calls
+        use a shared async HTTP client (no thread)."""
         import asyncio
 
         call_kwargs = self._call_kwargs(messages, original_messages, kwargs)
         if self.mode != "local":
-            return await asyncio.to_thread(self._post, call_kwargs)
+            from rk_agent.rewards.remote import apost_evaluate
+
+            assert self.endpoint is not None
+            return await apost_evaluate(
+                self.endpoint, call_kwargs, api_key=self._api_key, timeout=self.timeout
+            )
         assert self._func is not None
         if self.is_async:
             return await self._func(**call_kwargs)  # type: ignore[misc]

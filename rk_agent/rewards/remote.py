@@ -2,32 +2,85 @@
 
 The wire format follows reward-kit's ``POST /evaluate``: the request carries ``messages``
 (OpenAI chat format), optional ``original_messages``, ``ground_truth`` and ``tools`` at the top
-level and every other keyword argument under ``kwargs``; the response is an `EvaluateResult`.
+level and every other keyword argument under ``kwargs``; the response is an `EvaluateResult`
+(see `rk_agent.rewards.server`, which serves it).
 
-Main names: `build_request`, `post_evaluate`. This is the one place where httpx errors become
-`EndpointError`.
+Every call retries what may succeed next time: timeouts, connection errors, 408, 429 and 5xx,
+up to ``max_retries`` times, waiting ``Retry-After`` when the server sends it and otherwise a
+random delay up to ``backoff_base_s * 2**attempt`` (full jitter), capped at ``backoff_max_s``.
+Other 4xx answers (401, 413, 422) are not retried: the same request would fail the same way.
+The key comes from ``api_key=`` or, failing that, ``RK_AGENT_SERVER_API_KEY``, and never
+appears in an error message or a log line.
+
+Connections are reused: one `httpx.Client` per endpoint origin, shared by all threads, and one
+`httpx.AsyncClient` per origin and event loop (closed cleanly when ``asyncio.run`` ends).
+
+Main names: `build_request`, `post_evaluate`, `apost_evaluate`, `post_batch`,
+`close_remote_clients`, `aclose_remote_clients`. This is the one place where httpx errors
+become `EndpointError`. httpx is imported on first use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import asyncio
+import atexit
+import email.utils
+import logging
+import os
+import random
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from rk_agent.errors import EndpointError
+from rk_agent.errors import ConfigError, EndpointError, RewardInputError
 from rk_agent.types import EvaluateResult, Message
 
-__all__ = ["build_request", "post_evaluate"]
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = [
+    "API_KEY_ENV",
+    "aclose_remote_clients",
+    "apost_evaluate",
+    "build_request",
+    "close_remote_clients",
+    "post_batch",
+    "post_evaluate",
+]
+
+logger = logging.getLogger("rk_agent.rewards.remote")
+
+API_KEY_ENV = "RK_AGENT_SERVER_API_KEY"
+"""The environment variable read for the key when ``api_key`` is not given."""
 
 _TOP_LEVEL = ("messages", "original_messages", "ground_truth", "tools")
+_RETRY_STATUSES = frozenset({408, 429})
 
 
 def build_request(call_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSON body for ``POST /evaluate`` from a reward call's keyword arguments."""
+    """The JSON body for ``POST /evaluate`` from a reward call's keyword arguments.
+
+    Raises:
+        RewardInputError: ``messages`` or ``original_messages`` are not chat messages.
+
+    Example:
+        >>> build_request({"messages": [{"role": "user", "content": "hi"}], "threshold": 1})
+        {'messages': [{'role': 'user', 'content': 'hi'}], 'kwargs': {'threshold': 1}}
+    """
     body: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in call_kwargs.items():
         if key in ("messages", "original_messages") and value is not None:
-            body[key] = [Message.coerce(m).to_openai() for m in value]
+            try:
+                body[key] = [Message.coerce(m).to_openai() for m in value]
+            except (TypeError, ValueError) as exc:
+                raise RewardInputError(
+                    f"{key!r} is not a list of OpenAI chat messages "
+                    f"({{'role': ..., 'content': ...}}): {exc}"
+                ) from exc
         elif key in _TOP_LEVEL:
             body[key] = value
         else:
@@ -43,54 +96,252 @@ def post_evaluate(
     *,
     api_key: str | None = None,
     timeout: float = 30.0,
+    max_retries: int = 3,
+    backoff_base_s: float = 0.25,
+    backoff_max_s: float = 10.0,
 ) -> EvaluateResult:
-    """POST one sample to a reward endpoint and return its `EvaluateResult`.
+    """POST one sample to a reward endpoint and return its `EvaluateResult`, retrying failures.
+
+    Args:
+        endpoint: the URL, e.g. ``http://127.0.0.1:8000/evaluate``.
+        call_kwargs: the reward call's keyword arguments (see `build_request`).
+        api_key: sent as ``Authorization: Bearer ...``; default ``RK_AGENT_SERVER_API_KEY``.
+        timeout: seconds per attempt.
+        max_retries: further attempts after the first on retryable failures.
+        backoff_base_s: the first retry waits up to this long; the ceiling doubles per attempt.
+        backoff_max_s: the longest wait between attempts, ``Retry-After`` included.
 
     Raises:
-        EndpointError: connection failure, timeout, a non-2xx status (with the server's
-            message), or a reply that is not an `EvaluateResult`. ``retryable`` is set for
-            timeouts, connection errors, 429 and 5xx. The API key never appears in the message.
+        EndpointError: the last attempt's failure: connection failure, timeout, a non-2xx
+            status (with the server's message), or a reply that is not an `EvaluateResult`.
+            ``retryable`` tells whether it was a transient kind. The key never appears in it.
+        ConfigError: ``endpoint`` is not an http(s) URL.
     """
-    import httpx
+    call = _Call(
+        endpoint, build_request(call_kwargs), api_key, timeout, max_retries,
+        (backoff_base_s, backoff_max_s),
+    )  # fmt: skip
+    return call.result(_send(call))
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        response = httpx.post(
-            endpoint, json=build_request(call_kwargs), headers=headers, timeout=timeout
+
+async def apost_evaluate(
+    endpoint: str,
+    call_kwargs: Mapping[str, Any],
+    *,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    max_retries: int = 3,
+    backoff_base_s: float = 0.25,
+    backoff_max_s: float = 10.0,
+) -> EvaluateResult:
+    """`post_evaluate` for async code: the same arguments, retries and errors, no threads."""
+    call = _Call(
+        endpoint, build_request(call_kwargs), api_key, timeout, max_retries,
+        (backoff_base_s, backoff_max_s),
+    )  # fmt: skip
+    return call.result(await _asend(call))
+
+
+def post_batch(
+    endpoint: str,
+    samples: Sequence[Mapping[str, Any]],
+    *,
+    api_key: str | None = None,
+    timeout: float = 120.0,
+    max_retries: int = 3,
+    backoff_base_s: float = 0.25,
+    backoff_max_s: float = 10.0,
+) -> list[EvaluateResult]:
+    """POST many samples to a reward server's ``/batch`` in one request; one result each.
+
+    The server scores them concurrently. Arguments, retries and errors as in `post_evaluate`
+    (``endpoint`` is the ``/batch`` URL; ``timeout`` covers the whole batch).
+
+    Example:
+        >>> from rk_agent.rewards.server import serving
+        >>> chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<a>1</a>"}]
+        >>> with serving("format") as url:
+        ...     [r.score for r in post_batch(f"{url}/batch", [{"messages": chat, "tags": ["a"]}])]
+        [1.0]
+    """
+    body = {"samples": [build_request(sample) for sample in samples]}
+    call = _Call(endpoint, body, api_key, timeout, max_retries, (backoff_base_s, backoff_max_s))
+    return call.results(_send(call), len(samples))
+
+
+def _send(call: _Call) -> httpx.Response:
+    """POST until a 2xx answer, retrying what may pass next time; raise the last failure."""
+    client = _sync_client(call.origin)
+    for attempt in range(call.attempts):
+        try:
+            response = client.post(
+                call.endpoint, json=call.body, headers=call.headers, timeout=call.timeout
+            )
+        except Exception as exc:
+            error, wait = call.failed(exc), None
+        else:
+            if response.status_code < 400:
+                return response
+            error, wait = call.status_error(response), _retry_after_s(response.headers)
+        delay = call.next_delay(attempt, error, wait)
+        if delay is None:
+            raise error
+        time.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop raises or returns
+
+
+async def _asend(call: _Call) -> httpx.Response:
+    """`_send` on the event loop."""
+    client = await _async_client(call.origin)
+    for attempt in range(call.attempts):
+        try:
+            response = await client.post(
+                call.endpoint, json=call.body, headers=call.headers, timeout=call.timeout
+            )
+        except Exception as exc:
+            error, wait = call.failed(exc), None
+        else:
+            if response.status_code < 400:
+                return response
+            error, wait = call.status_error(response), _retry_after_s(response.headers)
+        delay = call.next_delay(attempt, error, wait)
+        if delay is None:
+            raise error
+        await asyncio.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop raises or returns
+
+
+class _Call:
+    """One remote evaluation: the request, and how each failure is worded and retried."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        body: dict[str, Any],
+        api_key: str | None,
+        timeout: float,
+        max_retries: int,
+        backoff: tuple[float, float],
+    ) -> None:
+        parts = urlsplit(endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(
+                f"reward endpoint {endpoint!r} is not an http(s) URL; expected e.g. "
+                "'http://127.0.0.1:8000/evaluate'."
+            )
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(f"max_retries must be an int >= 0, got {max_retries!r}.")
+        self.endpoint = endpoint
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.body = body
+        key = api_key or os.environ.get(API_KEY_ENV)
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.timeout = timeout
+        self.attempts = max_retries + 1
+        self.backoff = backoff  # (first ceiling, longest wait) in seconds
+
+    def failed(self, exc: Exception) -> EndpointError:
+        """The `EndpointError` for an exception raised while sending (httpx's or another)."""
+        import httpx
+
+        if isinstance(exc, httpx.TimeoutException):
+            error = EndpointError(
+                f"reward endpoint {self.endpoint} did not answer within {self.timeout:g} s.",
+                retryable=True,
+                url=self.endpoint,
+            )
+        elif isinstance(exc, httpx.TransportError):
+            error = EndpointError(
+                f"cannot reach reward endpoint {self.endpoint}: {type(exc).__name__}: {exc}. Is "
+                "the reward server running, and is the URL right?",
+                retryable=True,
+                url=self.endpoint,
+            )
+        else:
+            error = EndpointError(
+                f"calling reward endpoint {self.endpoint} failed: {type(exc).__name__}: {exc}",
+                url=self.endpoint,
+            )
+        error.__cause__ = exc
+        return error
+
+    def status_error(self, response: httpx.Response) -> EndpointError:
+        status = response.status_code
+        return EndpointError(
+            f"reward endpoint {self.endpoint} answered {status}: {_server_message(response)}",
+            status=status,
+            retryable=status in _RETRY_STATUSES or status >= 500,
+            url=self.endpoint,
         )
-    except httpx.TimeoutException as exc:
-        raise EndpointError(
-            f"reward endpoint {endpoint} did not answer within {timeout:g} s.",
-            retryable=True,
-            url=endpoint,
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise EndpointError(
-            f"cannot reach reward endpoint {endpoint}: {type(exc).__name__}: {exc}. Is the "
-            "reward server running, and is the URL right?",
-            retryable=True,
-            url=endpoint,
-        ) from exc
-    if response.status_code >= 400:
-        raise EndpointError(
-            f"reward endpoint {endpoint} answered {response.status_code}: "
-            f"{_server_message(response)}",
-            status=response.status_code,
-            retryable=response.status_code == 429 or response.status_code >= 500,
-            url=endpoint,
-        )
-    try:
-        return EvaluateResult.model_validate_json(response.content)
-    except ValueError as exc:
-        raise EndpointError(
-            f"reward endpoint {endpoint} answered with something that is not an EvaluateResult: "
+
+    def result(self, response: httpx.Response) -> EvaluateResult:
+        try:
+            return EvaluateResult.model_validate_json(response.content)
+        except ValueError as exc:
+            raise self._not_results(response, "an EvaluateResult") from exc
+
+    def results(self, response: httpx.Response, expected: int) -> list[EvaluateResult]:
+        try:
+            results = [EvaluateResult.model_validate(r) for r in response.json()["results"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise self._not_results(response, '{"results": [EvaluateResult, ...]}') from exc
+        if len(results) != expected:
+            raise self._not_results(response, f"{expected} results (got {len(results)})")
+        return results
+
+    def _not_results(self, response: httpx.Response, what: str) -> EndpointError:
+        return EndpointError(
+            f"reward endpoint {self.endpoint} answered with something that is not {what}: "
             f"{response.text[:200]!r}",
             status=response.status_code,
-            url=endpoint,
-        ) from exc
+            url=self.endpoint,
+        )
+
+    def next_delay(
+        self, attempt: int, error: EndpointError, retry_after: float | None
+    ) -> float | None:
+        """Seconds to wait before the next attempt; ``None`` to give up (and say how often)."""
+        if not error.retryable or attempt + 1 >= self.attempts:
+            if attempt:
+                error.message += f" (gave up after {attempt + 1} attempts)"
+                error.args = (error.message,)
+            return None
+        base, ceiling = self.backoff
+        if retry_after is not None:
+            delay = min(retry_after, ceiling)
+        else:
+            delay = random.uniform(0.0, min(ceiling, base * 2**attempt))
+        logger.warning(
+            "%s Retrying in %.2f s (attempt %d of %d).", error, delay, attempt + 2, self.attempts
+        )
+        return delay
 
 
-def _server_message(response: Any) -> str:
+def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, in seconds."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The server's own words: ``detail`` / ``error`` / ``message``; FastAPI's 422 list as
+    ``body.messages.0.role: Input should be ...``."""
     try:
         data = response.json()
     except ValueError:
@@ -98,5 +349,99 @@ def _server_message(response: Any) -> str:
     if isinstance(data, dict):
         for key in ("detail", "error", "message"):
             if key in data:
-                return str(data[key])[:300]
+                return _as_text(data[key])[:500]
     return str(data)[:300]
+
+
+def _as_text(detail: Any) -> str:
+    if isinstance(detail, list) and all(isinstance(d, dict) and "msg" in d for d in detail):
+        return "; ".join(
+            ".".join(str(p) for p in d.get("loc", ())) + f": {d['msg']}"
+            if d.get("loc")
+            else d["msg"]
+            for d in detail
+        )
+    if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+        return str(detail["message"])
+    return str(detail)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared clients
+
+_lock = threading.Lock()
+_sync_clients: dict[str, httpx.Client] = {}
+_closes_at_exit = False
+_async_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[str, tuple[httpx.AsyncClient, AsyncIterator[Any]]]
+] = weakref.WeakKeyDictionary()
+
+
+def _sync_client(origin: str) -> httpx.Client:
+    with _lock:
+        client = _sync_clients.get(origin)
+        if client is None or client.is_closed:
+            import httpx
+
+            global _closes_at_exit
+            if not _closes_at_exit:  # close them at exit, sockets and all (no ResourceWarning)
+                atexit.register(close_remote_clients)
+                _closes_at_exit = True
+            client = httpx.Client(timeout=30.0)
+            _sync_clients[origin] = client
+        return client
+
+
+async def _async_client(origin: str) -> httpx.AsyncClient:
+    loop = asyncio.get_running_loop()
+    with _lock:
+        entry = _async_clients.setdefault(loop, {}).get(origin)
+    if entry is not None and not entry[0].is_closed:
+        return entry[0]
+    holder = _hold_async_client(loop, origin)
+    client: httpx.AsyncClient = await holder.__anext__()
+    with _lock:
+        _async_clients.setdefault(loop, {})[origin] = (client, holder)
+    return client
+
+
+async def _hold_async_client(
+    loop: asyncio.AbstractEventLoop, origin: str
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Own one client for the life of the loop. An async generator, because ``asyncio.run``
+    closes the loop's unfinished async generators before closing the loop itself: that runs
+    the ``finally`` below on the still-running loop, so the connections close cleanly instead
+    of leaking sockets (and ResourceWarnings) when the loop is gone."""
+    import httpx
+
+    client = httpx.AsyncClient(timeout=30.0)
+    try:
+        yield client
+    finally:
+        with _lock:
+            clients = _async_clients.get(loop, {})
+            if clients.get(origin, (None,))[0] is client:
+                del clients[origin]
+        await client.aclose()
+
+
+def close_remote_clients() -> None:
+    """Close the shared sync clients and their pooled connections.
+
+    Async clients close by themselves when their ``asyncio.run`` ends; `aclose_remote_clients`
+    closes them earlier. Safe at any time: the next call opens a new client.
+    """
+    with _lock:
+        clients = list(_sync_clients.values())
+        _sync_clients.clear()
+    for client in clients:
+        client.close()
+
+
+async def aclose_remote_clients() -> None:
+    """Close the running event loop's shared async clients (for long-lived loops)."""
+    loop = asyncio.get_running_loop()
+    with _lock:
+        holders = [holder for _, holder in _async_clients.pop(loop, {}).values()]
+    for holder in holders:
+        await holder.aclose()  # type: ignore[attr-defined]

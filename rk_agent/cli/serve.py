@@ -1,0 +1,114 @@
+"""``rk-agent serve``: serve a reward over HTTP (see `rk_agent.rewards.server`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rk_agent.errors import ConfigError
+from rk_agent.rewards.remote import API_KEY_ENV
+
+
+def serve(
+    reward: Annotated[
+        str | None,
+        typer.Argument(
+            help="The reward: a registered name (math), package.module:fn or file.py::fn.",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML file with a `reward:` key, instead of REWARD."),
+    ] = None,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to bind. Anything but loopback needs an API key (or --allow-public).",
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", help="TCP port.")] = 8000,
+    workers: Annotated[
+        int, typer.Option("--workers", "-w", help="Worker processes (each loads the reward).")
+    ] = 1,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar=API_KEY_ENV,
+            help="Require 'Authorization: Bearer KEY' on every endpoint but /health and the "
+            f"docs. Default: ${API_KEY_ENV}. Never printed.",
+            show_default=False,
+            show_envvar=False,
+        ),
+    ] = None,
+    allow_public: Annotated[
+        bool,
+        typer.Option(
+            "--allow-public", help="Serve a non-loopback address without an API key (trusted net)."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            help="Seconds one sample may take; past it the sample gets an invalid result "
+            "(200, is_score_valid false).",
+        ),
+    ] = 20.0,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", help="Largest request body, in MiB (413 above).")
+    ] = 10.0,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            "--threads", help="Threads for sync rewards per worker (default: min(32, CPUs + 4))."
+        ),
+    ] = None,
+    access_log: Annotated[
+        bool, typer.Option("--access-log/--no-access-log", help="One log line per request.")
+    ] = True,
+) -> None:
+    """Serve a reward over HTTP: POST /evaluate (and /reward), /batch; GET /health, /docs.
+
+    Any RL service, or RewardFunction(mode="remote", endpoint="http://HOST:PORT/evaluate"),
+    can call it. Stop it with Ctrl-C or SIGTERM: requests in flight finish first.
+    """
+    from rk_agent.rewards.server import check_bind, is_loopback, load_served_reward, serve_rewards
+
+    key = api_key if api_key and api_key.strip() else None
+    if max_body_mb <= 0:
+        raise ConfigError(f"--max-body-mb must be > 0, got {max_body_mb:g}.")
+    if timeout <= 0:
+        raise ConfigError(f"--timeout must be > 0 seconds, got {timeout:g}.")
+    if workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {workers}.")
+    if threads is not None and threads < 1:
+        raise ConfigError(f"--threads must be >= 1, got {threads}.")
+    check_bind(host, key, allow_public)
+    loaded = load_served_reward(reward, config)
+    shown_host = f"[{host}]" if ":" in host else host
+    auth = "auth on (bearer key)" if key else "auth off"
+    if not key and not is_loopback(host):
+        auth += ", open to the network (--allow-public)"
+    typer.echo(
+        f"Serving reward {loaded.reward_spec.name!r} at http://{shown_host}:{port}/evaluate "
+        f"(also /reward, /batch, /health, /docs); {workers} worker{'s' * (workers > 1)}, {auth}."
+    )
+    serve_rewards(
+        # One worker serves the reward already loaded; more load it themselves from the spec.
+        loaded if workers == 1 else reward,
+        config=config if workers > 1 else None,
+        host=host,
+        port=port,
+        workers=workers,
+        api_key=key,
+        allow_public=allow_public,
+        timeout_s=timeout,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        threads=threads,
+        access_log=access_log,
+    )

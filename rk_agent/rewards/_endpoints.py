@@ -1,0 +1,365 @@
+"""The reward server's request path, as one plain ASGI layer in front of FastAPI.
+
+FastAPI's per-request machinery (routing, dependency solving, body parsing) costs about as much
+as the whole scoring path, so `RewardEndpoints` answers ``POST /evaluate``, ``/reward`` and
+``/batch`` itself, checks the API key and the body size for every path, and hands the rest
+(``/health``, the docs, 404s) to FastAPI. ``benchmarks/bench_reward_server.py`` measures it.
+
+Main names (private to `rk_agent.rewards.server`, which documents the behaviour):
+    EvaluateRequest, BatchRequest, BatchResponse: the wire models.
+    Scorer: calls the reward: sync ones in a `ThreadPool`, async ones on the loop, with a timeout.
+    RewardEndpoints: the ASGI middleware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import json
+import logging
+import os
+import queue
+import secrets
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rk_agent.errors import ConfigError, RewardInputError
+from rk_agent.rewards.decorator import AnyRewardFn
+from rk_agent.types import EvaluateResult, Message
+
+__all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardEndpoints", "Scorer"]
+
+logger = logging.getLogger("rk_agent.rewards.server")
+
+_OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+_SCORING_PATHS = frozenset({"/evaluate", "/reward", "/batch"})
+_MESSAGE_FIELDS = frozenset({"messages", "original_messages"})
+
+
+class EvaluateRequest(BaseModel):
+    """One sample to score (the body of ``POST /evaluate`` and ``POST /reward``).
+
+    Fields other than these are passed to the reward as keyword arguments too.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    messages: list[Message] = Field(description="the conversation, ending with the reply to score")
+    original_messages: list[Message] | None = Field(
+        default=None, description="the prompt part; the reward defaults it to messages[:-1]"
+    )
+    ground_truth: Any = Field(default=None, description="the reference answer, any JSON")
+    tools: list[dict[str, Any]] | None = Field(
+        default=None, description="the OpenAI tool schemas offered to the model"
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="more keyword arguments for the reward"
+    )
+
+    def call_kwargs(self) -> dict[str, Any]:
+        """The reward's keyword arguments: only what the sample sets, messages as plain dicts."""
+        out: dict[str, Any] = {**(self.model_extra or {}), **self.kwargs}
+        given = self.model_fields_set
+        # One dump for all messages, without null fields (as `Message.to_openai`).
+        out.update(self.model_dump(include=set(_MESSAGE_FIELDS & given), exclude_none=True))
+        for key in ("ground_truth", "tools"):
+            if key in given:
+                out[key] = getattr(self, key)
+        return out
+
+
+class BatchRequest(BaseModel):
+    """Many samples in one request (the body of ``POST /batch``); each is scored on its own."""
+
+    samples: list[EvaluateRequest] = Field(min_length=1)
+
+
+class BatchResponse(BaseModel):
+    """The answer of ``POST /batch``: one result per sample, in order."""
+
+    results: list[EvaluateResult]
+
+
+# --------------------------------------------------------------------------------------------
+# Calling the reward
+
+
+class ThreadPool:
+    """Worker threads for sync rewards that settle asyncio futures directly.
+
+    ``loop.run_in_executor`` costs about 100 us more per call on CPython 3.11 (a
+    `concurrent.futures.Future` chained to an asyncio one), as much as the rest of a request;
+    see ``benchmarks/bench_reward_server.py``. Threads start on demand, up to ``size``.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._done: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._wake_pending = False
+
+    def submit(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put((loop, future, fn))
+        if not self._idle.acquire(blocking=False):
+            with self._lock:
+                if len(self._threads) < self.size:
+                    thread = threading.Thread(
+                        target=self._work, args=(self._queue, self._idle), daemon=True,
+                        name=f"rk-reward-{len(self._threads)}",
+                    )  # fmt: skip
+                    thread.start()
+                    self._threads.append(thread)
+        return future
+
+    def _work(self, calls: queue.SimpleQueue[Any], idle: threading.Semaphore) -> None:
+        while (item := calls.get()) is not None:
+            loop, future, fn = item
+            if not future.done():  # done already: its request timed out while it waited
+                try:
+                    self._done.append((loop, future, True, fn()))
+                except BaseException as exc:
+                    self._done.append((loop, future, False, exc))
+                if not self._wake_pending:  # else the loop is about to drain it anyway
+                    self._wake_pending = True
+                    try:
+                        loop.call_soon_threadsafe(self._drain, loop)
+                    except RuntimeError:  # the loop is closed: nobody waits for it
+                        self._wake_pending = False
+            idle.release()
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Settle every finished call (one loop wake-up for many results under load)."""
+        self._wake_pending = False
+        while self._done:
+            owner, future, ok, value = self._done.popleft()
+            if owner is loop:
+                _settle(future, ok, value)
+            else:  # a pool that outlived an event loop and serves another one
+                with contextlib.suppress(RuntimeError):
+                    owner.call_soon_threadsafe(_settle, future, ok, value)
+
+    def close(self) -> None:
+        """Let the threads finish their current call and exit; a later `submit` starts anew
+        (an app served again, e.g. by a second `serving` block)."""
+        with self._lock:
+            for _ in self._threads:
+                self._queue.put(None)
+            self._queue, self._idle, self._threads = queue.SimpleQueue(), threading.Semaphore(0), []
+            self._wake_pending = False
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if not future.done():
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    _settle(future, False, _TimedOut())
+
+
+class _Misuse(Exception):
+    """A sample does not fit the reward; answered with 422."""
+
+    def __init__(self, loc: list[str | int], error: Exception) -> None:
+        super().__init__(str(error))
+        self.loc = loc
+        self.error = error
+
+
+class Scorer:
+    """Calls the reward: sync ones in the thread pool, async ones on the loop, with a timeout."""
+
+    def __init__(self, reward: AnyRewardFn, timeout_s: float | None, threads: int | None) -> None:
+        self.reward = reward
+        self.name = reward.reward_spec.name
+        self.is_async = reward.reward_spec.is_async
+        self.timeout_s = timeout_s
+        self.pool = ThreadPool(threads or min(32, (os.cpu_count() or 1) + 4))
+
+    async def score(self, kwargs: dict[str, Any], loc: list[str | int]) -> EvaluateResult:
+        try:
+            result = await (self._async(kwargs) if self.is_async else self._sync(kwargs))
+        except (asyncio.TimeoutError, _TimedOut):
+            return self._timed_out()
+        except (RewardInputError, ConfigError) as exc:
+            raise _Misuse(loc, exc) from exc
+        except Exception as exc:  # the decorator catches the reward's own errors; this is a bug
+            logger.exception("serving reward %r failed", self.name)
+            return EvaluateResult.invalid(f"{type(exc).__name__}: {exc}")
+        if isinstance(result, EvaluateResult):
+            return result
+        return EvaluateResult.invalid(f"reward {self.name!r} returned {type(result).__name__}")
+
+    async def _sync(self, kwargs: dict[str, Any]) -> Any:
+        future = self.pool.submit(functools.partial(self.reward, **kwargs))
+        if self.timeout_s is None:
+            return await future
+        timer = future.get_loop().call_later(self.timeout_s, _expire, future)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+
+    async def _async(self, kwargs: dict[str, Any]) -> Any:
+        call = cast("Awaitable[EvaluateResult]", self.reward(**kwargs))
+        return await asyncio.wait_for(call, self.timeout_s)
+
+    def _timed_out(self) -> EvaluateResult:
+        error = (
+            f"TimeoutError: reward {self.name!r} did not finish within {self.timeout_s:g} s "
+            "(the server's per-sample timeout; raise it with --timeout)"
+        )
+        if not self.is_async:
+            logger.warning("%s; its worker thread runs on until the reward returns", error)
+        return EvaluateResult.invalid(error)
+
+
+# --------------------------------------------------------------------------------------------
+# The ASGI layer
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class RewardEndpoints:
+    """ASGI middleware: the API key and body limit on every path, and the three scoring
+    endpoints; everything else goes on to ``app`` (FastAPI)."""
+
+    def __init__(
+        self, app: Any, *, scorer: Scorer, api_key: str | None, max_body_bytes: int
+    ) -> None:
+        self.app = app
+        self.scorer = scorer
+        self.key = api_key.encode() if api_key else None
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        headers = dict(scope["headers"])
+        if self.key is not None and path not in _OPEN_PATHS:
+            problem = self._auth_problem(headers.get(b"authorization"))
+            if problem:
+                await _reply(send, 401, _detail(problem), {"www-authenticate": "Bearer"})
+                return
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            await _reply(send, 413, _detail(self._too_large(f"{length.decode('latin-1')} bytes")))
+            return
+        if path not in _SCORING_PATHS:
+            await self.app(scope, receive, send)
+        elif scope["method"] != "POST":
+            await _reply(send, 405, _detail("Method Not Allowed"), {"allow": "POST"})
+        else:
+            body = await self._read_body(receive)
+            if body is None:
+                await _reply(
+                    send, 413, _detail(self._too_large(f"over {self.max_body_bytes} bytes"))
+                )
+            else:
+                status, payload = await (self._batch(body) if path == "/batch" else self._one(body))
+                await _reply(send, status, payload)
+
+    async def _one(self, body: bytes) -> tuple[int, bytes]:
+        try:
+            sample = EvaluateRequest.model_validate_json(body)
+            result = await self.scorer.score(sample.call_kwargs(), ["body"])
+        except ValidationError as exc:
+            return 422, _validation_detail(exc)
+        except _Misuse as exc:
+            return 422, _misuse_detail(exc)
+        return 200, result.model_dump_json().encode()
+
+    async def _batch(self, body: bytes) -> tuple[int, bytes]:
+        try:
+            samples = BatchRequest.model_validate_json(body).samples
+            results = await asyncio.gather(
+                *(self.scorer.score(s.call_kwargs(), ["body", "samples", i])
+                  for i, s in enumerate(samples))
+            )  # fmt: skip
+        except ValidationError as exc:
+            return 422, _validation_detail(exc)
+        except _Misuse as exc:
+            return 422, _misuse_detail(exc)
+        return 200, b'{"results":[' + b",".join(
+            r.model_dump_json().encode() for r in results
+        ) + b"]}"
+
+    def _auth_problem(self, header: bytes | None) -> str:
+        assert self.key is not None
+        scheme, _, token = (header or b"").partition(b" ")
+        if not header or scheme.lower() != b"bearer":
+            return "this reward server needs an API key: send 'Authorization: Bearer <key>'."
+        if not secrets.compare_digest(token.strip(), self.key):
+            return "the API key sent is not this server's key."
+        return ""
+
+    def _too_large(self, size: str) -> str:
+        return (
+            f"request body too large: {size}, the limit is {self.max_body_bytes} bytes "
+            "(--max-body-mb). Send fewer samples per /batch request."
+        )
+
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        """The whole body, or ``None`` once it passes the limit (a chunked body has no
+        ``Content-Length`` to check up front)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return b"".join(chunks)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+def _detail(message: str) -> bytes:
+    return json.dumps({"detail": message}).encode()
+
+
+def _validation_detail(exc: ValidationError) -> bytes:
+    """FastAPI's 422 shape: each error's ``loc`` starts with ``"body"``."""
+    errors = json.loads(exc.json(include_url=False))
+    for error in errors:
+        error["loc"] = ["body", *error["loc"]]
+    return json.dumps({"detail": errors}).encode()
+
+
+def _misuse_detail(exc: _Misuse) -> bytes:
+    return json.dumps(
+        {"detail": [{"type": "reward_input", "loc": exc.loc, "msg": str(exc)}]}
+    ).encode()
+
+
+async def _reply(
+    send: Send, status: int, body: bytes, headers: dict[str, str] | None = None
+) -> None:
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})

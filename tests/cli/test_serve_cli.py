@@ -1,0 +1,174 @@
+"""`rk-agent serve` as a real subprocess: its line, auth, config files, graceful shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rk_agent import RewardFunction
+
+SECRET = "rk-serve-SECRET-0123456789abcdef"
+CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+REWARDS = '''
+import time
+
+def exact(response: str, ground_truth: str, delay: float = 0.0) -> float:
+    """1.0 when the reply equals the ground truth."""
+    time.sleep(delay)
+    return float(response.strip() == ground_truth)
+'''
+RK_AGENT = [sys.executable, "-m", "rk_agent"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def rewards_file(tmp_path: Path) -> Path:
+    path = tmp_path / "my_rewards.py"
+    path.write_text(REWARDS)
+    return path
+
+
+def rk(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*RK_AGENT, *args], capture_output=True, text=True, timeout=60,
+        env=env or dict(os.environ),
+    )  # fmt: skip
+
+
+@contextmanager
+def running(
+    *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
+    """Start `rk-agent serve ARGS` on a free port; yield (base URL, process, its output lines)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [*RK_AGENT, "serve", *args, "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env or dict(os.environ),
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout or []), daemon=True)
+    reader.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{url}/health", timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the server did not start: {lines}") from None
+                time.sleep(0.1)
+        yield url, process, lines
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        reader.join(timeout=5)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_serves_with_a_key_from_the_environment_and_never_shows_it(rewards_file: Path) -> None:
+    env = {**os.environ, "RK_AGENT_SERVER_API_KEY": SECRET}
+    with running(f"{rewards_file}::exact", env=env) as (url, _, lines):
+        remote = RewardFunction(mode="remote", endpoint=f"{url}/evaluate", api_key=SECRET)
+        assert remote(messages=CHAT, ground_truth="4").score == 1.0
+        unkeyed = httpx.post(f"{url}/evaluate", json={"messages": CHAT, "ground_truth": "4"})
+        wrong = httpx.post(
+            f"{url}/reward", json={"messages": CHAT}, headers={"Authorization": "Bearer nope"}
+        )
+        health = httpx.get(f"{url}/health").json()
+    assert lines[0] == (
+        f"Serving reward 'exact' at {url}/evaluate (also /reward, /batch, /health, /docs); "
+        "1 worker, auth on (bearer key).\n"
+    )
+    assert (unkeyed.status_code, wrong.status_code) == (401, 401)
+    assert health == {"status": "ok", "reward": "exact"}
+    output = "".join(lines)
+    assert '"POST /evaluate HTTP/1.1" 401' in output  # the access log is on by default
+    assert SECRET not in output and SECRET not in unkeyed.text + wrong.text
+
+
+def test_serves_a_reward_config_file_without_auth_on_loopback(tmp_path: Path) -> None:
+    config = tmp_path / "reward.yaml"
+    config.write_text("reward: {name: format, kwargs: {tags: [answer]}}\n")
+    with running("--config", str(config), "--no-access-log") as (url, _, lines):
+        answer = [*CHAT[:1], {"role": "assistant", "content": "<answer>4</answer>"}]
+        result = RewardFunction(mode="remote", endpoint=f"{url}/evaluate")(messages=answer)
+    assert result.score == 1.0
+    assert lines[0].endswith("1 worker, auth off.\n")
+    assert "POST /evaluate" not in "".join(lines)
+
+
+def test_refuses_a_public_address_without_a_key() -> None:
+    out = rk("serve", "format", "--host", "0.0.0.0")
+    assert out.returncode == 2
+    assert out.stderr.startswith(
+        "error: refusing to serve on 0.0.0.0 without an API key: anyone who can reach this "
+        "machine could call the reward."
+    )
+    assert "Serving" not in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["formt"], "error: unknown reward 'formt'. Did you mean 'format'?"),
+        (["format", "--config", "r.yaml"], "error: give the reward to serve"),
+        (["format", "--max-body-mb", "0"], "error: --max-body-mb must be > 0, got 0."),
+    ],
+    ids=["unknown-name", "name-and-config", "body-limit"],
+)
+def test_bad_arguments_fail_before_serving(args: list[str], message: str) -> None:
+    out = rk("serve", *args)
+    assert out.returncode == 2 and out.stderr.startswith(message), out.stderr
+    assert "Serving" not in out.stdout
+
+
+@pytest.mark.slow
+def test_sigterm_lets_the_request_in_flight_finish(rewards_file: Path) -> None:
+    with running(f"{rewards_file}::exact", "--no-access-log") as (url, process, lines):
+        answers: list[httpx.Response] = []
+        body = {"messages": CHAT, "ground_truth": "4", "delay": 1.5}
+        slow = threading.Thread(
+            target=lambda: answers.append(httpx.post(f"{url}/evaluate", json=body, timeout=30))
+        )
+        slow.start()
+        time.sleep(0.5)  # the request is in the reward now
+        process.send_signal(signal.SIGTERM)
+        slow.join(timeout=30)
+        returncode = process.wait(timeout=30)
+    assert answers[0].status_code == 200 and answers[0].json()["score"] == 1.0
+    assert returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once shut down
+    assert "Waiting for connections to close" in "".join(lines)
+
+
+@pytest.mark.slow
+def test_several_workers_share_the_port(rewards_file: Path) -> None:
+    args = (f"{rewards_file}::exact", "--workers", "2", "--api-key", SECRET, "--no-access-log")
+    with running(*args) as (url, _, lines):
+        remote = RewardFunction(mode="remote", endpoint=f"{url}/evaluate", api_key=SECRET)
+        scores = [remote(messages=CHAT, ground_truth="4").score for _ in range(10)]
+        unkeyed = httpx.post(f"{url}/evaluate", json={"messages": CHAT, "ground_truth": "4"})
+    assert scores == [1.0] * 10 and unkeyed.status_code == 401
+    output = "".join(lines)
+    assert "2 workers, auth on" in output and output.count("Started server process") == 2
+    assert SECRET not in output

@@ -1,0 +1,408 @@
+"""The reward server over real HTTP on loopback: uvicorn in a background thread (`serving`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from rk_agent import RewardFunction, reward_function
+from rk_agent.errors import ConfigError, EndpointError, RewardInputError, UnknownNameError
+from rk_agent.rewards.server import (
+    check_bind,
+    create_app,
+    is_loopback,
+    load_served_reward,
+    serve_rewards,
+    serving,
+)
+from rk_agent.types import EvaluateResult
+
+SECRET = "rk-server-SECRET-0123456789abcdef"
+CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+
+
+@reward_function
+def exact(response: str, ground_truth: str, bonus: float = 0.0) -> float:
+    """1.0 when the reply equals the ground truth (plus a bonus)."""
+    if ground_truth == "raise":
+        raise ValueError("this sample makes the reward raise")
+    if ground_truth == "slow":
+        time.sleep(1.0)
+    return float(response.strip() == ground_truth) + bonus
+
+
+@reward_function
+def echo(messages: list[dict[str, Any]], **kwargs: Any) -> EvaluateResult:
+    """Says what it was called with."""
+    seen = {"messages": messages, **kwargs}
+    return EvaluateResult(score=1.0, reason=json.dumps(seen, sort_keys=True))
+
+
+@reward_function
+async def async_sleepy(response: str, delay: float = 0.0) -> float:
+    await asyncio.sleep(delay)
+    return 1.0
+
+
+@reward_function
+def strict(response: str, mode: str = "exact") -> float:
+    if mode not in ("exact", "fuzzy"):
+        raise ConfigError(f"mode must be 'exact' or 'fuzzy', got {mode!r}.")
+    return 1.0
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with serving(exact) as base:
+        yield base
+
+
+def post(url: str, body: Any, key: str | None = None, **kwargs: Any) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(url, json=body, headers=headers, timeout=10, **kwargs)
+
+
+# --- wire format and round trips ------------------------------------------------------------
+
+
+def test_remote_reward_function_round_trips(url: str) -> None:
+    local = RewardFunction(exact, bonus=0.5)
+    for path in ("/evaluate", "/reward"):
+        remote = RewardFunction(mode="remote", endpoint=url + path, bonus=0.5)
+        assert remote(messages=CHAT, ground_truth="4") == local(messages=CHAT, ground_truth="4")
+        assert remote(messages=CHAT, ground_truth="4").score == 1.5
+    remote = RewardFunction(mode="remote", endpoint=url + "/evaluate")
+    assert asyncio.run(remote.acall(messages=CHAT, ground_truth="5")).score == 0.0
+
+
+def test_fields_reach_the_reward_as_reward_kit_sends_them() -> None:
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
+    with serving(echo) as url:
+        body = {
+            "messages": CHAT, "original_messages": CHAT[:1], "ground_truth": {"x": 1},
+            "tools": tools, "top_level": "a", "clash": "top", "kwargs": {"clash": "kwargs"},
+        }  # fmt: skip
+        result = EvaluateResult.model_validate_json(post(url + "/evaluate", body).content)
+        empty = EvaluateResult.model_validate_json(
+            post(url + "/reward", {"messages": CHAT}).content
+        )
+    seen = json.loads(result.reason or "")
+    assert seen == {
+        "messages": CHAT, "original_messages": CHAT[:1], "ground_truth": {"x": 1},
+        "tools": tools, "top_level": "a", "clash": "kwargs",
+    }  # fmt: skip
+    # Only what the sample sets is passed: the reward's own defaults apply to the rest.
+    assert json.loads(empty.reason or "") == {"messages": CHAT}
+
+
+def test_batch_scores_each_sample_on_its_own(url: str) -> None:
+    samples = [
+        {"messages": CHAT, "ground_truth": "4"},
+        {"messages": CHAT, "ground_truth": "raise"},
+        {"messages": CHAT, "ground_truth": "5", "kwargs": {"bonus": 0.25}},
+    ]
+    response = post(url + "/batch", {"samples": samples})
+    assert response.status_code == 200
+    results = [EvaluateResult.model_validate(r) for r in response.json()["results"]]
+    assert [r.score for r in results] == [1.0, 0.0, 0.25]
+    assert [r.is_score_valid for r in results] == [True, False, True]
+    assert results[1].error == "ValueError: this sample makes the reward raise"
+    empty = post(url + "/batch", {"samples": []})
+    assert empty.status_code == 422
+    assert empty.json()["detail"][0]["loc"] == ["body", "samples"]
+
+
+def test_batch_runs_samples_concurrently() -> None:
+    with serving(async_sleepy) as url:
+        started = time.perf_counter()
+        sample = {"messages": CHAT, "kwargs": {"delay": 0.3}}
+        response = post(url + "/batch", {"samples": [sample] * 20})
+        elapsed = time.perf_counter() - started
+    assert [r["score"] for r in response.json()["results"]] == [1.0] * 20
+    assert elapsed < 1.5  # 20 x 0.3 s one after the other would take 6 s
+
+
+# --- failures ----------------------------------------------------------------------------------
+
+
+def test_bad_input_gets_422_naming_the_field(url: str) -> None:
+    missing = post(url + "/evaluate", {"ground_truth": "4"})
+    assert missing.status_code == 422
+    assert missing.json()["detail"] == [
+        {"type": "missing", "loc": ["body", "messages"], "msg": "Field required",
+         "input": {"ground_truth": "4"}}
+    ]  # fmt: skip
+    robot = post(url + "/evaluate", {"messages": [{"role": "robot", "content": "beep"}]})
+    assert robot.status_code == 422
+    error = robot.json()["detail"][0]
+    assert error["loc"] == ["body", "messages", 0, "role"]
+    assert error["msg"].startswith("Input should be 'system', 'developer', 'user'")
+    in_batch = post(url + "/batch", {"samples": [{"messages": CHAT}, {"messages": "hi"}]})
+    assert in_batch.json()["detail"][0]["loc"] == ["body", "samples", 1, "messages"]
+    not_json = httpx.post(url + "/evaluate", content=b"{not json", timeout=10)
+    assert not_json.status_code == 422
+    assert not_json.json()["detail"][0]["type"] == "json_invalid"
+
+
+def test_a_sample_that_does_not_fit_the_reward_gets_422_with_the_message(url: str) -> None:
+    response = post(url + "/evaluate", {"messages": CHAT})  # no ground_truth
+    assert response.status_code == 422
+    assert response.json()["detail"] == [
+        {
+            "type": "reward_input",
+            "loc": ["body"],
+            "msg": "reward 'exact' cannot be called with these arguments: exact() missing 1 "
+            "required positional argument: 'ground_truth'. It takes: bonus, ground_truth, "
+            "response.",
+        }
+    ]
+    with serving(strict) as strict_url:
+        bad_option = post(strict_url + "/batch", {"samples": [
+            {"messages": CHAT}, {"messages": CHAT, "mode": "lenient"},
+        ]})  # fmt: skip
+    assert bad_option.status_code == 422
+    assert bad_option.json()["detail"] == [
+        {"type": "reward_input", "loc": ["body", "samples", 1],
+         "msg": "mode must be 'exact' or 'fuzzy', got 'lenient'."}
+    ]  # fmt: skip
+    # The remote client gives up at once on a 4xx and shows the server's words.
+    remote = RewardFunction(mode="remote", endpoint=url + "/evaluate")
+    with pytest.raises(EndpointError, match=re.escape("answered 422: body: reward 'exact' cannot")):
+        remote(messages=CHAT)
+
+
+def test_a_raising_reward_gets_200_invalid_and_the_server_keeps_serving(url: str) -> None:
+    for _ in range(3):
+        response = post(url + "/evaluate", {"messages": CHAT, "ground_truth": "raise"})
+        assert response.status_code == 200
+        result = EvaluateResult.model_validate_json(response.content)
+        assert not result.is_score_valid and result.score == 0.0
+        assert result.error == "ValueError: this sample makes the reward raise"
+    assert post(url + "/evaluate", {"messages": CHAT, "ground_truth": "4"}).json()["score"] == 1.0
+
+
+def test_an_app_can_be_served_again() -> None:
+    app = create_app(exact)
+    for _ in range(2):  # the second time, its thread pool starts afresh
+        with serving(app) as url:
+            assert (
+                post(url + "/evaluate", {"messages": CHAT, "ground_truth": "4"}).json()["score"]
+                == 1.0
+            )
+
+
+def test_wrong_method_and_unknown_path(url: str) -> None:
+    wrong = httpx.get(url + "/evaluate")
+    assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+    assert httpx.get(url + "/nowhere").status_code == 404
+
+
+# --- concurrency and timeouts --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("slow_body", [
+    {"messages": CHAT, "ground_truth": "slow"},  # sync: time.sleep(1.0) in a worker thread
+], ids=["sync"])  # fmt: skip
+def test_a_slow_reward_does_not_stall_other_requests(url: str, slow_body: dict) -> None:
+    async def run() -> tuple[float, list[float]]:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+
+            async def timed(body: dict) -> float:
+                started = time.perf_counter()
+                response = await client.post("/evaluate", json=body)
+                assert response.status_code == 200
+                return time.perf_counter() - started
+
+            slow = asyncio.create_task(timed(slow_body))
+            await asyncio.sleep(0.05)
+            fast = [await timed({"messages": CHAT, "ground_truth": "4"}) for _ in range(5)]
+            return await slow, fast
+
+    slow_s, fast_s = asyncio.run(run())
+    assert slow_s >= 1.0
+    assert sum(fast_s) < 0.5  # answered one after the other while the slow one ran
+
+
+def test_a_slow_async_reward_does_not_stall_other_requests() -> None:
+    with serving(async_sleepy) as url:
+
+        async def run() -> tuple[float, float]:
+            async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+                body = {"messages": CHAT, "kwargs": {"delay": 1.0}}
+                slow = asyncio.create_task(client.post("/evaluate", json=body))
+                await asyncio.sleep(0.05)
+                started = time.perf_counter()
+                await client.post("/evaluate", json={"messages": CHAT})
+                fast = time.perf_counter() - started
+                await slow
+                return fast, time.perf_counter() - started
+
+        fast_s, total_s = asyncio.run(run())
+    assert fast_s < 0.3 and total_s >= 0.9
+
+
+@pytest.mark.parametrize("reward", [exact, async_sleepy], ids=["sync", "async"])
+def test_the_timeout_gives_an_invalid_result_at_once(reward: Any) -> None:
+    body = {"messages": CHAT, "ground_truth": "slow", "kwargs": {"delay": 1.0}}
+    with serving(reward, timeout_s=0.2) as url:
+        started = time.perf_counter()
+        response = post(url + "/evaluate", body)
+        elapsed = time.perf_counter() - started
+        assert (
+            post(url + "/evaluate", {**body, "ground_truth": "4", "kwargs": {}}).status_code == 200
+        )
+    assert response.status_code == 200 and elapsed < 0.8
+    result = EvaluateResult.model_validate_json(response.content)
+    assert not result.is_score_valid
+    name = reward.reward_spec.name
+    assert result.error == (
+        f"TimeoutError: reward {name!r} did not finish within 0.2 s (the server's per-sample "
+        "timeout; raise it with --timeout)"
+    )
+
+
+# --- auth and limits -------------------------------------------------------------------------
+
+
+def test_api_key_auth() -> None:
+    with serving(exact, api_key=SECRET) as url:
+        body = {"messages": CHAT, "ground_truth": "4"}
+        missing = post(url + "/evaluate", body)
+        wrong = post(url + "/evaluate", body, key="not-the-key")
+        wrong_scheme = httpx.post(
+            url + "/batch", json={"samples": [body]}, headers={"Authorization": f"Basic {SECRET}"}
+        )
+        right = post(url + "/evaluate", body, key=SECRET)
+        health = httpx.get(url + "/health")
+        docs = httpx.get(url + "/openapi.json")
+        remote = RewardFunction(mode="remote", endpoint=url + "/evaluate", api_key=SECRET)
+        assert remote(messages=CHAT, ground_truth="4").score == 1.0
+        unkeyed = RewardFunction(mode="remote", endpoint=url + "/evaluate")
+        with pytest.raises(EndpointError, match="answered 401: this reward server needs") as info:
+            unkeyed(messages=CHAT, ground_truth="4")
+        assert not info.value.retryable
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    assert missing.json() == {
+        "detail": "this reward server needs an API key: send 'Authorization: Bearer <key>'."
+    }
+    assert wrong.status_code == 401
+    assert wrong.json() == {"detail": "the API key sent is not this server's key."}
+    assert wrong_scheme.status_code == 401
+    assert right.status_code == 200 and right.json()["score"] == 1.0
+    assert health.json() == {"status": "ok", "reward": "exact"}
+    assert docs.status_code == 200
+    for response in (missing, wrong, wrong_scheme, right, health, docs):
+        assert SECRET not in response.text and "not-the-key" not in response.text
+
+
+def test_body_size_limit() -> None:
+    with serving(exact, max_body_bytes=2000) as url:
+        small = post(url + "/evaluate", {"messages": CHAT, "ground_truth": "4"})
+        big = {"messages": [{"role": "user", "content": "x" * 3000}], "ground_truth": "4"}
+        declared = post(url + "/evaluate", big)
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is checked as it streams
+            data = json.dumps(big).encode()
+            yield from (data[i : i + 500] for i in range(0, len(data), 500))
+
+        streamed = httpx.post(url + "/evaluate", content=chunks(), timeout=10)
+        small_streamed = httpx.post(
+            url + "/evaluate", content=iter([json.dumps({"messages": CHAT}).encode()]), timeout=10
+        )
+    assert small.status_code == 200
+    assert declared.status_code == 413
+    length = len(declared.request.content)
+    assert declared.json() == {
+        "detail": f"request body too large: {length} bytes, the limit is 2000 bytes "
+        "(--max-body-mb). Send fewer samples per /batch request."
+    }
+    assert streamed.status_code == 413
+    assert streamed.json()["detail"].startswith("request body too large: over 2000 bytes")
+    assert small_streamed.status_code == 422  # read in full, then validated: no ground_truth
+
+
+# --- binding and settings ---------------------------------------------------------------------
+
+
+def test_refuses_a_public_address_without_a_key() -> None:
+    message = (
+        "refusing to serve on 0.0.0.0 without an API key: anyone who can reach this machine "
+        "could call the reward. Set a key with --api-key or RK_AGENT_SERVER_API_KEY (clients "
+        "send 'Authorization: Bearer <key>'), bind --host 127.0.0.1, or pass --allow-public "
+        "(allow_public=True) if the network is trusted."
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        serve_rewards(exact, host="0.0.0.0")
+    with pytest.raises(ConfigError, match="refusing to serve on :: without"):
+        check_bind("::", None, allow_public=False)
+    with pytest.raises(
+        ConfigError, match=re.escape("refusing to serve on rewards.example.com without")
+    ):
+        check_bind("rewards.example.com", "", allow_public=False)
+    check_bind("0.0.0.0", SECRET, allow_public=False)
+    check_bind("0.0.0.0", None, allow_public=True)
+    for host in ("127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"):
+        assert is_loopback(host), host
+        check_bind(host, None, allow_public=False)
+    assert not is_loopback("192.168.1.10")
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match=re.escape("the API key is empty")):
+        create_app(exact, api_key="  ")
+    with pytest.raises(ConfigError, match=re.escape("max_body_bytes must be > 0, got 0.")):
+        create_app(exact, max_body_bytes=0)
+    with pytest.raises(ConfigError, match=re.escape("timeout_s must be > 0 seconds")):
+        create_app(exact, timeout_s=0)
+    with pytest.raises(ConfigError, match=re.escape("threads must be >= 1, got 0.")):
+        create_app(exact, threads=0)
+    with pytest.raises(ConfigError, match="workers > 1 start separate processes"):
+        serve_rewards(exact, workers=2)
+    with pytest.raises(UnknownNameError, match="Did you mean 'math'"):
+        create_app("maht")
+
+
+def test_the_reward_comes_from_a_name_a_path_or_a_config(tmp_path: Path) -> None:
+    assert load_served_reward("format", None).reward_spec.name == "format"
+    (tmp_path / "rewards.py").write_text("def shout(response):\n    return response.isupper()\n")
+    assert load_served_reward(f"{tmp_path}/rewards.py::shout", None).reward_spec.name == "shout"
+    config = tmp_path / "reward.yaml"
+    config.write_text("reward: {name: format, kwargs: {tags: [answer]}}\n")
+    served = load_served_reward(None, config)
+    answer = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "<answer>1</answer>"},
+    ]
+    assert served(messages=answer).score == 1.0
+    with pytest.raises(ConfigError, match=re.escape("give the reward to serve")):
+        load_served_reward(None, None)
+    with pytest.raises(ConfigError, match=re.escape("not both")):
+        load_served_reward("format", config)
+
+
+def test_openapi_docs_describe_the_endpoints(url: str) -> None:
+    schema = httpx.get(url + "/openapi.json").json()
+    assert sorted(schema["paths"]) == ["/batch", "/evaluate", "/health", "/reward"]
+    request = schema["paths"]["/evaluate"]["post"]["requestBody"]["content"]["application/json"]
+    assert request["schema"] == {"$ref": "#/components/schemas/EvaluateRequest"}
+    assert "messages" in schema["components"]["schemas"]["EvaluateRequest"]["required"]
+    assert (
+        schema["info"]["description"]
+        == "1.0 when the reply equals the ground truth (plus a bonus)."
+    )
+    docs = httpx.get(url + "/docs")
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+
+
+def test_misuse_errors_stay_typed_in_process() -> None:
+    # The same sample called locally raises the error the server turns into a 422.
+    with pytest.raises(RewardInputError, match="cannot be called with these arguments"):
+        exact(messages=CHAT)
