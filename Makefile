@@ -27,6 +27,7 @@ bench:
 	uv run python benchmarks/bench_math.py
 	uv run python benchmarks/bench_engine.py
 	uv run python benchmarks/bench_hf_batching.py
+	uv run python benchmarks/bench_reward_server.py
 
 docs:
 	NO_MKDOCS_2_WARNING=1 uv run mkdocs build --strict
