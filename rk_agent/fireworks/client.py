@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import random
@@ -55,6 +54,7 @@ from rk_agent.fireworks.dry_run import (
     redact_json,
     strip_query,
 )
+from rk_agent.retry import retry_after_seconds
 
 if TYPE_CHECKING:
     import httpx
@@ -342,7 +342,7 @@ class FireworksClient:
                 if response.is_success or (allow_404 and response.status_code == 404):
                     return response
                 error = self._status_error(method, shown, response, what)
-                delay = _retry_after_s(response)
+                delay = retry_after_seconds(response.headers)
             if not error.retryable or attempt >= self.max_retries:
                 if attempt:
                     error.message += f" (after {attempt + 1} attempts)"
@@ -438,18 +438,3 @@ def _api_message(response: httpx.Response) -> str:
                 if isinstance(error.get(key), str) and error[key]:
                     return str(error[key])
     return json.dumps(body)[:_MAX_MESSAGE]
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

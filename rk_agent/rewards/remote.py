@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import email.utils
 import logging
 import os
 import random
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from rk_agent.errors import ConfigError, EndpointError, RewardInputError
+from rk_agent.retry import retry_after_seconds
 from rk_agent.types import EvaluateResult, Message
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def _send(call: _Call) -> httpx.Response:
         else:
             if response.status_code < 400:
                 return response
-            error, wait = call.status_error(response), _retry_after_s(response.headers)
+            error, wait = call.status_error(response), retry_after_seconds(response.headers)
         delay = call.next_delay(attempt, error, wait)
         if delay is None:
             raise error
@@ -203,7 +203,7 @@ async def _asend(call: _Call) -> httpx.Response:
         else:
             if response.status_code < 400:
                 return response
-            error, wait = call.status_error(response), _retry_after_s(response.headers)
+            error, wait = call.status_error(response), retry_after_seconds(response.headers)
         delay = call.next_delay(attempt, error, wait)
         if delay is None:
             raise error
@@ -315,28 +315,6 @@ class _Call:
             "%s Retrying in %.2f s (attempt %d of %d).", error, delay, attempt + 2, self.attempts
         )
         return delay
-
-
-def _retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, in seconds."""
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _server_message(response: httpx.Response) -> str:

@@ -16,15 +16,14 @@ Example:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rk_agent.errors import ContextOverflowError, EndpointError
+from rk_agent.retry import retry_after_seconds
 
 __all__ = ["NO_KEY", "Endpoint", "redact", "rejects_tools", "retry_after_s", "translate_error"]
 
@@ -138,27 +137,7 @@ def retry_after_s(error: EndpointError) -> float | None:
     """The ``Retry-After`` (or ``retry-after-ms``) sent with the response behind ``error``,
     in seconds; an HTTP date counts from now. ``None`` when there is none."""
     response = getattr(error.__cause__, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+    return retry_after_seconds(getattr(response, "headers", None))
 
 
 def _server_message(exc: Any) -> str:
