@@ -35,7 +35,7 @@ import math
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
 from rk_agent.errors import ConfigError, RewardInputError
@@ -72,7 +72,6 @@ class RewardSpec:
     description: str = ""
     requirements: tuple[str, ...] = ()
     is_async: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 class RewardFn(Protocol):

@@ -182,7 +182,7 @@ def _send(call: _Call) -> httpx.Response:
         else:
             if response.status_code < 400:
                 return response
-            error, wait = call.status_error(response), retry_after_seconds(response.headers)
+            error, wait = call.rejected(response)
         delay = call.next_delay(attempt, error, wait)
         if delay is None:
             raise error
@@ -203,7 +203,7 @@ async def _asend(call: _Call) -> httpx.Response:
         else:
             if response.status_code < 400:
                 return response
-            error, wait = call.status_error(response), retry_after_seconds(response.headers)
+            error, wait = call.rejected(response)
         delay = call.next_delay(attempt, error, wait)
         if delay is None:
             raise error
@@ -264,6 +264,10 @@ class _Call:
             )
         error.__cause__ = exc
         return error
+
+    def rejected(self, response: httpx.Response) -> tuple[EndpointError, float | None]:
+        """The error for a non-2xx answer, and the wait the server asked for."""
+        return self.status_error(response), retry_after_seconds(response.headers)
 
     def status_error(self, response: httpx.Response) -> EndpointError:
         status = response.status_code
