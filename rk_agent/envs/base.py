@@ -124,6 +124,11 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             episode_rewards = self.default_episode_rewards
             episode_weights = episode_weights or self.default_episode_weights
         self._episode_reward = _weighted(episode_rewards, episode_weights, "episode")
+        # Trainers log each component on its own (``rewards/<name>``).
+        self.episode_reward_specs: dict[str, RewardLike] = dict(episode_rewards)
+        self.episode_reward_weights: dict[str, float] = {
+            name: float((episode_weights or {}).get(name, 1.0)) for name in episode_rewards
+        }
         self._state: EpisodeState | None = None
 
     # ---------------------------------------------------------------- hooks

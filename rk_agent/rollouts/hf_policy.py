@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["BatchStats", "HFPolicy"]
+__all__ = ["BatchStats", "HFPolicy", "native_message"]
 
 ToolFormat = Literal["auto", "native", "text"]
 _PROBE_TOOL = "rk_agent_probe_tool"
@@ -210,7 +210,25 @@ class HFPolicy:
             EndpointError: the policy is closed, or generation itself failed.
         """
         started = time.perf_counter()
-        prompt_ids = self.encode(messages, tools)
+        return await self.generate_ids(self.encode(messages, tools), tools, sampling, started)
+
+    async def generate_ids(
+        self,
+        prompt_ids: list[int],
+        tools: list[dict[str, Any]] | None,
+        sampling: SamplingParams,
+        started: float | None = None,
+    ) -> PolicyOutput:
+        """`generate` from prompt tokens the caller built (token in, token out).
+
+        Trainers use it to continue an episode exactly on the tokens the model produced, instead
+        of a re-rendered conversation. ``tools`` is only used to parse the reply.
+
+        Raises:
+            ContextOverflowError: the prompt is longer than the model's context window.
+            EndpointError: the policy is closed, or generation itself failed.
+        """
+        started = time.perf_counter() if started is None else started
         room = self.max_context - len(prompt_ids)
         if room <= 0:
             raise ContextOverflowError(
@@ -272,12 +290,19 @@ class HFPolicy:
 
     # -- prompts -------------------------------------------------------------------------------
 
-    def render(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> str:
+    def render(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> str:
         """The prompt text the model sees (chat template applied, generation prompt added)."""
         if self.native_tools:
-            native = [_native_dict(m) for m in messages]
-            return _apply_template(self.tokenizer, native, tools or None)
-        return _apply_template(self.tokenizer, to_text_messages(messages, tools), None)
+            native = [native_message(m) for m in messages]
+            return _apply_template(self.tokenizer, native, tools or None, add_generation_prompt)
+        text_messages = to_text_messages(messages, tools)
+        return _apply_template(self.tokenizer, text_messages, None, add_generation_prompt)
 
     def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> list[int]:
         """The prompt's token ids (`render`, tokenized without extra special tokens)."""
@@ -463,7 +488,7 @@ def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[
     return ids
 
 
-def _native_dict(message: Message) -> dict[str, Any]:
+def native_message(message: Message) -> dict[str, Any]:
     """A message as chat templates expect it: tool-call arguments as dicts, not JSON strings."""
     role = "system" if message.role == "developer" else message.role
     role = "tool" if role == "function" else role
@@ -494,10 +519,14 @@ def _apply_template(
     tokenizer: PreTrainedTokenizerBase,
     conversation: Sequence[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
+    add_generation_prompt: bool = True,
 ) -> str:
-    """The chat template applied as text, with the generation prompt."""
+    """The chat template applied as text (with the generation prompt by default)."""
     text = cast(Any, tokenizer).apply_chat_template(
-        list(conversation), tools=tools, add_generation_prompt=True, tokenize=False
+        list(conversation),
+        tools=tools,
+        add_generation_prompt=add_generation_prompt,
+        tokenize=False,
     )
     if not isinstance(text, str):
         raise ConfigError(f"the chat template returned {type(text).__name__}, not text.")

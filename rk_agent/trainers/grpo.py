@@ -1,0 +1,130 @@
+"""Building a TRL `GRPOTrainer` for an rk-agent environment.
+
+`grpo_trainer` wires the pieces: the environment's tasks become the dataset
+(`rk_agent.trainers.tasks`), its rewards become TRL reward functions, one per component
+(`rk_agent.trainers.rewards`), and, for multi-turn training, `EpisodeRollout` plays whole
+episodes with the model being trained and masks the environment's tokens out of the loss.
+Everything else is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
+
+Main names: `grpo_trainer`.
+
+Example (what ``rk-agent train grpo --env guess`` does, in a script)::
+
+    from trl import GRPOConfig
+    from rk_agent.trainers.grpo import grpo_trainer
+
+    args = GRPOConfig(output_dir="out", max_steps=10, num_generations=4,
+                      per_device_train_batch_size=4, max_completion_length=256)
+    trainer = grpo_trainer("guess", model="path/to/model", args=args, n_tasks=64)
+    trainer.train()
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rk_agent.envs.registry import EnvLike, make_env
+from rk_agent.errors import ConfigError
+from rk_agent.rewards.registry import RewardLike
+from rk_agent.rollouts.local_model import resolve_model
+from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs
+from rk_agent.trainers.rollout import EpisodeRollout
+from rk_agent.trainers.tasks import TaskTable, env_dataset, task_rows
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+__all__ = ["grpo_trainer"]
+
+
+def grpo_trainer(
+    env: EnvLike,
+    *,
+    args: GRPOConfig,
+    model: str | os.PathLike[str] | PreTrainedModel | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    n_tasks: int | None = None,
+    seed: int = 0,
+    multi_turn: bool = True,
+    rewards: Mapping[str, RewardLike] | Sequence[str] | None = None,
+    step_weight: float = 1.0,
+    max_tokens_per_turn: int | None = None,
+    callbacks: list[TrainerCallback] | None = None,
+) -> GRPOTrainer:
+    """A `GRPOTrainer` that trains ``model`` on ``env`` with the environment's rewards.
+
+    Args:
+        env: the environment (short name, Gymnasium id, ``file.py::Class``, ``module:Class``).
+        args: TRL's `GRPOConfig` (``max_completion_length`` bounds a whole episode's tokens).
+        model: a local folder, hub id or loaded model; ``None`` is the embedded model.
+        tokenizer: default: the model folder's tokenizer.
+        env_kwargs: keyword arguments for the environment (``tasks``, ``max_turns``, ...).
+        n_tasks: training tasks (task ``i`` reset with seed ``seed + i``); default: all tasks
+            of the env's dataset.
+        seed: the first task seed.
+        multi_turn: play whole episodes (`EpisodeRollout`); ``False`` trains on one reply per
+            task, scored by the episode rewards (no tools are run).
+        rewards: episode rewards replacing the environment's (``{name: reward}`` or names).
+        step_weight: multi-turn: weight of the summed per-step rewards.
+        max_tokens_per_turn: multi-turn: most new tokens per reply (default: the budget left).
+        callbacks: extra `transformers.TrainerCallback`s.
+
+    Raises:
+        ConfigError: an option is invalid (e.g. ``reward_weights`` of the wrong length).
+    """
+    from transformers import AutoTokenizer, PreTrainedModel
+    from trl import GRPOTrainer
+
+    env_kwargs = dict(env_kwargs or {})
+    if rewards:
+        named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
+        env_kwargs["episode_rewards"] = dict(named)
+    built = make_env(env, **env_kwargs)
+    rows = task_rows(built, n_tasks, seed)
+    dataset = env_dataset(built, rows=rows)
+    model_spec: Any = model if isinstance(model, PreTrainedModel) else resolve_model(model)
+    if tokenizer is None:
+        if isinstance(model_spec, PreTrainedModel):
+            raise ConfigError("grpo_trainer(model=<a loaded model>) also needs tokenizer=...")
+        tokenizer = AutoTokenizer.from_pretrained(model_spec)
+    rollout_func = None
+    if multi_turn:
+        funcs, weights = episode_reward_funcs(built, step_weight=step_weight)
+        rollout_func = EpisodeRollout(
+            lambda: make_env(env, **env_kwargs),
+            TaskTable(rows),
+            env_name=str(env),
+            max_tokens_per_turn=max_tokens_per_turn,
+            trajectory_log=Path(args.output_dir or ".") / "trajectories.jsonl",
+        )
+    else:
+        funcs, weights = single_turn_reward_funcs(built)
+    if args.reward_weights is None:
+        args.reward_weights = weights
+    elif len(args.reward_weights) != len(funcs):
+        names = [f.__name__ for f in funcs]
+        raise ConfigError(
+            f"reward_weights has {len(args.reward_weights)} entries but there are "
+            f"{len(funcs)} reward functions {names}; give one weight each, in that order, "
+            "or leave reward_weights unset for the environment's weights."
+        )
+    with warnings.catch_warnings():
+        # TRL flags rollout_func as experimental on every construction; we know, and pin TRL.
+        warnings.filterwarnings(
+            "ignore", message=".*rollout_func.*experimental", category=UserWarning
+        )
+        return GRPOTrainer(
+            model=model_spec,
+            reward_funcs=list[Any](funcs),
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollout_func,
+            callbacks=callbacks,
+        )

@@ -1,0 +1,212 @@
+"""Rewards for GRPO: an environment's rewards as TRL reward functions, one per component.
+
+TRL logs every reward function on its own (``rewards/<name>/mean``) and weights them with
+``reward_weights``. So each component gets its own function:
+
+- multi-turn (`episode_reward_funcs`): the functions read the ``trajectory`` that
+  `EpisodeRollout` returns for each row. ``episode`` is the environment's episode score
+  (weight 1), ``step_rewards`` the sum of the per-step rewards (weight ``step_weight``); together
+  they are the episode's return, as the environment defines it. Each episode reward component
+  (``answer``, ``efficiency``, ...) is logged too, with weight 0: it is already inside
+  ``episode``. The ``episode`` function also logs per-step reward statistics, tool-call and
+  parse-error rates, stop reasons, turns and success, and adds a turn-by-turn ``trajectory``
+  column to TRL's completions table (and so to wandb).
+- single-turn (`single_turn_reward_funcs`): each episode reward component, through
+  `rk_agent.rewards.trl_adapter.to_trl_reward`, fed the task's ground truth and metadata from the
+  dataset's ``task`` column, weighted as the environment weights it.
+
+A failed episode, or an invalid score, is ``None``: TRL leaves it out instead of training on a
+fake 0.
+
+Main names: `episode_reward_funcs`, `single_turn_reward_funcs`, `render_trajectory_text`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rk_agent.envs.base import ChatEnv
+from rk_agent.errors import DataError
+from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.rewards.trl_adapter import to_trl_reward
+from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.trainers.tasks import TaskTable
+from rk_agent.types import FailureKind
+
+__all__ = ["episode_reward_funcs", "render_trajectory_text", "single_turn_reward_funcs"]
+
+RewardFuncs = tuple[list[Callable[..., list[float | None]]], list[float]]
+
+
+def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    fn.__name__ = name
+    fn.__qualname__ = name
+    return fn
+
+
+def _trajectories(kwargs: dict[str, Any], name: str) -> list[Trajectory]:
+    trajectories = kwargs.get("trajectory")
+    if not isinstance(trajectories, list):
+        raise DataError(
+            f"the reward {name!r} needs the 'trajectory' column that EpisodeRollout returns; "
+            "use it with GRPOTrainer(rollout_func=EpisodeRollout(...))."
+        )
+    return trajectories
+
+
+def episode_reward_funcs(env: ChatEnv, *, step_weight: float = 1.0) -> RewardFuncs:
+    """TRL reward functions (and ``reward_weights``) for multi-turn episodes.
+
+    Args:
+        env: an environment built like the training ones (for its reward component names).
+        step_weight: weight of the summed per-step rewards (0 trains on the episode score only).
+
+    Returns:
+        ``(reward_funcs, reward_weights)`` for ``GRPOTrainer``/``GRPOConfig``.
+    """
+
+    def episode(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
+        trajectories = _trajectories(kwargs, "episode")
+        log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
+        if callable(log_metric):
+            for key, value in episode_stats(trajectories).items():
+                log_metric(key, value)
+        if callable(log_extra):
+            log_extra("trajectory", [render_trajectory_text(t) for t in trajectories])
+            log_extra("stop_reason", [t.stop_reason.value for t in trajectories])
+        return [t.episode_reward for t in trajectories]
+
+    def step_rewards(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
+        out: list[float | None] = []
+        for t in _trajectories(kwargs, "step_rewards"):
+            valid = t.episode is not None and all(turn.reward_valid for turn in t.turns)
+            out.append(sum(turn.reward for turn in t.turns) if valid else None)
+        return out
+
+    def component(name: str) -> Callable[..., list[float | None]]:
+        def score(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
+            out: list[float | None] = []
+            for t in _trajectories(kwargs, name):
+                metric = t.episode.metrics.get(name) if t.episode is not None else None
+                valid = metric is not None and metric.is_score_valid
+                out.append(metric.score if valid and metric is not None else None)
+            return out
+
+        return _named(score, name)
+
+    funcs: list[Callable[..., list[float | None]]] = [episode, step_rewards]
+    weights = [1.0, step_weight]
+    for name in env.episode_reward_weights:
+        if name not in ("episode", "step_rewards"):
+            funcs.append(component(name))
+            weights.append(0.0)
+    return funcs, weights
+
+
+def episode_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Batch statistics of episodes, as ``episodes/...`` metrics for TRL's log."""
+    n = len(trajectories)
+    if not n:
+        return {}
+    steps = [turn.reward for t in trajectories for turn in t.turns if turn.reward_valid]
+    calls = [c for t in trajectories for turn in t.turns for c in turn.tool_calls]
+    turns = [len(t.turns) for t in trajectories]
+    parse_errors = sum(turn.parse_error is not None for t in trajectories for turn in t.turns)
+    stats = {
+        "episodes/success_rate": sum(bool(t.success) for t in trajectories) / n,
+        "episodes/failure_rate": sum(_failed(t) for t in trajectories) / n,
+        "episodes/turns_mean": sum(turns) / n,
+        "episodes/turns_max": float(max(turns)),
+        "episodes/tool_calls_per_episode": len(calls) / n,
+        "episodes/tool_success_rate": (sum(c.ok for c in calls) / len(calls)) if calls else 0.0,
+        "episodes/parse_error_rate": parse_errors / max(1, sum(turns)),
+        "episodes/budget_hit_rate": sum(bool(t.metadata.get("budget_hit")) for t in trajectories)
+        / n,
+    }
+    if steps:
+        stats["episodes/step_reward_mean"] = statistics.fmean(steps)
+        stats["episodes/step_reward_std"] = statistics.pstdev(steps)
+        stats["episodes/step_reward_min"] = min(steps)
+        stats["episodes/step_reward_max"] = max(steps)
+    reasons = Counter(t.stop_reason.value for t in trajectories)
+    for reason, count in reasons.items():
+        stats[f"episodes/stop/{reason}"] = count / n
+    return {k: v for k, v in stats.items() if math.isfinite(v)}
+
+
+def render_trajectory_text(trajectory: Trajectory, limit: int = 600) -> str:
+    """One episode as plain text, turn by turn (for tables: TRL's completions, wandb)."""
+
+    def cut(text: str) -> str:
+        return text if len(text) <= limit else text[:limit] + " ..."
+
+    lines = []
+    for message in trajectory.task.messages:
+        lines.append(f"[{message.role}] {cut(message.text)}")
+    for turn in trajectory.turns:
+        calls = "".join(
+            f"\n  -> {c.function.name}({cut(c.function.arguments)})"
+            for c in turn.assistant.tool_calls or []
+        )
+        lines.append(f"[assistant, turn {turn.index + 1}, reward {turn.reward:g}] "
+                     f"{cut(turn.assistant.text)}{calls}")  # fmt: skip
+        if turn.parse_error:
+            lines.append(f"  !! parse error: {cut(turn.parse_error)}")
+        for message in turn.environment:
+            lines.append(f"[{message.role}] {cut(message.text)}")
+    score = trajectory.episode_reward
+    lines.append(
+        f"== {trajectory.stop_reason.value}; episode reward "
+        f"{'invalid' if score is None else f'{score:g}'}; success {trajectory.success}"
+        + (f"; failure: {trajectory.failure.message}" if trajectory.failure else "")
+    )
+    return "\n".join(lines)
+
+
+def single_turn_reward_funcs(
+    env: ChatEnv, rewards: dict[str, RewardLike] | None = None
+) -> RewardFuncs:
+    """TRL reward functions for single-turn GRPO on an environment's tasks.
+
+    Args:
+        env: the environment; its episode rewards and weights are used unless ``rewards``.
+        rewards: ``{name: reward}`` instead (weight 1 each).
+
+    Returns:
+        ``(reward_funcs, reward_weights)``; each function reads the ``task`` column of
+        `rk_agent.trainers.tasks.env_dataset` for the ground truth and metadata.
+    """
+    if rewards is None:
+        components = {
+            name: get_reward_function(r) for name, r in env.episode_reward_specs.items()
+        }
+        weights = [env.episode_reward_weights.get(name, 1.0) for name in components]
+    else:
+        components = {name: get_reward_function(r) for name, r in rewards.items()}
+        weights = [1.0] * len(components)
+    funcs = [_with_task(name, to_trl_reward(fn, name=name)) for name, fn in components.items()]
+    return funcs, weights
+
+
+def _with_task(name: str, adapter: Callable[..., Any]) -> Callable[..., list[float | None]]:
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
+        tasks = kwargs.pop("task", None)
+        if isinstance(tasks, list):
+            decoded = [TaskTable.decode(t) for t in tasks]
+            kwargs["ground_truth"] = [t.ground_truth for t in decoded]
+            kwargs["metadata"] = [t.metadata for t in decoded]
+        prompts = [[{k: v for k, v in m.items() if k in ("role", "content")} for m in p]
+                   if isinstance(p, list) else p for p in prompts]  # fmt: skip
+        return list(adapter(prompts, completions, **kwargs))
+
+    return _named(reward, name)
+
+
+def _failed(trajectory: Trajectory) -> bool:
+    """Whether an episode failed (running out of the token budget is a truncation, not that)."""
+    failure = trajectory.failure
+    return failure is not None and failure.kind is not FailureKind.CONTEXT_OVERFLOW

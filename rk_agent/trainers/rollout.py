@@ -1,0 +1,210 @@
+"""Multi-turn GRPO: a TRL ``rollout_func`` that plays whole episodes of a `ChatEnv`.
+
+TRL's ``GRPOTrainer(rollout_func=...)`` calls ``rollout_func(prompts, trainer)`` with the
+generation batch's prompts, each already repeated ``num_generations`` times, and trains on what
+comes back. `EpisodeRollout` plays one episode per prompt, all at once, with the model being
+trained (HF ``generate`` through `HFPolicy`'s dynamic batching, on the trainer's device), using
+the same episode loop as ``rk-agent rollout``. It returns:
+
+- ``prompt_ids``: the first turn's prompt; ``completion_ids``: every later token (the model's
+  replies and the environment's messages, as the model saw them); ``logprobs``;
+- ``env_mask``: 1 on the model's tokens, 0 on the environment's, so only the model's tokens are
+  trained;
+- ``trajectory``: the `Trajectory` of each row, which the reward functions of
+  `rk_agent.trainers.rewards` read (episode reward components, per-step rewards, stop reasons).
+
+The completion never exceeds ``max_completion_length`` (an episode that reaches it ends as
+truncated and is still scored). Episodes that fail (a tool crashed the env, the model errored)
+are recorded; their rewards are ``None`` and TRL gives them no advantage.
+
+Main names: `EpisodeRollout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from rk_agent.envs.base import ChatEnv
+from rk_agent.rollouts.episode import EpisodeSlot, play_episode
+from rk_agent.rollouts.hf_policy import HFPolicy
+from rk_agent.rollouts.policy import SamplingParams
+from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.trainers.episode_tokens import EpisodeTokens, SuffixRenderer
+from rk_agent.trainers.tasks import TaskRow, TaskTable
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+__all__ = ["EpisodeRollout"]
+
+T = TypeVar("T")
+
+
+class EpisodeRollout:
+    """A TRL ``rollout_func`` playing full episodes of an environment (see the module docstring).
+
+    Args:
+        env_factory: makes one environment (called once per concurrent episode; kept for reuse).
+        tasks: the training tasks, to find the task behind each prompt.
+        env_name: recorded with trajectories.
+        max_tokens_per_turn: most new tokens per reply (default: the whole remaining budget).
+        episode_timeout_s: wall-time limit per episode.
+        max_batch_size: most episodes generated together (default: the whole generation batch).
+        trajectory_log: append every episode's `Trajectory` (one JSON line, with the training
+            step in its metadata) to this file, e.g. ``<output_dir>/trajectories.jsonl``.
+
+    Example::
+
+        rollout = EpisodeRollout(lambda: make_env("tools"), TaskTable(rows), env_name="tools")
+        trainer = GRPOTrainer(model, reward_funcs=..., train_dataset=env_dataset(...),
+                              rollout_func=rollout, args=GRPOConfig(...))
+    """
+
+    def __init__(
+        self,
+        env_factory: Callable[[], ChatEnv],
+        tasks: TaskTable,
+        *,
+        env_name: str,
+        max_tokens_per_turn: int | None = None,
+        episode_timeout_s: float | None = None,
+        max_batch_size: int | None = None,
+        trajectory_log: str | Path | None = None,
+    ) -> None:
+        self.env_factory = env_factory
+        self.tasks = tasks
+        self.env_name = env_name
+        self.max_tokens_per_turn = max_tokens_per_turn
+        self.episode_timeout_s = episode_timeout_s
+        self.max_batch_size = max_batch_size
+        self.trajectory_log = Path(trajectory_log) if trajectory_log is not None else None
+        self._envs: list[ChatEnv] = []
+        self.__name__ = "rk_agent_episode_rollout"
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        """Play one episode per prompt with ``trainer``'s model; see the module docstring."""
+        args = trainer.args
+        rows = [self.tasks.for_prompt(prompt) for prompt in prompts]
+        budget = int(args.max_completion_length)
+        sampling = SamplingParams(
+            temperature=float(args.temperature),
+            top_p=float(args.top_p),
+            max_tokens=self.max_tokens_per_turn or budget,
+        )
+        with _generation_model(trainer) as model:
+            policy = HFPolicy(
+                model,
+                tokenizer=trainer.processing_class,
+                max_batch_size=self.max_batch_size or len(rows),
+                max_wait_ms=5.0,
+                name=str(getattr(model.config, "name_or_path", "") or "policy"),
+            )
+            try:
+                played = _run(self.play(rows, policy, sampling, budget))
+            finally:
+                policy.close()
+        outputs = _outputs(played, policy, step=int(trainer.state.global_step))
+        if self.trajectory_log is not None:
+            _append(self.trajectory_log, outputs["trajectory"])
+        return outputs
+
+    async def play(
+        self, rows: list[TaskRow], policy: HFPolicy, sampling: SamplingParams, budget: int
+    ) -> list[tuple[Trajectory, EpisodeTokens]]:
+        """Play one episode per row concurrently; each with its own `EpisodeTokens`."""
+        while len(self._envs) < len(rows):
+            self._envs.append(self.env_factory())
+        renderer = SuffixRenderer(policy)
+        recorders = [EpisodeTokens(policy, renderer, budget) for _ in rows]
+        samples: dict[str, int] = {}
+        slots = []
+        for index, row in enumerate(rows):
+            sample = samples.get(row.task.id, 0)
+            samples[row.task.id] = sample + 1
+            slots.append(EpisodeSlot(index, sample, row.seed, options={"task": row.task}))
+        trajectories = await asyncio.gather(
+            *(
+                play_episode(
+                    env,
+                    recorder,
+                    slot,
+                    sampling=sampling,
+                    env_name=self.env_name,
+                    timeout_s=self.episode_timeout_s,
+                )
+                for env, recorder, slot in zip(self._envs, recorders, slots, strict=False)
+            )
+        )
+        return list(zip(trajectories, recorders, strict=True))
+
+
+@contextlib.contextmanager
+def _generation_model(trainer: Any) -> Iterator[PreTrainedModel]:
+    """The trainer's model, unwrapped for generation (DDP, DeepSpeed ZeRO-3 and FSDP too)."""
+    from trl.models.utils import unwrap_model_for_generation
+
+    with unwrap_model_for_generation(
+        trainer.model_wrapped,
+        trainer.accelerator,
+        gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+    ) as model:
+        yield model
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to the end, also when the caller already runs an event loop (notebooks)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def _append(path: Path, trajectories: list[Trajectory]) -> None:
+    """One whole line per episode, written and flushed at once (readable after a crash)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(t.model_dump_json() + "\n" for t in trajectories)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+
+
+def _outputs(
+    played: list[tuple[Trajectory, EpisodeTokens]], policy: HFPolicy, step: int
+) -> dict[str, Any]:
+    prompt_ids, completion_ids, env_mask, logprobs, trajectories = [], [], [], [], []
+    for trajectory, tokens in played:
+        prompt = tokens.prompt_ids
+        if prompt is None:  # the episode failed before its first reply
+            prompt = policy.encode(list(trajectory.task.messages), None)
+        completion, mask, logps = tokens.completion_ids, tokens.env_mask, tokens.logprobs
+        if not completion:  # TRL needs a token per row; an untrained end-of-turn marker
+            completion, mask, logps = [min(policy.eos_ids)], [0], [0.0]
+        prompt_ids.append(prompt)
+        completion_ids.append(list(completion))
+        env_mask.append(list(mask))
+        logprobs.append(list(logps))
+        trajectories.append(
+            trajectory.model_copy(
+                update={
+                    "metadata": {
+                        **trajectory.metadata,
+                        "budget_hit": tokens.budget_hit,
+                        "train_step": step,
+                    }
+                }
+            )
+        )
+    return {
+        "prompt_ids": prompt_ids,
+        "completion_ids": completion_ids,
+        "logprobs": logprobs,
+        "env_mask": env_mask,
+        "trajectory": trajectories,
+    }

@@ -1,0 +1,157 @@
+"""An environment's tasks as a `datasets.Dataset` for TRL.
+
+Each row is one task, reset with its own seed: a conversational ``prompt`` (the opening system
+and user messages), ``ground_truth`` (as text: JSON when it is not a string), ``task_id``,
+``seed`` and ``task`` (the whole `Task` as JSON, which the multi-turn rollout and the
+single-turn rewards decode). The first prompt message carries the task id under ``rk_task``
+(chat templates ignore unknown keys): TRL hands a ``rollout_func`` only the prompts, and this is
+how it finds the task behind each one.
+
+Main names: `env_dataset`, `TaskTable`, `TASK_KEY`.
+
+Example (scripts that run TRL themselves)::
+
+    from rk_agent.envs.registry import make_env
+    from rk_agent.trainers.tasks import env_dataset
+
+    dataset = env_dataset(make_env("math"), n=256, seed=0)
+    dataset[0]["prompt"][-1]["content"]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.task import Task
+from rk_agent.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+__all__ = ["TASK_KEY", "TaskRow", "TaskTable", "env_dataset", "task_rows"]
+
+TASK_KEY = "rk_task"
+"""The key on a prompt's first message naming the row's task (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One training task: the `Task` and the seed its episodes reset with."""
+
+    task: Task
+    seed: int
+
+
+def task_rows(env: ChatEnv, n: int | None = None, seed: int = 0) -> list[TaskRow]:
+    """The first ``n`` tasks of ``env``: task ``i`` reset with seed ``seed + i``.
+
+    With a dataset (``tasks=``), task ``i`` is row ``i`` (``n`` defaults to all rows); with a
+    generator, ``n`` is required.
+
+    Raises:
+        ConfigError: ``n`` is missing for a generated task set, or is not positive.
+    """
+    if n is None:
+        if env.dataset is None:
+            raise ConfigError(
+                f"{type(env).__name__} generates its tasks: say how many to train on (n_tasks)."
+            )
+        n = len(env.dataset)
+    if n < 1:
+        raise ConfigError(f"the number of tasks must be at least 1, got {n}.")
+    rows = []
+    for i in range(n):
+        options = {"task_index": i} if env.dataset is not None else None
+        _, info = env.reset(seed=seed + i, options=options)
+        rows.append(TaskRow(task=info["task"], seed=seed + i))
+    ids = [r.task.id for r in rows]
+    if len(set(ids)) != len(ids):
+        duplicate = next(i for i in ids if ids.count(i) > 1)
+        raise DataError(
+            f"task id {duplicate!r} appears more than once among the {n} training tasks; "
+            "give every task a distinct id (or train on fewer generated tasks)."
+        )
+    return rows
+
+
+def _prompt(task: Task) -> list[dict[str, Any]]:
+    prompt = [{"role": m.role, "content": m.text} for m in task.messages]
+    if not prompt:
+        raise DataError(f"task {task.id!r} has no opening messages to prompt the model with.")
+    prompt[0][TASK_KEY] = task.id
+    return prompt
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def env_dataset(
+    env: ChatEnv, n: int | None = None, seed: int = 0, rows: Sequence[TaskRow] | None = None
+) -> Dataset:
+    """The tasks of ``env`` (or ``rows``) as a conversational TRL dataset.
+
+    Args:
+        env: the environment whose tasks to use.
+        n: how many tasks (default: the whole dataset, when the env has one).
+        seed: task ``i`` is reset with seed ``seed + i``.
+        rows: ready `TaskRow`s instead of drawing them from ``env``.
+
+    Returns:
+        Columns ``prompt``, ``ground_truth``, ``task_id``, ``seed``, ``task``.
+    """
+    from datasets import Dataset
+
+    rows = list(rows) if rows is not None else task_rows(env, n, seed)
+    return Dataset.from_dict(
+        {
+            "prompt": [_prompt(r.task) for r in rows],
+            "ground_truth": [_text(r.task.ground_truth) for r in rows],
+            "task_id": [r.task.id for r in rows],
+            "seed": [r.seed for r in rows],
+            "task": [r.task.model_dump_json() for r in rows],
+        }
+    )
+
+
+class TaskTable:
+    """Finds the `TaskRow` behind a prompt (or a ``task`` JSON column) during training.
+
+    Args:
+        rows: the training tasks.
+    """
+
+    def __init__(self, rows: Iterable[TaskRow]) -> None:
+        self._rows: dict[str, TaskRow] = {r.task.id: r for r in rows}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def for_prompt(self, prompt: Sequence[Mapping[str, Any]]) -> TaskRow:
+        """The task a dataset prompt came from.
+
+        Raises:
+            DataError: the prompt carries no task id, or an unknown one.
+        """
+        task_id = prompt[0].get(TASK_KEY) if prompt and isinstance(prompt[0], Mapping) else None
+        if task_id is None:
+            raise DataError(
+                "a training prompt carries no task id: build the dataset with "
+                "rk_agent.trainers.tasks.env_dataset (its prompts name their task)."
+            )
+        row = self._rows.get(str(task_id))
+        if row is None:
+            raise DataError(
+                f"the prompt names task {task_id!r}, which is not among the {len(self)} "
+                "training tasks given to the rollout."
+            )
+        return row
+
+    @staticmethod
+    def decode(task_json: str) -> Task:
+        """A ``task`` column value back as a `Task`."""
+        return Task.model_validate_json(task_json)

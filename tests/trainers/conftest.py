@@ -1,0 +1,41 @@
+"""Shared fixtures for trainer tests: the embedded tokenizer and a tiny random Llama using it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def embedded_tok() -> Any:
+    """The embedded model's tokenizer (SmolLM2 vocabulary, Qwen2.5 tool template)."""
+    from rk_agent.rollouts.local_model import embedded_tokenizer
+
+    return embedded_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, embedded_tok: Any) -> Path:
+    """A random 2-layer Llama (hidden 64) with the embedded tokenizer, saved as a checkpoint."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    config = LlamaConfig(
+        vocab_size=len(embedded_tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=embedded_tok.bos_token_id,
+        eos_token_id=embedded_tok.eos_token_id,
+        pad_token_id=embedded_tok.pad_token_id,
+    )
+    LlamaForCausalLM(config).save_pretrained(path)
+    embedded_tok.save_pretrained(path)
+    return path
