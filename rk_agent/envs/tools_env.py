@@ -60,6 +60,7 @@ from rk_agent.envs.toolbox import (
     lookup,
     weekday,
 )
+from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.types import Message
 
@@ -340,10 +341,27 @@ def solve(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = 
 # The environment
 
 
+def _kind(name: str) -> _Kind:
+    for kind in _KINDS:
+        if kind.name == name:
+            return kind
+    known = [k.name for k in _KINDS]
+    raise ConfigError(
+        f"unknown question kind {name!r} for the tools env.{did_you_mean(name, known)} "
+        f"Known: {', '.join(known)}."
+    )
+
+
 class ToolsEnv(ChatEnv):
     """Multi-step questions answered with tools: lookups, arithmetic, units and dates.
 
-    Takes the arguments of `ChatEnv` (``tasks``, ``max_turns``, rewards, ``render_mode``).
+    Takes the arguments of `ChatEnv` (``tasks``, ``max_turns``, rewards, ``render_mode``), and:
+
+    Args:
+        kinds: generate only these question kinds (default: all; see `ToolsEnv.KINDS`), e.g.
+            for a curriculum, or for short prompts with ``tool_names``.
+        tool_names: offer only these tools (default: all six). Fewer tools make a much
+            shorter prompt (each schema is 100-150 tokens), which matters on a CPU.
 
     Example:
         >>> env = ToolsEnv()
@@ -362,13 +380,37 @@ class ToolsEnv(ChatEnv):
     reference_solver = staticmethod(solve)
     env_name: ClassVar[str] = "tools"
 
+    KINDS: ClassVar[tuple[str, ...]] = tuple(k.name for k in _KINDS)
+    """Every question kind."""
+
+    def __init__(
+        self,
+        *,
+        kinds: Sequence[str] | None = None,
+        tool_names: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._kinds = _KINDS if kinds is None else tuple(_kind(name) for name in kinds)
+        if not self._kinds:
+            raise ConfigError(f"kinds must name at least one kind, e.g. {self.KINDS[0]!r}.")
+        every = [calculator, convert_units, days_between, add_days, weekday, lookup]
+        known = {t.name: t for t in every}
+        for name in tool_names or ():
+            if name not in known:
+                raise ConfigError(
+                    f"unknown tool {name!r} for the tools env.{did_you_mean(name, known)} "
+                    f"Known: {', '.join(known)}."
+                )
+        self._offered = every if tool_names is None else [known[n] for n in tool_names]
+        super().__init__(**kwargs)
+
     def tools(self) -> list[Tool]:
         """Calculator, unit conversion, three date tools and the knowledge-table lookup."""
-        return [calculator, convert_units, days_between, add_days, weekday, lookup]
+        return list(self._offered)
 
     def generate_task(self, rng: np.random.Generator) -> Task:
         """A random question of a random kind, with its answer computed from the table."""
-        kind = pick(rng, _KINDS)
+        kind = pick(rng, self._kinds)
         fields = kind.sample(rng)
         question = kind.template.render(**fields)
         return Task(

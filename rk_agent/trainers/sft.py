@@ -1,0 +1,192 @@
+"""Supervised fine-tuning on trajectories, with the loss on the assistant's tokens only.
+
+`build_sft_trainer` wraps TRL's ``SFTTrainer`` for the datasets `rk_agent.trainers.sft_data`
+makes (a ``messages`` and a ``tools`` column). The loss covers what the assistant wrote (its
+text, its tool calls and its end-of-turn token), never the system prompt, the user's messages
+or the tool results.
+
+TRL finds the assistant's tokens through ``{% generation %}`` markers in the chat template.
+Templates without them are swapped, for tokenizing only, for TRL's training variant when TRL
+ships one: the embedded model's template (TRL's copy of Qwen2.5's, see
+`rk_agent.rollouts.local_model`) becomes ``trl/chat_templates/qwen2_5_training.jinja``. The
+tokenizer itself keeps its template, so checkpoints carry the one that generation and TRL's
+tool-call parsing recognise. A template with no markers and no training variant raises
+`ConfigError`; pass ``assistant_only_loss=False`` to train on every token instead.
+
+Main names: `build_sft_trainer`, `training_chat_template`.
+
+Example::
+
+    from trl import SFTConfig
+    data = build_sft_data("runs/tools-solver")
+    args = SFTConfig(output_dir="runs/sft", max_length=2048, num_train_epochs=2)
+    build_sft_trainer("smollm2-135m", None, data.dataset, args).train()
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from rk_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+__all__ = ["build_sft_trainer", "training_chat_template"]
+
+logger = logging.getLogger("rk_agent.trainers")
+
+
+def build_sft_trainer(
+    model: str | os.PathLike[str] | PreTrainedModel,
+    tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None,
+    dataset: Dataset,
+    args: SFTConfig,
+    callbacks: list[TrainerCallback] | None = None,
+    *,
+    assistant_only_loss: bool = True,
+) -> SFTTrainer:
+    """A TRL ``SFTTrainer`` that trains on the assistant's tokens of each conversation.
+
+    Args:
+        model: a loaded model, a folder or hub id, or the embedded model's name
+            (``"smollm2-135m"``).
+        tokenizer: the tokenizer, or where to load it from (``None``: from the model's folder).
+        dataset: conversations with a ``messages`` column (and ``tools``), as
+            `rk_agent.trainers.sft_data.sft_dataset` makes them.
+        args: TRL's settings. Its ``assistant_only_loss`` is replaced by the argument below
+            (on a copy: ``args`` itself is left as it is). Mind ``max_length`` (TRL's default
+            is 1024 tokens): longer conversations are cut from the end, and a warning says
+            how many.
+        callbacks: ``transformers`` callbacks (progress, logging).
+        assistant_only_loss: train on the assistant's tokens only (``False``: on every token).
+
+    Raises:
+        ConfigError: the dataset has no ``messages`` column, the tokenizer has no chat
+            template, or its template cannot mark the assistant's tokens (see
+            `training_chat_template`); or an in-memory model came without a tokenizer.
+    """
+    from trl import SFTTrainer
+
+    tokenizer = _load_tokenizer(model, tokenizer)
+    args = copy.copy(args)
+    args.assistant_only_loss = assistant_only_loss
+    template: str | None = None
+    if assistant_only_loss:
+        if "messages" not in (dataset.column_names or []):
+            raise ConfigError(
+                "assistant-only loss needs conversations: expected a dataset with a `messages` "
+                f"column (as sft_dataset() makes), got columns {dataset.column_names}. Pass "
+                "assistant_only_loss=False to train on plain text."
+            )
+        template = training_chat_template(tokenizer)
+    if args.max_length is not None and "messages" in (dataset.column_names or []):
+        _warn_if_truncated(dataset, tokenizer, template, args.max_length)
+    loaded_or_path: Any = model
+    if isinstance(model, (str, os.PathLike)):
+        from rk_agent.rollouts.local_model import resolve_model
+
+        loaded_or_path = resolve_model(model)
+    return SFTTrainer(
+        model=loaded_or_path,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+
+
+def training_chat_template(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """The chat template TRL tokenizes with for assistant-only loss.
+
+    Returns ``None`` when the tokenizer's own template already has ``{% generation %}``
+    markers; otherwise TRL's training variant of it (for the embedded model's Qwen2.5 template,
+    ``trl/chat_templates/qwen2_5_training.jinja``). `SFTTrainer` makes the same choice; this
+    function checks beforehand that there is one.
+
+    Raises:
+        ConfigError: the tokenizer has no chat template, or one without generation markers
+            that TRL has no training variant of.
+    """
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template: Any = tokenizer.chat_template
+    if not template:
+        raise ConfigError(
+            "the tokenizer has no chat template, so conversations cannot be rendered. Give it "
+            "one, e.g. `tokenizer.chat_template = open('qwen2_5.jinja').read()` with TRL's copy "
+            "of the Qwen2.5 template (trl/chat_templates/) for a ChatML model."
+        )
+    if has_generation_markers(template):
+        return None
+    try:
+        patched: str | None = get_training_chat_template(tokenizer)
+    except ValueError as exc:
+        raise ConfigError(
+            "assistant-only loss needs a chat template that marks the assistant's output with "
+            "{% generation %} ... {% endgeneration %}; this tokenizer's template has no markers "
+            "and TRL has no training variant of it. Add the markers around the assistant's "
+            "content, tool calls and end-of-turn token; or use a template TRL knows (its "
+            "trl/chat_templates/, e.g. qwen2_5.jinja for a ChatML model); or pass "
+            "assistant_only_loss=False to train on every token."
+        ) from exc
+    return patched
+
+
+def _load_tokenizer(
+    model: str | os.PathLike[str] | PreTrainedModel,
+    tokenizer: str | os.PathLike[str] | PreTrainedTokenizerBase | None,
+) -> PreTrainedTokenizerBase:
+    from transformers import AutoTokenizer
+
+    if tokenizer is not None and not isinstance(tokenizer, (str, os.PathLike)):
+        return tokenizer
+    source: Any = tokenizer
+    if source is None and isinstance(model, (str, os.PathLike)):
+        from rk_agent.rollouts.local_model import resolve_model
+
+        source = resolve_model(model)
+    elif source is None:
+        source = getattr(model, "name_or_path", "")
+        if not source:
+            raise ConfigError(
+                "give the tokenizer: the model was built in memory and names no folder to "
+                "load one from."
+            )
+    loaded: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(os.fspath(source))
+    return loaded
+
+
+def _warn_if_truncated(
+    dataset: Dataset, tokenizer: PreTrainedTokenizerBase, template: str | None, max_length: int
+) -> None:
+    """Log how many conversations TRL will cut at ``max_length`` (their ends are lost)."""
+    render: Any = tokenizer.apply_chat_template
+    lengths = [
+        len(
+            render(
+                row["messages"],
+                tools=row.get("tools") or None,
+                chat_template=template,
+                tokenize=True,
+                return_dict=True,
+            )["input_ids"]
+        )
+        for row in dataset
+    ]
+    over = [n for n in lengths if n > max_length]
+    if over:
+        logger.warning(
+            "%d of %d SFT conversations are longer than max_length=%d tokens (the longest has "
+            "%d); TRL cuts them from the end, so their last assistant turns are not trained "
+            "on. Raise max_length in the SFT settings, or set it to None.",
+            len(over),
+            len(lengths),
+            max_length,
+            max(over),
+        )

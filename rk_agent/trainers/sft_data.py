@@ -1,0 +1,418 @@
+"""SFT data from trajectories: rejection sampling for a warm start.
+
+A run directory (or a trajectories JSONL file) becomes a `datasets.Dataset` that TRL's
+``SFTTrainer`` trains on: the episodes that pass an `SFTFilter` (solved, above a reward
+threshold, not failed, at most N per task), one conversation per row. A weak model can so be
+warm-started on the successful episodes of a strong model or of an environment's reference
+solver before GRPO.
+
+Columns:
+    messages: the conversation as chat-template dicts: system, user, assistant (tool-call
+        arguments as dicts), tool; it ends on the last assistant message.
+    tools: the OpenAI tool schemas the episode offered (``[]`` for none); TRL passes them to
+        the chat template, which renders them into the system prompt.
+    task_id, trajectory_id, env: where the row came from.
+    episode_reward: the episode score (``None`` when it was missing or invalid).
+
+``messages`` and ``tools`` are stored as lists of `datasets.Json` values (datasets >= 4.7):
+each message and schema keeps exactly its own keys. Arrow structs would merge the keys of all
+rows, so a tool call's ``{"a": 1}`` next to another's ``{"b": 2}`` would come back as
+``{"a": 1, "b": None}`` and be rendered with a null argument. Reading a row gives plain dicts
+(datasets decodes them with pandas' ujson: a float of 17 significant digits may come back one
+unit off in its last digit).
+
+Main names: `SFTFilter`, `DropReason`, `SelectionReport`, `SFTData`, `load_trajectories`,
+`select_trajectories`, `training_messages`, `build_sft_data`, `sft_dataset`.
+
+Example::
+
+    data = build_sft_data("runs/tools-solver", filter=SFTFilter(max_per_task=2))
+    print(data.report)  # kept 37 of 64 trajectories (27 unsuccessful)
+    trainer = build_sft_trainer(model, tokenizer, data.dataset, args)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rk_agent.config_files import validation_problems
+from rk_agent.errors import ConfigError, DataError, NotAvailableError
+from rk_agent.rollouts.hf_policy import native_message
+from rk_agent.rollouts.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+
+    from rk_agent.rollouts.config import RolloutConfig
+
+__all__ = [
+    "DropReason",
+    "SFTData",
+    "SFTFilter",
+    "SelectionReport",
+    "build_sft_data",
+    "load_trajectories",
+    "select_trajectories",
+    "sft_dataset",
+    "training_messages",
+]
+
+Source = str | os.PathLike[str] | Sequence[Trajectory]
+"""A run directory, a trajectories JSONL file, or trajectories already loaded."""
+
+_TRAJECTORIES = "trajectories.jsonl"
+_CONFIG = "config.yaml"
+
+
+class SFTFilter(BaseModel):
+    """Which trajectories become SFT examples.
+
+    Attributes:
+        success_only: keep only episodes the environment counts as solved.
+        min_reward: keep only episodes whose episode reward is at least this (``None``: no
+            threshold; an episode without a valid reward fails any threshold).
+        drop_failed: drop episodes that recorded a `Failure` (model errors, timeouts, ...).
+        max_per_task: keep at most this many samples of each task (by ``task.id``), those
+            with the highest total reward, so that easy tasks do not dominate.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    success_only: bool = True
+    min_reward: float | None = None
+    drop_failed: bool = True
+    max_per_task: int | None = Field(default=None, ge=1)
+
+    def describe(self) -> str:
+        """The settings as one line: ``success_only=True, min_reward=None, ...``."""
+        return ", ".join(f"{name}={value}" for name, value in self.model_dump().items())
+
+
+class DropReason(str, Enum):
+    """Why a trajectory was left out (the first reason that applies, in this order)."""
+
+    FAILED = "failed"
+    """It recorded a failure and ``drop_failed`` is on."""
+    UNSUCCESSFUL = "unsuccessful"
+    """``success_only`` is on and the episode was not solved."""
+    NO_REWARD = "without a valid reward"
+    """``min_reward`` is set and the episode has no valid episode reward."""
+    LOW_REWARD = "below min_reward"
+    """Its episode reward is below ``min_reward``."""
+    NO_ASSISTANT = "without an assistant turn"
+    """There is nothing to train on: the model never answered (always dropped)."""
+    OVER_TASK_LIMIT = "over max_per_task"
+    """Its task already has ``max_per_task`` better samples."""
+
+
+@dataclass(frozen=True)
+class SelectionReport:
+    """How many trajectories the filter kept, and why the others were dropped.
+
+    ``str(report)`` reads ``kept 37 of 64 trajectories (27 unsuccessful)``.
+    """
+
+    total: int
+    kept: int
+    dropped: dict[DropReason, int] = field(default_factory=dict)
+
+    def reasons(self) -> str:
+        """The drop counts as text, e.g. ``2 failed, 27 unsuccessful`` (``""`` for none)."""
+        return ", ".join(f"{self.dropped[r]} {r.value}" for r in DropReason if self.dropped.get(r))
+
+    def __str__(self) -> str:
+        reasons = self.reasons()
+        tail = f" ({reasons})" if reasons else ""
+        return f"kept {self.kept} of {self.total} trajectories{tail}"
+
+
+@dataclass(frozen=True)
+class SFTData:
+    """An SFT dataset and the selection that made it.
+
+    Attributes:
+        dataset: the rows (see the module docstring for the columns).
+        report: the counts for ``kept 37 of 64 trajectories (27 unsuccessful)``.
+    """
+
+    dataset: Dataset
+    report: SelectionReport
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def load_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
+    """Read every trajectory of a run directory or of a trajectories JSONL file.
+
+    A torn last line (a crash mid-write: no newline after it, and not valid JSON) is skipped,
+    as `RunDir` does; every other non-blank line must be a trajectory.
+
+    Raises:
+        ConfigError: the path does not exist, or is a directory without ``trajectories.jsonl``.
+        DataError: a line is not JSON or not a trajectory (the message names file:line).
+    """
+    path = Path(source)
+    file = path / _TRAJECTORIES if path.is_dir() else path
+    if not file.is_file():
+        what = f"holds no {_TRAJECTORIES}" if path.is_dir() else "does not exist"
+        raise ConfigError(
+            f"{path} {what}: expected a run directory made by `rk-agent rollout`, or a "
+            "trajectories JSONL file."
+        )
+    lines = file.read_bytes().split(b"\n")
+    if not _is_json(lines[-1]):  # b"" after the last newline, or the torn last write
+        lines[-1] = b""
+    return [_parse(file, n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
+        return False
+    return True
+
+
+def _parse(file: Path, number: int, line: bytes) -> Trajectory:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 text: {exc}", path=str(file), line=number) from exc
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"invalid JSON ({exc.msg} at column {exc.colno}): {text.strip()[:80]!r}",
+            path=str(file),
+            line=number,
+        ) from exc
+    try:
+        return Trajectory.model_validate(value)
+    except ValidationError as exc:
+        raise DataError(
+            f"not a trajectory: {validation_problems(exc)}", path=str(file), line=number
+        ) from exc
+
+
+def _run_config(path: Path) -> RolloutConfig | None:
+    """The rollout config of the run a path belongs to, when there is one next to it."""
+    from rk_agent.rollouts.run_dir import RunDir
+
+    folder = path if path.is_dir() else path.parent
+    return RunDir.open(folder).config if (folder / _CONFIG).is_file() else None
+
+
+# ---------------------------------------------------------------------------- selecting
+
+
+def select_trajectories(
+    trajectories: Sequence[Trajectory], filter: SFTFilter | None = None
+) -> tuple[list[Trajectory], SelectionReport]:
+    """The trajectories that pass ``filter`` (in their original order), and the counts.
+
+    Example:
+        >>> kept, report = select_trajectories([])
+        >>> str(report)
+        'kept 0 of 0 trajectories'
+    """
+    rules = filter or SFTFilter()
+    dropped: Counter[DropReason] = Counter()
+    passed: list[Trajectory] = []
+    for trajectory in trajectories:
+        reason = _drop_reason(trajectory, rules)
+        if reason is None:
+            passed.append(trajectory)
+        else:
+            dropped[reason] += 1
+    kept = passed
+    if rules.max_per_task is not None:
+        kept = _best_per_task(passed, rules.max_per_task)
+        dropped[DropReason.OVER_TASK_LIMIT] += len(passed) - len(kept)
+    report = SelectionReport(
+        total=len(trajectories), kept=len(kept), dropped={r: n for r, n in dropped.items() if n}
+    )
+    return kept, report
+
+
+def _drop_reason(trajectory: Trajectory, rules: SFTFilter) -> DropReason | None:
+    if rules.drop_failed and trajectory.failure is not None:
+        return DropReason.FAILED
+    if rules.success_only and trajectory.success is not True:
+        return DropReason.UNSUCCESSFUL
+    if rules.min_reward is not None:
+        reward = trajectory.episode_reward
+        if reward is None:
+            return DropReason.NO_REWARD
+        if reward < rules.min_reward:
+            return DropReason.LOW_REWARD
+    if not trajectory.turns:
+        return DropReason.NO_ASSISTANT
+    return None
+
+
+def _best_per_task(trajectories: list[Trajectory], limit: int) -> list[Trajectory]:
+    by_task: dict[str, list[int]] = defaultdict(list)
+    for index, trajectory in enumerate(trajectories):
+        by_task[trajectory.task.id].append(index)
+    keep: set[int] = set()
+    for indices in by_task.values():
+        # Highest total reward first; ties keep the file order (sorted() is stable).
+        best = sorted(indices, key=lambda i: -trajectories[i].total_reward)[:limit]
+        keep.update(best)
+    return [t for i, t in enumerate(trajectories) if i in keep]
+
+
+# ---------------------------------------------------------------------------- rows
+
+
+def training_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """A trajectory's conversation as chat-template dicts, ending on its last assistant turn.
+
+    Messages after the last assistant turn (the final tool results or feedback of an episode
+    that ran out of turns) are cut: nothing after the last reply is trained on.
+    """
+    messages = [native_message(m) for m in trajectory.conversation]
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    return messages[: last + 1]
+
+
+def build_sft_data(
+    source: Source,
+    *,
+    filter: SFTFilter | None = None,
+    tools: list[dict[str, Any]] | None = None,
+) -> SFTData:
+    """Select trajectories and build the SFT dataset, with the selection's counts.
+
+    Args:
+        source: a run directory, a trajectories JSONL file, or trajectories.
+        filter: which trajectories to keep (default: `SFTFilter()`, solved episodes only).
+        tools: the tool schemas of every row. By default they come from the environment: the
+            run's (its ``config.yaml`` names it and its arguments), else the one each
+            trajectory names. Give them when the environment cannot be built here; ``[]``
+            for none.
+
+    Raises:
+        ConfigError: the source does not exist, or an environment cannot be built to read
+            its tools.
+        DataError: the source is unreadable or empty, or no trajectory passed the filter.
+        NotAvailableError: the installed ``datasets`` is older than 4.7.
+    """
+    rules = filter or SFTFilter()
+    where: str | None = None
+    config: RolloutConfig | None = None
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        trajectories = load_trajectories(path)
+        where, config = str(path), _run_config(path)
+    else:
+        trajectories = list(source)
+    if not trajectories:
+        raise DataError(
+            "no trajectories to train on (the run is empty). Collect episodes with "
+            "`rk-agent rollout` first.",
+            path=where,
+        )
+    kept, report = select_trajectories(trajectories, rules)
+    if not kept:
+        raise DataError(
+            f"0 of {report.total} trajectories passed the filter ({rules.describe()}): "
+            f"{report.reasons()}. Lower the threshold, relax the filter, or collect more "
+            "episodes.",
+            path=where,
+        )
+    tools_of = _tool_lookup(kept, tools, config)
+    return SFTData(dataset=_to_dataset(kept, tools_of), report=report)
+
+
+def sft_dataset(
+    source: Source,
+    *,
+    filter: SFTFilter | None = None,
+    tools: list[dict[str, Any]] | None = None,
+) -> Dataset:
+    """The SFT dataset of `build_sft_data`, without the counts (same arguments and errors)."""
+    return build_sft_data(source, filter=filter, tools=tools).dataset
+
+
+def _tool_lookup(
+    trajectories: list[Trajectory],
+    tools: list[dict[str, Any]] | None,
+    config: RolloutConfig | None,
+) -> Callable[[str], list[dict[str, Any]]]:
+    """The tool schemas of an environment name, as the trajectories need them."""
+    if tools is not None:
+        override = list(tools)
+        return lambda name: override
+    if config is not None:  # the run's environment, built with the run's arguments
+        run_tools = _env_tools(config.env, config.env_kwargs)
+        return lambda name: run_tools
+    by_env = {name: _env_tools(name, {}) for name in sorted({t.env for t in trajectories})}
+    return by_env.__getitem__
+
+
+def _env_tools(name: str, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    from rk_agent.envs.registry import make_env
+
+    # The tasks do not change the tools, and a tasks file may not be readable from here.
+    kwargs = {k: v for k, v in env_kwargs.items() if k != "tasks"}
+    try:
+        env = make_env(name, **kwargs)
+    except Exception as exc:  # any failure to build it means: ask for the tools instead
+        raise ConfigError(
+            f"cannot build environment {name!r} to read its tool schemas ({exc}). Pass "
+            "tools= with the schemas the episodes were played with ([] for none)."
+        ) from exc
+    try:
+        return list(env.tool_schemas)
+    finally:
+        env.close()
+
+
+def _to_dataset(
+    trajectories: list[Trajectory], tools_of: Callable[[str], list[dict[str, Any]]]
+) -> Dataset:
+    try:
+        from datasets import Dataset, Features, Json, List, Value
+    except ImportError as exc:  # datasets < 4.7 has no Json feature
+        import datasets
+
+        raise NotAvailableError(
+            f"SFT datasets need datasets >= 4.7 (its Json feature); {datasets.__version__} is "
+            "installed. Upgrade it: `uv add 'datasets>=4.7'`."
+        ) from exc
+
+    features = Features(
+        {
+            "messages": List(Json()),
+            "tools": List(Json()),
+            "task_id": Value("string"),
+            "trajectory_id": Value("string"),
+            "env": Value("string"),
+            "episode_reward": Value("float64"),
+        }
+    )
+    # Each value is handed over as JSON text: datasets' own encoder (pandas' ujson) would keep
+    # only 9 significant digits of a float; a JSON string is stored as it is.
+    rows = [
+        {
+            "messages": [json.dumps(m, ensure_ascii=False) for m in training_messages(t)],
+            "tools": [json.dumps(s, ensure_ascii=False) for s in tools_of(t.env)],
+            "task_id": t.task.id,
+            "trajectory_id": t.id,
+            "env": t.env,
+            "episode_reward": t.episode_reward,
+        }
+        for t in trajectories
+    ]
+    return Dataset.from_list(rows, features=features)

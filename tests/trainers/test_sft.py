@@ -1,0 +1,239 @@
+"""SFT with TRL on real trajectories: the assistant-only mask token by token, a real run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rk_agent.envs.registry import get_solver, make_env
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.engine import run_rollouts
+from rk_agent.rollouts.testing import FunctionPolicy
+from rk_agent.trainers.sft import build_sft_trainer, training_chat_template
+from rk_agent.trainers.sft_data import sft_dataset
+
+_PLAIN_CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+)
+
+
+def _trl_template(name: str) -> str:
+    return (resources.files("trl") / "chat_templates" / name).read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def solved() -> Any:
+    """Two episodes of the tools environment played by its reference solver, as SFT rows."""
+    config = RolloutConfig(env="tools", n=2, seed=0)
+    result = asyncio.run(
+        run_rollouts(
+            config,
+            policy=FunctionPolicy(get_solver("tools")),
+            make_env=lambda: make_env("tools"),
+            env_name="tools",
+        )
+    )
+    return sft_dataset(result.trajectories)
+
+
+def _args(tmp_path: Path, **overrides: Any) -> Any:
+    from trl import SFTConfig
+
+    values: dict[str, Any] = {
+        "output_dir": str(tmp_path / "out"),
+        "per_device_train_batch_size": 1,
+        "max_steps": 2,
+        "learning_rate": 1e-3,
+        "max_length": None,
+        "use_cpu": True,
+        "bf16": False,
+        "activation_checkpointing": False,
+        "report_to": [],
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "seed": 0,
+    }
+    values.update(overrides)
+    return SFTConfig(**values)
+
+
+def _runs(tokenizer: Any, ids: list[int], labels: list[int]) -> tuple[list[str], list[str]]:
+    """The decoded runs of consecutive trained (label set) and untrained (-100) tokens."""
+    trained: list[str] = []
+    untrained: list[str] = []
+    start = 0
+    for end in range(1, len(ids) + 1):
+        if end == len(ids) or (labels[end] == -100) != (labels[start] == -100):
+            text = tokenizer.decode(ids[start:end])
+            (untrained if labels[start] == -100 else trained).append(text)
+            start = end
+    return trained, untrained
+
+
+def _assistant_text(message: dict[str, Any]) -> str:
+    """What the assistant wrote, as the Qwen2.5 template renders it, with its end of turn.
+
+    The template's generation block starts after ``<|im_start|>assistant`` and ends after the
+    newline that follows ``<|im_end|>``.
+    """
+    text = "\n" + message["content"] if message["content"] else ""
+    for call in message.get("tool_calls") or []:
+        function = call["function"]
+        arguments = json.dumps(function["arguments"], ensure_ascii=False)
+        text += f'\n<tool_call>\n{{"name": "{function["name"]}", "arguments": {arguments}}}'
+        text += "\n</tool_call>"
+    return text + "<|im_end|>\n"
+
+
+def test_the_loss_covers_exactly_the_assistants_tokens(
+    tmp_path: Path, tiny_model_dir: Path, embedded_tok: Any, solved: Any
+) -> None:
+    one = solved.select([0])
+    trainer = build_sft_trainer(tiny_model_dir, embedded_tok, one, _args(tmp_path))
+    assert trainer.chat_template == _trl_template("qwen2_5_training.jinja")
+    row = trainer.train_dataset[0]
+    ids, labels = row["input_ids"], row["labels"]
+    assert all(label in (-100, token) for token, label in zip(ids, labels, strict=True))
+
+    messages, tools = one[0]["messages"], one[0]["tools"]
+    assert [m["role"] for m in messages].count("tool") >= 1
+    full = embedded_tok.apply_chat_template(messages, tools=tools, tokenize=False)
+    assert embedded_tok.decode(ids) == full  # the training template renders the same text
+    expected = [_assistant_text(m) for m in messages if m["role"] == "assistant"]
+    trained, untrained = _runs(embedded_tok, ids, labels)
+    assert trained == expected, trained
+
+    # Everything else is not trained on: the system prompt with the tools, the question, the
+    # tool results, and the `<|im_start|>assistant` header before each reply.
+    rest, pieces = full, []
+    for text in expected:
+        before, _, rest = rest.partition(text)
+        pieces.append(before)
+    assert rest == ""
+    assert untrained == pieces
+    assert pieces[0].startswith("<|im_start|>system\n") and "<tools>" in pieces[0]
+    assert all(p.endswith("<|im_start|>assistant") for p in pieces)
+    assert all("<tool_response>" in p for p in pieces[1:])
+
+
+@pytest.mark.slow
+def test_two_real_sft_steps_write_a_checkpoint(
+    tmp_path: Path, tiny_model_dir: Path, embedded_tok: Any, solved: Any
+) -> None:
+    from transformers import AutoTokenizer
+
+    args = _args(tmp_path, save_strategy="steps", save_steps=2)
+    trainer = build_sft_trainer(str(tiny_model_dir), None, solved, args)  # tokenizer: its folder
+    result = trainer.train()
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    assert math.isfinite(result.training_loss)
+    checkpoint = tmp_path / "out" / "checkpoint-2"
+    assert (checkpoint / "model.safetensors").is_file()
+    # The checkpoint keeps the tokenizer's own template, which generation and TRL's tool-call
+    # parsing recognise; the training variant was only used to tokenize.
+    saved = AutoTokenizer.from_pretrained(checkpoint)
+    assert saved.chat_template == embedded_tok.chat_template == _trl_template("qwen2_5.jinja")
+
+
+def test_the_callers_settings_are_left_alone(
+    tmp_path: Path, tiny_model_dir: Path, embedded_tok: Any, solved: Any
+) -> None:
+    args = _args(tmp_path)
+    trainer = build_sft_trainer(tiny_model_dir, embedded_tok, solved, args)
+    assert trainer.args.assistant_only_loss is True
+    assert args.assistant_only_loss is False
+
+
+def test_training_chat_template(embedded_tok: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert training_chat_template(embedded_tok) == _trl_template("qwen2_5_training.jinja")
+    monkeypatch.setattr(embedded_tok, "chat_template", _trl_template("qwen2_5_training.jinja"))
+    assert training_chat_template(embedded_tok) is None  # it has the markers already
+    monkeypatch.setattr(embedded_tok, "chat_template", None)
+    with pytest.raises(ConfigError, match=re.escape("the tokenizer has no chat template, so")):
+        training_chat_template(embedded_tok)
+
+
+def test_a_template_without_markers_needs_them_or_the_full_loss(
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    embedded_tok: Any,
+    solved: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(embedded_tok, "chat_template", _PLAIN_CHATML)
+    with pytest.raises(ConfigError) as error:
+        build_sft_trainer(tiny_model_dir, embedded_tok, solved, _args(tmp_path))
+    assert str(error.value) == (
+        "assistant-only loss needs a chat template that marks the assistant's output with "
+        "{% generation %} ... {% endgeneration %}; this tokenizer's template has no markers and "
+        "TRL has no training variant of it. Add the markers around the assistant's content, "
+        "tool calls and end-of-turn token; or use a template TRL knows (its "
+        "trl/chat_templates/, e.g. qwen2_5.jinja for a ChatML model); or pass "
+        "assistant_only_loss=False to train on every token."
+    )
+    trainer = build_sft_trainer(
+        tiny_model_dir, embedded_tok, solved, _args(tmp_path), assistant_only_loss=False
+    )
+    row = trainer.train_dataset[0]
+    assert row["labels"] == row["input_ids"]
+
+
+def test_a_dataset_without_conversations(
+    tmp_path: Path, tiny_model_dir: Path, embedded_tok: Any
+) -> None:
+    from datasets import Dataset
+
+    text = Dataset.from_dict({"text": ["hello"]})
+    with pytest.raises(ConfigError) as error:
+        build_sft_trainer(tiny_model_dir, embedded_tok, text, _args(tmp_path))
+    assert str(error.value) == (
+        "assistant-only loss needs conversations: expected a dataset with a `messages` column "
+        "(as sft_dataset() makes), got columns ['text']. Pass assistant_only_loss=False to "
+        "train on plain text."
+    )
+
+
+def test_an_in_memory_model_needs_its_tokenizer(tmp_path: Path, solved: Any) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=re.escape("give the tokenizer: the model was built")):
+        build_sft_trainer(LlamaForCausalLM(config), None, solved, _args(tmp_path))
+
+
+def test_conversations_longer_than_max_length_are_reported(
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    embedded_tok: Any,
+    solved: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lengths = [
+        len(embedded_tok.apply_chat_template(r["messages"], tools=r["tools"], tokenize=True,
+                                             return_dict=True)["input_ids"])
+        for r in solved
+    ]  # fmt: skip
+    limit = min(lengths) - 5  # cuts the end of every conversation, keeps assistant tokens
+    with caplog.at_level(logging.WARNING, logger="rk_agent.trainers"):
+        trainer = build_sft_trainer(
+            tiny_model_dir, embedded_tok, solved, _args(tmp_path, max_length=limit)
+        )
+    assert caplog.messages == [
+        f"2 of 2 SFT conversations are longer than max_length={limit} tokens (the longest has "
+        f"{max(lengths)}); TRL cuts them from the end, so their last assistant turns are not "
+        "trained on. Raise max_length in the SFT settings, or set it to None."
+    ]
+    assert all(len(r["input_ids"]) == limit for r in trainer.train_dataset)

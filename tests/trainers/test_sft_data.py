@@ -1,0 +1,297 @@
+"""SFT data from real trajectories: loading, filtering, rows, the tool schemas, and the errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from rk_agent.envs.registry import get_solver, make_env
+from rk_agent.errors import ConfigError, DataError, EndpointError
+from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.engine import run_rollouts
+from rk_agent.rollouts.run_dir import RunDir
+from rk_agent.rollouts.testing import FunctionPolicy, ScriptedPolicy, tool_call
+from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.trainers.sft_data import (
+    DropReason,
+    SFTFilter,
+    build_sft_data,
+    load_trajectories,
+    select_trajectories,
+    sft_dataset,
+    training_messages,
+)
+from rk_agent.types import Message
+
+solve = get_solver("tools")
+
+
+def _question(seed: int) -> str:
+    observation, _ = make_env("tools").reset(seed=seed)
+    return str(next(m["content"] for m in observation if m["role"] == "user"))
+
+
+def _play(config: RolloutConfig, policy: Any, run_dir: RunDir | None = None, **env: Any) -> Any:
+    return asyncio.run(
+        run_rollouts(
+            config,
+            policy=policy,
+            make_env=lambda: make_env("tools", **env),
+            env_name="tools",
+            run_dir=run_dir,
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 tasks x 2 samples: tasks 0 and 3 solved, task 1 answered wrongly, task 2 failed."""
+    wrong, broken = _question(1), _question(2)
+
+    def policy(messages: list[Message], tools: Any) -> Any:
+        question = next(m.text for m in messages if m.role == "user")
+        if question == wrong:
+            return "Answer: 0"
+        if question == broken:
+            raise EndpointError("model down", status=503)
+        return solve(messages, tools)
+
+    config = RolloutConfig(env="tools", n=4, group_size=2, concurrency=1, seed=0)
+    path = tmp_path_factory.mktemp("sft") / "run"
+    _play(config, FunctionPolicy(policy), RunDir.create(path, config))
+    return path
+
+
+def test_a_run_dir_and_its_file_read_the_same(run: Path) -> None:
+    from_dir = load_trajectories(run)
+    assert [t.id for t in from_dir] == [f"{i}-{s}" for i in range(4) for s in range(2)]
+    assert from_dir == load_trajectories(run / "trajectories.jsonl")
+    assert [t.success for t in from_dir] == [True, True, False, False, None, None, True, True]
+
+
+def test_the_default_filter_keeps_the_solved_episodes(run: Path) -> None:
+    data = build_sft_data(run)
+    assert str(data.report) == "kept 4 of 8 trajectories (2 failed, 2 unsuccessful)"
+    assert data.report.dropped == {DropReason.FAILED: 2, DropReason.UNSUCCESSFUL: 2}
+    rows = data.dataset
+    assert rows.column_names == [
+        "messages", "tools", "task_id", "trajectory_id", "env", "episode_reward",
+    ]  # fmt: skip
+    assert rows["trajectory_id"] == ["0-0", "0-1", "3-0", "3-1"]
+    assert rows["episode_reward"] == [1.0] * 4
+    assert set(rows["env"]) == {"tools"}
+    trajectories = {t.id: t for t in load_trajectories(run)}
+    assert rows["task_id"] == [trajectories[i].task.id for i in rows["trajectory_id"]]
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        (SFTFilter(success_only=False), "kept 6 of 8 trajectories (2 failed)"),
+        (
+            SFTFilter(success_only=False, min_reward=0.5),
+            "kept 4 of 8 trajectories (2 failed, 2 below min_reward)",
+        ),
+        (
+            SFTFilter(success_only=False, drop_failed=False),
+            "kept 6 of 8 trajectories (2 without an assistant turn)",
+        ),
+        (
+            SFTFilter(success_only=False, drop_failed=False, min_reward=0.0),
+            "kept 6 of 8 trajectories (2 without a valid reward)",
+        ),
+        (
+            SFTFilter(max_per_task=1),
+            "kept 2 of 8 trajectories (2 failed, 2 unsuccessful, 2 over max_per_task)",
+        ),
+        (
+            SFTFilter(success_only=False, drop_failed=False, max_per_task=5),
+            "kept 6 of 8 trajectories (2 without an assistant turn)",
+        ),
+    ],
+)
+def test_filter_counts(run: Path, rules: SFTFilter, expected: str) -> None:
+    trajectories = load_trajectories(run)
+    kept, report = select_trajectories(trajectories, rules)
+    assert str(report) == expected
+    assert (report.total, report.kept) == (8, len(kept))
+    assert [t.id for t in kept] == [t.id for t in trajectories if t.id in {k.id for k in kept}]
+
+
+def test_max_per_task_keeps_the_best_total_rewards(run: Path) -> None:
+    solved = [t for t in load_trajectories(run) if t.success]
+    rewards = {"0-0": 1.0, "0-1": 1.5, "3-0": 1.1, "3-1": 1.1}
+    scored = [t.model_copy(update={"total_reward": rewards[t.id]}) for t in solved]
+    kept, report = select_trajectories(scored, SFTFilter(max_per_task=1))
+    assert [t.id for t in kept] == ["0-1", "3-0"]  # a tie keeps the first
+    assert str(report) == "kept 2 of 4 trajectories (2 over max_per_task)"
+
+
+def test_rows_hold_the_conversation_and_the_environments_tools(run: Path) -> None:
+    trajectory = next(t for t in load_trajectories(run) if t.success)
+    row = sft_dataset([trajectory])[0]
+    assert row["tools"] == make_env("tools").tool_schemas
+    assert row["messages"] == training_messages(trajectory)
+    roles = [m["role"] for m in row["messages"]]
+    assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
+    calls = [m for m in row["messages"] if m.get("tool_calls")]
+    first_call = trajectory.turns[0].assistant.tool_calls
+    assert first_call is not None
+    assert calls[0]["tool_calls"][0]["function"] == {
+        "name": first_call[0].function.name,
+        "arguments": json.loads(first_call[0].function.arguments),
+    }
+    assert row["messages"][-1]["content"].startswith("Answer: ")
+
+
+def test_each_message_keeps_exactly_its_own_keys() -> None:
+    """Json columns: no key of one tool call leaks into another, and floats keep their digits."""
+    config = RolloutConfig(env="tools", n=6, seed=0)
+    trajectories = _play(config, FunctionPolicy(solve)).trajectories
+    calls = [
+        (m.tool_calls[0].function.name, m.tool_calls[0].function.parsed_arguments())  # type: ignore[index]
+        for t in trajectories
+        for m in _tool_call_turns(t)
+    ]
+    assert len({tuple(sorted(arguments)) for _, arguments in calls}) > 1  # keys differ
+    rows = sft_dataset(trajectories)
+    stored = [
+        (m["tool_calls"][0]["function"]["name"], m["tool_calls"][0]["function"]["arguments"])
+        for messages in rows["messages"]
+        for m in messages
+        if m.get("tool_calls")
+    ]
+    assert stored == calls
+    precise = _conversation_with_call({"value": 1234.5678901234, "from_unit": "km"})
+    [row] = sft_dataset([precise], tools=[])
+    assert row["messages"][2]["tool_calls"][0]["function"]["arguments"] == {
+        "value": 1234.5678901234,
+        "from_unit": "km",
+    }
+
+
+def _tool_call_turns(trajectory: Trajectory) -> list[Message]:
+    return [turn.assistant for turn in trajectory.turns if turn.assistant.tool_calls]
+
+
+def _conversation_with_call(arguments: dict[str, Any]) -> Trajectory:
+    policy = ScriptedPolicy([tool_call("convert_units", arguments), "Answer: 1"])
+    config = RolloutConfig(env="tools", n=1, seed=0)
+    [trajectory] = _play(config, policy).trajectories
+    return trajectory.model_copy(update={"success": True})
+
+
+def test_the_dataset_survives_save_and_load(run: Path, tmp_path: Path) -> None:
+    from datasets import load_from_disk
+
+    rows = sft_dataset(run)
+    rows.save_to_disk(str(tmp_path / "sft"))
+    again = load_from_disk(str(tmp_path / "sft"))
+    assert again["messages"] == rows["messages"] and again["tools"] == rows["tools"]
+
+
+def test_messages_after_the_last_reply_are_cut() -> None:
+    config = RolloutConfig(env="tools", n=1, seed=0)
+    [trajectory] = _play(config, FunctionPolicy(solve), max_turns=1).trajectories
+    assert trajectory.conversation[-1].role == "tool"  # the turn limit came after a call
+    messages = training_messages(trajectory)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant"]
+
+
+def test_tools_come_from_the_trajectory_env_or_the_override(run: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "copied.jsonl"  # no config.yaml next to it
+    shutil.copy(run / "trajectories.jsonl", bare)
+    assert sft_dataset(bare)[0]["tools"] == make_env("tools").tool_schemas
+    assert sft_dataset(bare, tools=[])[0]["tools"] == []
+    strange = [t.model_copy(update={"env": "nowhere"}) for t in load_trajectories(run)]
+    with pytest.raises(ConfigError, match=re.escape("cannot build environment 'nowhere' to read")):
+        sft_dataset(strange)
+    with pytest.raises(ConfigError, match=re.escape("Pass tools= with the schemas the episodes")):
+        sft_dataset(strange)
+    assert len(sft_dataset(strange, tools=[])) == 4
+
+
+def test_the_text_rendered_for_training_shows_the_tools(run: Path, embedded_tok: Any) -> None:
+    row = sft_dataset(run)[0]
+    text = embedded_tok.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+    tools_block = text[text.index("<tools>\n") : text.index("\n</tools>")]
+    for schema in make_env("tools").tool_schemas:
+        assert json.dumps(schema, ensure_ascii=False) in tools_block
+    assert '<tool_call>\n{"name": ' in text and "<tool_response>" in text
+
+
+def test_a_malformed_line_is_named_by_file_and_line(run: Path, tmp_path: Path) -> None:
+    good = (run / "trajectories.jsonl").read_text().splitlines()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(f"{good[0]}\n\nnot json\n{good[1]}\n")
+    with pytest.raises(DataError) as error:
+        load_trajectories(broken)
+    assert str(error.value) == (
+        f"{broken}:3: invalid JSON (Expecting value at column 1): 'not json'"
+    )
+    assert (error.value.path, error.value.line) == (str(broken), 3)
+    broken.write_text(f'{good[0]}\n{{"id": "x"}}\n')
+    with pytest.raises(DataError, match=re.escape(f"{broken}:2: not a trajectory: task_index:")):
+        load_trajectories(broken)
+
+
+def test_a_torn_last_line_is_skipped(run: Path, tmp_path: Path) -> None:
+    good = (run / "trajectories.jsonl").read_bytes().splitlines(keepends=True)
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(good[0] + good[1] + good[2][:40])
+    assert [t.id for t in load_trajectories(torn)] == ["0-0", "0-1"]
+    torn.write_bytes(good[0] + '{"id": "S\u00e3o'.encode()[:-1])  # cut inside a character
+    assert [t.id for t in load_trajectories(torn)] == ["0-0"]
+    torn.write_bytes(good[0] + good[1].rstrip(b"\n"))  # a whole last line without its newline
+    assert [t.id for t in load_trajectories(torn)] == ["0-0", "0-1"]
+
+
+def test_paths_that_hold_no_trajectories(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_trajectories(tmp_path / "missing")
+    assert str(error.value) == (
+        f"{tmp_path / 'missing'} does not exist: expected a run directory made by "
+        "`rk-agent rollout`, or a trajectories JSONL file."
+    )
+    with pytest.raises(ConfigError) as error:
+        load_trajectories(tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path} holds no trajectories.jsonl: expected a run directory made by "
+        "`rk-agent rollout`, or a trajectories JSONL file."
+    )
+    empty = RunDir.create(tmp_path / "empty", RolloutConfig(env="tools"))
+    with pytest.raises(DataError, match=re.escape("no trajectories to train on (the run is")):
+        build_sft_data(empty.path)
+
+
+def test_a_filter_that_keeps_nothing_says_why(run: Path) -> None:
+    with pytest.raises(DataError) as error:
+        build_sft_data(run, filter=SFTFilter(min_reward=2.0))
+    assert str(error.value) == (
+        f"{run}: 0 of 8 trajectories passed the filter (success_only=True, min_reward=2.0, "
+        "drop_failed=True, max_per_task=None): 2 failed, 2 unsuccessful, 4 below min_reward. "
+        "Lower the threshold, relax the filter, or collect more episodes."
+    )
+
+
+def test_the_filter_rejects_unknown_settings() -> None:
+    with pytest.raises(ValidationError, match="min_rewrd"):
+        SFTFilter.model_validate({"min_rewrd": 0.5})
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        SFTFilter(max_per_task=0)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from rk_agent.trainers import sft_data
+
+    failures, tried = doctest.testmod(sft_data)
+    assert tried > 0 and failures == 0
