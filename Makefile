@@ -1,5 +1,5 @@
 # Developer tasks; .ci/run uses the same commands.
-.PHONY: install format lint typecheck test test-fast bench docs ci
+.PHONY: install format lint typecheck test test-fast bench bench-learning docs ci
 
 install:
 	uv sync --locked
@@ -28,6 +28,11 @@ bench:
 	uv run python benchmarks/bench_engine.py
 	uv run python benchmarks/bench_hf_batching.py
 	uv run python benchmarks/bench_reward_server.py
+	uv run python benchmarks/bench_grpo_overhead.py
+
+# About 40 minutes on 2 CPU cores: kept out of `make bench`.
+bench-learning:
+	uv run python benchmarks/bench_learning.py
 
 docs:
 	NO_MKDOCS_2_WARNING=1 uv run mkdocs build --strict

@@ -56,6 +56,13 @@ if TYPE_CHECKING:
     from rk_agent.rollouts.stub_server import StubServer
     from rk_agent.rollouts.testing import FunctionPolicy, ScriptedPolicy
     from rk_agent.rollouts.trajectory import Trajectory
+    from rk_agent.trainers.config import TrainConfig
+    from rk_agent.trainers.grpo import grpo_trainer
+    from rk_agent.trainers.rollout import EpisodeRollout
+    from rk_agent.trainers.run import run_training
+    from rk_agent.trainers.sft import build_sft_trainer
+    from rk_agent.trainers.sft_data import SFTFilter, build_sft_data, sft_dataset
+    from rk_agent.trainers.tasks import env_dataset
     from rk_agent.types import (
         EvaluateResult,
         FailureKind,
@@ -79,9 +86,10 @@ _EXPORTS: dict[str, str] = {
     "DataError": "rk_agent.errors",
     "EndpointError": "rk_agent.errors",
     "EnvError": "rk_agent.errors",
-    "FireworksError": "rk_agent.errors",
+    "EpisodeRollout": "rk_agent.trainers.rollout",
     "EvaluateResult": "rk_agent.types",
     "FailureKind": "rk_agent.types",
+    "FireworksError": "rk_agent.errors",
     "FunctionCall": "rk_agent.types",
     "FunctionPolicy": "rk_agent.rollouts.testing",
     "HFPolicy": "rk_agent.rollouts.hf_policy",
@@ -100,6 +108,7 @@ _EXPORTS: dict[str, str] = {
     "RewardStats": "rk_agent.rewards.stats",
     "RkAgentError": "rk_agent.errors",
     "RolloutConfig": "rk_agent.rollouts.config",
+    "SFTFilter": "rk_agent.trainers.sft_data",
     "SamplingParams": "rk_agent.rollouts.policy",
     "SandboxError": "rk_agent.errors",
     "ScriptedPolicy": "rk_agent.rollouts.testing",
@@ -109,13 +118,18 @@ _EXPORTS: dict[str, str] = {
     "Task": "rk_agent.envs.task",
     "Tool": "rk_agent.envs.tool",
     "ToolCall": "rk_agent.types",
+    "TrainConfig": "rk_agent.trainers.config",
     "Trajectory": "rk_agent.rollouts.trajectory",
     "UnknownNameError": "rk_agent.errors",
+    "build_sft_data": "rk_agent.trainers.sft_data",
+    "build_sft_trainer": "rk_agent.trainers.sft",
     "check_env": "rk_agent.envs.check",
     "combine": "rk_agent.rewards.compose",
+    "env_dataset": "rk_agent.trainers.tasks",
     "get_env_class": "rk_agent.envs.registry",
     "get_reward_function": "rk_agent.rewards.registry",
     "group_normalize": "rk_agent.rewards.stats",
+    "grpo_trainer": "rk_agent.trainers.grpo",
     "is_reward_function": "rk_agent.rewards.decorator",
     "list_envs": "rk_agent.envs.registry",
     "list_reward_functions": "rk_agent.rewards.registry",
@@ -125,6 +139,8 @@ _EXPORTS: dict[str, str] = {
     "reward_function": "rk_agent.rewards.decorator",
     "reward_stats": "rk_agent.rewards.stats",
     "run_rollouts": "rk_agent.rollouts.engine",
+    "run_training": "rk_agent.trainers.run",
+    "sft_dataset": "rk_agent.trainers.sft_data",
     "tool": "rk_agent.envs.tool",
 }
 
@@ -149,6 +165,7 @@ __all__ = [
     "DataError",
     "EndpointError",
     "EnvError",
+    "EpisodeRollout",
     "EvaluateResult",
     "FailureKind",
     "FireworksError",
@@ -170,6 +187,7 @@ __all__ = [
     "RewardStats",
     "RkAgentError",
     "RolloutConfig",
+    "SFTFilter",
     "SamplingParams",
     "SandboxError",
     "ScriptedPolicy",
@@ -179,14 +197,19 @@ __all__ = [
     "Task",
     "Tool",
     "ToolCall",
+    "TrainConfig",
     "Trajectory",
     "UnknownNameError",
     "__version__",
+    "build_sft_data",
+    "build_sft_trainer",
     "check_env",
     "combine",
+    "env_dataset",
     "get_env_class",
     "get_reward_function",
     "group_normalize",
+    "grpo_trainer",
     "is_reward_function",
     "list_envs",
     "list_reward_functions",
@@ -196,5 +219,7 @@ __all__ = [
     "reward_function",
     "reward_stats",
     "run_rollouts",
+    "run_training",
+    "sft_dataset",
     "tool",
 ]

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError
 
-__all__ = ["read_yaml_mapping", "validation_problems"]
+__all__ = ["apply_overrides", "read_yaml_mapping", "validation_problems"]
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
@@ -42,3 +42,23 @@ def validation_problems(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
     )
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Set command-line overrides on a config mapping, in place; ``None`` values are skipped.
+
+    Dotted names reach nested options: ``{"sampling.temperature": 0.2}``.
+
+    Example:
+        >>> apply_overrides({"sampling": {"top_p": 0.9}}, {"sampling.temperature": 0.2, "n": None})
+        {'sampling': {'top_p': 0.9, 'temperature': 0.2}}
+    """
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        target = data
+        *parents, leaf = key.split(".")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    return data

@@ -21,6 +21,8 @@ EXPECTED = {
     "SandboxError", "StepOutput", "ToolCall", "UnknownNameError", "__version__", "combine",
     "get_reward_function", "group_normalize", "is_reward_function", "list_reward_functions",
     "normalize_rewards", "register_reward_function", "reward_function", "reward_stats",
+    "EpisodeRollout", "SFTFilter", "TrainConfig", "build_sft_data", "build_sft_trainer",
+    "env_dataset", "grpo_trainer", "run_training", "sft_dataset",
 }  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rk_agent.config_files import read_yaml_mapping, validation_problems
+from rk_agent.config_files import apply_overrides, read_yaml_mapping, validation_problems
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.policy import SamplingParams
 
@@ -96,17 +96,8 @@ def load_rollout_config(
         ConfigError: the file cannot be read or parsed, or an option is unknown or invalid
             (the message names the option).
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        data = read_yaml_mapping(path)
-    for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        target = data
-        *parents, leaf = key.split(".")
-        for parent in parents:
-            target = target.setdefault(parent, {})
-        target[leaf] = value
+    data = read_yaml_mapping(path) if path is not None else {}
+    apply_overrides(data, overrides)
     try:
         return RolloutConfig.model_validate(data)
     except ValidationError as exc:

@@ -1,1 +1,14 @@
-"""rk_agent.trainers: arrives with its own issue."""
+"""rk_agent.trainers: environments, rewards and trajectories in; TRL GRPO and SFT runs out.
+
+Modules:
+    tasks: an environment's tasks as a TRL dataset (`env_dataset`).
+    episode_tokens: token-exact episodes and the environment mask (`EpisodeTokens`).
+    rollout: the multi-turn GRPO ``rollout_func`` (`EpisodeRollout`).
+    rewards: TRL reward functions, one per component, with episode statistics.
+    grpo: `grpo_trainer`, a TRL ``GRPOTrainer`` wired to an environment.
+    sft_data / sft: SFT (rejection sampling) from trajectories, assistant-only loss.
+    config / trl_args / wandb_setup / run: ``rk-agent train``'s config, TRL options with
+        device defaults, wandb (offline without a key), and the run itself.
+
+Heavy dependencies (torch, transformers, trl, datasets, wandb) load only when used.
+"""

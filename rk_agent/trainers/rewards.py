@@ -181,9 +181,7 @@ def single_turn_reward_funcs(
         `rk_agent.trainers.tasks.env_dataset` for the ground truth and metadata.
     """
     if rewards is None:
-        components = {
-            name: get_reward_function(r) for name, r in env.episode_reward_specs.items()
-        }
+        components = {name: get_reward_function(r) for name, r in env.episode_reward_specs.items()}
         weights = [env.episode_reward_weights.get(name, 1.0) for name in components]
     else:
         components = {name: get_reward_function(r) for name, r in rewards.items()}

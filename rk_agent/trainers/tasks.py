@@ -3,9 +3,9 @@
 Each row is one task, reset with its own seed: a conversational ``prompt`` (the opening system
 and user messages), ``ground_truth`` (as text: JSON when it is not a string), ``task_id``,
 ``seed`` and ``task`` (the whole `Task` as JSON, which the multi-turn rollout and the
-single-turn rewards decode). The first prompt message carries the task id under ``rk_task``
-(chat templates ignore unknown keys): TRL hands a ``rollout_func`` only the prompts, and this is
-how it finds the task behind each one.
+single-turn rewards decode). Each prompt message carries the task id under ``rk_task`` (chat
+templates ignore unknown keys): TRL hands a ``rollout_func`` only the prompts, and this is how
+it finds the task behind each one.
 
 Main names: `env_dataset`, `TaskTable`, `TASK_KEY`.
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["TASK_KEY", "TaskRow", "TaskTable", "env_dataset", "task_rows"]
 
 TASK_KEY = "rk_task"
-"""The key on a prompt's first message naming the row's task (see the module docstring)."""
+"""The key on each prompt message naming the row's task (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -79,11 +79,11 @@ def task_rows(env: ChatEnv, n: int | None = None, seed: int = 0) -> list[TaskRow
 
 
 def _prompt(task: Task) -> list[dict[str, Any]]:
-    prompt = [{"role": m.role, "content": m.text} for m in task.messages]
-    if not prompt:
+    if not task.messages:
         raise DataError(f"task {task.id!r} has no opening messages to prompt the model with.")
-    prompt[0][TASK_KEY] = task.id
-    return prompt
+    # Every message carries the id, so all messages of all rows have the same keys and types
+    # (tables such as wandb's refuse a column whose messages differ in shape).
+    return [{"role": m.role, "content": m.text, TASK_KEY: task.id} for m in task.messages]
 
 
 def _text(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""Shared fixtures for trainer tests: the embedded tokenizer and a tiny random Llama using it."""
+"""Shared fixtures: the embedded tokenizer and a tiny random Llama that uses it."""
 
 from __future__ import annotations
 

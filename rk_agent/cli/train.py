@@ -1,0 +1,170 @@
+"""``rk-agent train grpo`` and ``rk-agent train sft``: TRL training from a config and flags.
+
+Any option of TRL's ``GRPOConfig`` / ``SFTConfig`` can be given as an extra flag, in the
+Hugging Face spelling (``--learning_rate 1e-5``, ``--max-steps=20``, ``--bf16``); it overrides
+the ``trl:`` section of ``--config``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from rk_agent.cli.rollout import EXIT_INTERRUPTED
+
+app = typer.Typer(
+    help="Train a model with TRL: GRPO on an environment, or SFT on trajectories.",
+    no_args_is_help=True,
+)
+
+_EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+ConfigOpt = Annotated[
+    str | None,
+    typer.Option("--config", "-c", help="YAML train config (configs/train/*.yaml)."),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", help="Model folder or hub id. Default: the embedded SmolLM2-135M."
+    ),
+]
+OutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output-dir", "-o", help="Run folder (default: runs/train-<kind>-<env>-<time>)."
+    ),
+]
+ResumeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--resume",
+        help="auto (default: the last checkpoint in the run folder, if any), true, false, "
+        "or a checkpoint folder.",
+    ),
+]
+WandbOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--wandb/--no-wandb",
+        help="Log to Weights & Biases (default: on when installed; offline without a key).",
+        show_default=False,
+    ),
+]
+
+
+def _resume(value: str | None) -> bool | str | None:
+    if value is None:
+        return None
+    lowered = value.lower()
+    return {"true": True, "false": False}.get(lowered, value)
+
+
+def _train(kind: str, ctx: typer.Context, config: str | None, overrides: dict[str, Any]) -> None:
+    from rk_agent.trainers.config import load_train_config
+    from rk_agent.trainers.run import run_training
+    from rk_agent.trainers.trl_args import parse_cli_overrides, trl_config_class
+
+    trl_overrides = parse_cli_overrides(list(ctx.args), trl_config_class(kind))  # type: ignore[arg-type]
+    resolved = load_train_config(config, {"kind": kind, **overrides}, trl_overrides)
+    outcome = run_training(resolved, say=typer.echo)
+    if outcome.interrupted:
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+@app.command(context_settings=_EXTRA)
+def grpo(
+    ctx: typer.Context,
+    env: Annotated[
+        str | None,
+        typer.Option("--env", "-e", help="Environment: tools, math, code, guess, file.py::Class."),
+    ] = None,
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    output_dir: OutputOpt = None,
+    n_tasks: Annotated[int | None, typer.Option("--n-tasks", help="Training tasks.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="First task seed.")] = None,
+    max_turns: Annotated[int | None, typer.Option("--max-turns", help="Turns per episode.")] = None,
+    tasks: Annotated[
+        str | None, typer.Option("--tasks", help="A JSONL task dataset instead of generated tasks.")
+    ] = None,
+    reward: Annotated[
+        list[str] | None,
+        typer.Option("--reward", help="Episode reward replacing the env's (repeatable)."),
+    ] = None,
+    single_turn: Annotated[
+        bool,
+        typer.Option("--single-turn", help="Train on one reply per task instead of episodes."),
+    ] = False,
+    resume: ResumeOpt = None,
+    wandb: WandbOpt = None,
+) -> None:
+    """GRPO on an environment: whole episodes, environment tokens masked out of the loss.
+
+    Example: rk-agent train grpo --env tools --max_steps 20 --learning_rate 1e-5
+    """
+    _train(
+        "grpo",
+        ctx,
+        config,
+        {
+            "env": env,
+            "model": model,
+            "output_dir": output_dir,
+            "n_tasks": n_tasks,
+            "seed": seed,
+            "max_turns": max_turns,
+            "tasks": tasks,
+            "rewards": reward or None,
+            "multi_turn": False if single_turn else None,
+            "resume": _resume(resume),
+            "wandb.enabled": wandb,
+        },
+    )
+
+
+@app.command(context_settings=_EXTRA)
+def sft(
+    ctx: typer.Context,
+    trajectories: Annotated[
+        str | None,
+        typer.Option(
+            "--trajectories", "-t", help="A rollout run folder or a trajectories JSONL file."
+        ),
+    ] = None,
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    output_dir: OutputOpt = None,
+    min_reward: Annotated[
+        float | None, typer.Option("--min-reward", help="Keep episodes scoring at least this.")
+    ] = None,
+    include_unsuccessful: Annotated[
+        bool,
+        typer.Option("--include-unsuccessful", help="Keep unsolved episodes too."),
+    ] = False,
+    max_per_task: Annotated[
+        int | None, typer.Option("--max-per-task", help="Keep the best N episodes per task.")
+    ] = None,
+    resume: ResumeOpt = None,
+    wandb: WandbOpt = None,
+) -> None:
+    """SFT on trajectories (rejection sampling): the assistant's tokens of the kept episodes.
+
+    Example: rk-agent train sft --trajectories runs/tools-solver --num_train_epochs 2
+    """
+    _train(
+        "sft",
+        ctx,
+        config,
+        {
+            "trajectories": trajectories,
+            "model": model,
+            "output_dir": output_dir,
+            "sft_filter.min_reward": min_reward,
+            "sft_filter.success_only": False if include_unsuccessful else None,
+            "sft_filter.max_per_task": max_per_task,
+            "resume": _resume(resume),
+            "wandb.enabled": wandb,
+        },
+    )

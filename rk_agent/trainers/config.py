@@ -1,0 +1,232 @@
+"""The training configuration: every option of ``rk-agent train grpo|sft``, from YAML and flags.
+
+A YAML file gives any option; flags override it (dotted names for nested ones, such as
+``wandb.mode``); TRL's own options live under ``trl:`` and come from extra flags such as
+``--learning_rate 1e-5`` (see `rk_agent.trainers.trl_args`). The resolved configuration is
+saved with the run as ``rk_agent_config.yaml``, secrets redacted. A run resumes from the last
+complete checkpoint in its output directory.
+
+Main names: `TrainConfig`, `WandbSettings`, `load_train_config`, `save_train_config`,
+`last_checkpoint`, `resume_checkpoint`.
+
+Example::
+
+    config = load_train_config(
+        "configs/train/grpo_tools.yaml", {"kind": "grpo"}, {"learning_rate": 2e-5}
+    )
+    save_train_config(config)
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from rk_agent.config_files import apply_overrides, read_yaml_mapping, validation_problems
+from rk_agent.errors import ConfigError
+from rk_agent.trainers.wandb_setup import redact, secret_values
+
+__all__ = [
+    "CONFIG_FILE",
+    "TrainConfig",
+    "WandbSettings",
+    "last_checkpoint",
+    "load_train_config",
+    "resume_checkpoint",
+    "save_train_config",
+]
+
+CONFIG_FILE = "rk_agent_config.yaml"
+"""The name of the resolved configuration saved in a run's output directory."""
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class WandbSettings(BaseModel):
+    """Weights & Biases logging (see `rk_agent.trainers.wandb_setup`).
+
+    Attributes:
+        enabled: ``None`` logs when wandb is installed; ``False`` never; ``True`` requires it.
+        project: the W&B project.
+        mode: ``online``, ``offline`` or ``disabled``; ``None`` is online when an API key is
+            found and offline (upload later with ``wandb sync``) when not.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = None
+    project: str = "rk-agent"
+    mode: Literal["online", "offline", "disabled"] | None = None
+
+
+class TrainConfig(BaseModel):
+    """Everything a training run needs. Saved as the run's ``rk_agent_config.yaml``.
+
+    Attributes:
+        kind: ``grpo`` (reinforcement learning on an environment) or ``sft`` (supervised
+            fine-tuning on trajectories).
+        env: environment: short name, Gymnasium id, ``file.py::Class`` or ``module:Class``.
+        env_kwargs: keyword arguments for the environment's constructor.
+        tasks: a JSONL dataset of tasks instead of the environment's generator.
+        model: model name, hub id or local folder; ``None`` is the embedded default model.
+        rewards: episode rewards replacing the environment's (names or paths).
+        multi_turn: GRPO plays whole episodes (tool calls and their results); ``False``
+            trains on single-turn prompts from the tasks.
+        n_tasks: training tasks, drawn with seeds ``seed`` .. ``seed + n_tasks - 1``.
+        seed: the first task seed.
+        max_turns: assistant turns per episode (``None``: the environment's default).
+        trajectories: SFT's source: a rollout run directory or a trajectories JSONL file.
+        sft_filter: which trajectories SFT keeps (fields of the SFT filter).
+        output_dir: the run directory (default ``runs/train-<kind>-<env>-<timestamp>``).
+        resume: ``"auto"`` resumes from the last checkpoint in ``output_dir`` if there is one;
+            ``True`` requires one; ``False`` starts afresh; a path names the checkpoint.
+        wandb: Weights & Biases logging.
+        trl: options of TRL's ``GRPOConfig`` / ``SFTConfig`` (``learning_rate``, ``max_steps``,
+            ...); options left out get device defaults.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["grpo", "sft"]
+    env: str = "tools"
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    tasks: str | None = None
+    model: str | None = None
+    rewards: list[str] = Field(default_factory=list)
+    multi_turn: bool = True
+    n_tasks: int = Field(default=64, ge=1)
+    seed: int = 0
+    max_turns: int | None = Field(default=None, ge=1)
+    trajectories: str | None = None
+    sft_filter: dict[str, Any] = Field(default_factory=dict)
+    output_dir: str | None = None
+    resume: bool | str = "auto"
+    wandb: WandbSettings = Field(default_factory=WandbSettings)
+    trl: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _resolve(self) -> TrainConfig:
+        if self.kind == "sft" and not self.trajectories:
+            raise PydanticCustomError(
+                "sft_source",
+                "sft needs trajectories: a rollout run directory or a trajectories JSONL file "
+                "(--trajectories RUN_DIR)",
+            )
+        if self.output_dir is None:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+            self.output_dir = f"runs/train-{self.kind}-{_slug(self.env)}-{stamp}"
+        return self
+
+
+def _slug(env: str) -> str:
+    """A folder-name-safe form of an env spec: ``pkg.mod:MyEnv`` -> ``MyEnv``."""
+    tail = re.split(r"::|:|/", env)[-1].removesuffix(".py")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", tail).strip("-.") or "env"
+
+
+def load_train_config(
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    trl_overrides: dict[str, Any] | None = None,
+) -> TrainConfig:
+    """Read a YAML config (optional), apply flag overrides, and check TRL's options.
+
+    Args:
+        path: a YAML file of `TrainConfig` options.
+        overrides: options from flags; dotted names reach nested ones (``"wandb.mode"``);
+            ``None`` values (flags not given) are skipped.
+        trl_overrides: TRL options from extra flags (`rk_agent.trainers.trl_args.
+            parse_cli_overrides`), applied over the file's ``trl:`` section. An
+            ``output_dir`` here moves to the top level.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, an option is unknown or invalid
+            (named, with "did you mean" for TRL options), or a TRL option has the wrong type.
+    """
+    data = read_yaml_mapping(path) if path is not None else {}
+    apply_overrides(data, overrides)
+    where = f" in {path}" if path else ""
+    trl = data.get("trl") or {}
+    if not isinstance(trl, dict):
+        raise ConfigError(f"invalid train config{where}: trl must be a mapping of TRL options.")
+    trl = {**trl, **(trl_overrides or {})}
+    if "output_dir" in trl:
+        data["output_dir"] = str(trl.pop("output_dir"))
+    data["trl"] = trl
+    try:
+        config = TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid train config{where}: {validation_problems(exc)}.") from exc
+    from rk_agent.trainers.trl_args import trl_config_class, validate_trl_values
+
+    config.trl = validate_trl_values(trl_config_class(config.kind), config.trl)
+    return config
+
+
+def save_train_config(config: TrainConfig, output_dir: str | Path | None = None) -> Path:
+    """Write the resolved config to ``<output_dir>/rk_agent_config.yaml``, secrets redacted.
+
+    Settings named like credentials and the values of credential environment variables
+    (`rk_agent.trainers.wandb_setup.secret_values`) are replaced by ``***``.
+
+    Returns:
+        The file written.
+    """
+    import yaml
+
+    folder = Path(output_dir if output_dir is not None else str(config.output_dir))
+    folder.mkdir(parents=True, exist_ok=True)
+    data = redact(config.model_dump(mode="json"), secret_values())
+    path = folder / CONFIG_FILE
+    header = f"# rk-agent train {config.kind}, as resolved; rerun with --config {path}\n"
+    path.write_text(header + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def last_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest complete ``checkpoint-<step>`` folder in ``output_dir``, or ``None``.
+
+    A checkpoint counts once its ``trainer_state.json`` exists (the Trainer writes it last),
+    so one cut short by a crash is skipped.
+    """
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return None
+    steps = [
+        (int(match.group(1)), child)
+        for child in folder.iterdir()
+        if (match := _CHECKPOINT.match(child.name)) and (child / "trainer_state.json").is_file()
+    ]
+    return max(steps)[1] if steps else None
+
+
+def resume_checkpoint(config: TrainConfig) -> Path | None:
+    """The checkpoint to resume from, following ``config.resume``; ``None`` starts afresh.
+
+    Raises:
+        ConfigError: ``resume: true`` with no checkpoint in ``output_dir``, or a checkpoint
+            path that does not exist.
+    """
+    resume = config.resume
+    if resume is False:
+        return None
+    if isinstance(resume, str) and resume != "auto":
+        path = Path(resume)
+        if not path.is_dir():
+            raise ConfigError(
+                f"resume: checkpoint {resume!r} does not exist; give a checkpoint-<step> "
+                "folder, 'auto' (the last one in output_dir, if any) or false."
+            )
+        return path
+    found = last_checkpoint(str(config.output_dir))
+    if found is None and resume is True:
+        raise ConfigError(
+            f"resume: true but {config.output_dir} has no complete checkpoint-<step> folder; "
+            "use resume: auto to start afresh when there is none."
+        )
+    return found

@@ -1,0 +1,164 @@
+"""One training run from a `TrainConfig`: what ``rk-agent train grpo|sft`` does.
+
+`run_training` resolves the run (output folder, checkpoint to resume from, wandb plan, TRL's
+config with device defaults), saves the resolved config next to the checkpoints, builds the
+trainer (`grpo_trainer` or `build_sft_trainer`), trains, and saves the final model with its
+tokenizer in ``<output_dir>/final``, a folder ``rk-agent rollout --model`` takes as is.
+Checkpoints are TRL's own (``checkpoint-<step>``, every ``save_steps``); a run started again
+with the same ``output_dir`` resumes from the last one (``resume: auto``). Ctrl-C stops
+training and keeps every checkpoint already written.
+
+Main names: `run_training`, `TrainOutcome`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rk_agent.config_files import validation_problems
+from rk_agent.envs.registry import get_env_class
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.local_model import DEFAULT_MODEL
+from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_config
+from rk_agent.trainers.trl_args import build_trl_args, trl_config_class
+from rk_agent.trainers.wandb_setup import apply_wandb, finish_wandb, plan_wandb
+
+__all__ = ["TrainOutcome", "run_training"]
+
+FINAL_DIR = "final"
+CPU_SMOKE_STEPS = 4
+
+
+@dataclass
+class TrainOutcome:
+    """What a training run left behind.
+
+    Attributes:
+        output_dir: the run's folder (checkpoints, config, logs).
+        final_model: the trained model and tokenizer (``None`` when interrupted).
+        global_step: optimizer steps done, resumed ones included.
+        resumed_from: the checkpoint the run continued from, if any.
+        interrupted: whether Ctrl-C stopped it.
+        log_history: TRL's logged metrics, one dict per logging step.
+    """
+
+    output_dir: Path
+    final_model: Path | None
+    global_step: int
+    resumed_from: Path | None
+    interrupted: bool
+    log_history: list[dict[str, Any]]
+
+
+def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> TrainOutcome:
+    """Train as ``config`` says; see the module docstring.
+
+    Args:
+        config: the resolved training config.
+        say: where progress lines go (the CLI prints them).
+
+    Raises:
+        ConfigError: an option is invalid (unknown TRL option, bad env, no checkpoint to
+            resume with ``resume: true``).
+        DataError: the SFT trajectories are unreadable or none passes the filter.
+    """
+    if config.kind == "grpo":
+        get_env_class(config.env)  # an unknown env fails here, before anything is written
+    output_dir = Path(str(config.output_dir))
+    resumed_from = resume_checkpoint(config)
+    plan = plan_wandb(config.wandb, output_dir)
+    values = dict(config.trl)
+    values.setdefault("report_to", plan.report_to)
+    if config.kind == "grpo" and plan.report_to:
+        # The completions table (with the turn-by-turn `trajectory` column) goes to wandb.
+        values.setdefault("log_completions", True)
+        values.setdefault("num_completions_to_print", 1)
+    args = build_trl_args(trl_config_class(config.kind), values, output_dir=output_dir)
+    if _smoke_run(config, args):
+        args.max_steps = CPU_SMOKE_STEPS
+        say(
+            f"CPU and no max_steps/num_train_epochs given: training {CPU_SMOKE_STEPS} steps "
+            "(a smoke run); set --max_steps N for a real run."
+        )
+    saved = save_train_config(config, output_dir)
+    say(f"run folder: {output_dir} (config: {saved.name})")
+    if resumed_from is not None:
+        say(f"resuming from {resumed_from}")
+    trainer = _grpo(config, args) if config.kind == "grpo" else _sft(config, args, say)
+    for note in plan.notes:
+        say(note)
+    apply_wandb(plan)
+    interrupted = False
+    try:
+        trainer.train(resume_from_checkpoint=str(resumed_from) if resumed_from else None)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        finish_wandb()
+    final: Path | None = None
+    if interrupted:
+        say(
+            f"interrupted at step {trainer.state.global_step}; checkpoints so far are kept in "
+            f"{output_dir}. Run the same command again to resume from the last one."
+        )
+    else:
+        final = output_dir / FINAL_DIR
+        trainer.save_model(str(final))
+        trainer.processing_class.save_pretrained(str(final))
+        say(f"model saved to {final}; evaluate it with `rk-agent rollout --model {final}`")
+    return TrainOutcome(
+        output_dir=output_dir,
+        final_model=final,
+        global_step=int(trainer.state.global_step),
+        resumed_from=resumed_from,
+        interrupted=interrupted,
+        log_history=list(trainer.state.log_history),
+    )
+
+
+def _smoke_run(config: TrainConfig, args: Any) -> bool:
+    """GRPO on a CPU with no length given: a few steps, not TRL's 3 epochs (hours)."""
+    given = {"max_steps", "num_train_epochs"} & config.trl.keys()
+    return config.kind == "grpo" and bool(args.use_cpu) and not given
+
+
+def _env_kwargs(config: TrainConfig) -> dict[str, Any]:
+    kwargs = dict(config.env_kwargs)
+    if config.tasks is not None:
+        kwargs["tasks"] = config.tasks
+    if config.max_turns is not None:
+        kwargs["max_turns"] = config.max_turns
+    return kwargs
+
+
+def _grpo(config: TrainConfig, args: Any) -> Any:
+    from rk_agent.trainers.grpo import grpo_trainer
+
+    return grpo_trainer(
+        config.env,
+        args=args,
+        model=config.model,
+        env_kwargs=_env_kwargs(config),
+        n_tasks=None if config.tasks is not None else config.n_tasks,
+        seed=config.seed,
+        multi_turn=config.multi_turn,
+        rewards=config.rewards or None,
+    )
+
+
+def _sft(config: TrainConfig, args: Any, say: Callable[[str], None]) -> Any:
+    from rk_agent.trainers.sft import build_sft_trainer
+    from rk_agent.trainers.sft_data import SFTFilter, build_sft_data
+
+    try:
+        rules = SFTFilter.model_validate(config.sft_filter)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid sft_filter: {validation_problems(exc)}.") from exc
+    data = build_sft_data(str(config.trajectories), filter=rules)
+    say(f"SFT data: {data.report}")
+    return build_sft_trainer(config.model or DEFAULT_MODEL, None, data.dataset, args)
