@@ -196,7 +196,7 @@ class Scorer:
     async def score(self, kwargs: dict[str, Any], loc: list[str | int]) -> EvaluateResult:
         try:
             result = await (self._async(kwargs) if self.is_async else self._sync(kwargs))
-        except (asyncio.TimeoutError, _TimedOut):
+        except (TimeoutError, _TimedOut):
             return self._timed_out()
         except (RewardInputError, ConfigError) as exc:
             raise _Misuse(loc, exc) from exc

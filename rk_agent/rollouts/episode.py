@@ -79,7 +79,7 @@ async def play_episode(
         sampling = sampling.model_copy(update={"seed": sampling.seed + slot.sample})
     try:
         await asyncio.wait_for(_loop(env, policy, slot, sampling, record), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         record.stop_reason = StopReason.TIMEOUT
         record.failure = Failure(
             kind=FailureKind.TIMEOUT,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import platform
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -139,7 +139,7 @@ class RunDir:
         manifest: dict[str, Any] = {}
         if manifest_file.is_file():
             manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
         manifest.setdefault("started_at", now)
         manifest.setdefault("python", platform.python_version())
         manifest.setdefault("packages", _versions())
