@@ -57,6 +57,9 @@ class EpisodeRollout:
         max_batch_size: most episodes generated together (default: the whole generation batch).
         trajectory_log: append every episode's `Trajectory` (one JSON line, with the training
             step in its metadata) to this file, e.g. ``<output_dir>/trajectories.jsonl``.
+        max_wait_ms: how long generation waits for more episodes' turns before starting a batch
+            (the episodes of a step reach each turn a few milliseconds apart; one batch per turn
+            instead of several is what keeps multi-turn steps cheap).
 
     Example::
 
@@ -75,6 +78,7 @@ class EpisodeRollout:
         episode_timeout_s: float | None = None,
         max_batch_size: int | None = None,
         trajectory_log: str | Path | None = None,
+        max_wait_ms: float = 50.0,
     ) -> None:
         self.env_factory = env_factory
         self.tasks = tasks
@@ -83,6 +87,7 @@ class EpisodeRollout:
         self.episode_timeout_s = episode_timeout_s
         self.max_batch_size = max_batch_size
         self.trajectory_log = Path(trajectory_log) if trajectory_log is not None else None
+        self.max_wait_ms = max_wait_ms
         self._envs: list[ChatEnv] = []
         self.__name__ = "rk_agent_episode_rollout"
 
@@ -101,7 +106,7 @@ class EpisodeRollout:
                 model,
                 tokenizer=trainer.processing_class,
                 max_batch_size=self.max_batch_size or len(rows),
-                max_wait_ms=5.0,
+                max_wait_ms=self.max_wait_ms,
                 name=str(getattr(model.config, "name_or_path", "") or "policy"),
             )
             try:
