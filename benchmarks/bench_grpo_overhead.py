@@ -24,24 +24,15 @@ from typing import Any
 
 
 def _args(out: str, steps: int, budget: int, **extra: Any) -> Any:
+    """The same GRPO settings for both runs, plus rk-agent's CPU defaults (fp32, ...)."""
     from trl import GRPOConfig
 
-    return GRPOConfig(
-        output_dir=out,
-        max_steps=steps,
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=budget,
-        learning_rate=1e-6,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        seed=0,
-        **extra,
-    )
+    from rk_agent.trainers.trl_args import build_trl_args
+
+    values = {"max_steps": steps, "per_device_train_batch_size": 8, "num_generations": 4,
+              "max_completion_length": budget, "learning_rate": 1e-6, "save_strategy": "no",
+              "report_to": [], "seed": 0, **extra}  # fmt: skip
+    return build_trl_args(GRPOConfig, values, output_dir=out, has_gpu=False)
 
 
 def _step_times(trainer: Any) -> list[float]:

@@ -97,10 +97,19 @@ def _solver_episodes(n: int) -> list[Any]:
     return list(result.trajectories)
 
 
+def _cpu_args(config_cls: Any, out: Path, settings: dict[str, Any]) -> Any:
+    """TRL's config with rk-agent's CPU defaults (fp32, no checkpointing), no saving or wandb."""
+    from rk_agent.trainers.trl_args import build_trl_args
+
+    values = {"save_strategy": "no", "report_to": [], "seed": 0, **settings}
+    return build_trl_args(config_cls, values, output_dir=out, has_gpu=False)
+
+
 def _sft(model: str, out: Path, tasks: int, epochs: float, lr: float) -> str:
     from trl import SFTConfig
 
     from rk_agent.envs.registry import make_env
+    from rk_agent.trainers.run import save_final
     from rk_agent.trainers.sft import build_sft_trainer
     from rk_agent.trainers.sft_data import SFTFilter, build_sft_data
 
@@ -108,51 +117,23 @@ def _sft(model: str, out: Path, tasks: int, epochs: float, lr: float) -> str:
     episodes = _solver_episodes(tasks)
     data = build_sft_data(episodes, filter=SFTFilter(success_only=True), tools=tools)
     print(f"  SFT data: {data.report}", flush=True)
-    args = SFTConfig(
-        output_dir=str(out / "sft"),
-        num_train_epochs=epochs,
-        per_device_train_batch_size=4,
-        learning_rate=lr,
-        lr_scheduler_type="cosine",
-        warmup_steps=5,
-        max_length=1024,
-        logging_steps=10,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        seed=0,
-    )
+    settings = {"num_train_epochs": epochs, "learning_rate": lr, "lr_scheduler_type": "cosine",
+                "warmup_steps": 5, "max_length": 1024, "logging_steps": 10}  # fmt: skip
+    args = _cpu_args(SFTConfig, out / "sft", settings)
     trainer = build_sft_trainer(model, None, data.dataset, args)
     trainer.train()
-    final = out / "sft" / "final"
-    trainer.save_model(str(final))
-    trainer.processing_class.save_pretrained(str(final))
-    return str(final)
+    return str(save_final(trainer, out / "sft"))
 
 
 def _grpo(model: str, out: Path, steps: int, lr: float, budget: int, max_turns: int) -> str:
     from trl import GRPOConfig
 
     from rk_agent.trainers.grpo import grpo_trainer
+    from rk_agent.trainers.run import save_final
 
-    args = GRPOConfig(
-        output_dir=str(out / "grpo"),
-        max_steps=steps,
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_completion_length=budget,
-        learning_rate=lr,
-        temperature=1.0,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        seed=0,
-    )
+    settings = {"max_steps": steps, "per_device_train_batch_size": 8, "num_generations": 4,
+                "max_completion_length": budget, "learning_rate": lr}  # fmt: skip
+    args = _cpu_args(GRPOConfig, out / "grpo", settings)
     trainer = grpo_trainer(
         "tools",
         model=model,
@@ -172,10 +153,7 @@ def _grpo(model: str, out: Path, steps: int, lr: float, budget: int, max_turns: 
                 f"step_time {log.get('step_time', float('nan')):.1f}s",
                 flush=True,
             )
-    final = out / "grpo" / "final"
-    trainer.save_model(str(final))
-    trainer.processing_class.save_pretrained(str(final))
-    return str(final)
+    return str(save_final(trainer, out / "grpo"))
 
 
 def _z(p1: float, p2: float, n: int) -> float:

@@ -28,7 +28,7 @@ from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_
 from rk_agent.trainers.trl_args import build_trl_args, trl_config_class
 from rk_agent.trainers.wandb_setup import apply_wandb, finish_wandb, plan_wandb
 
-__all__ = ["TrainOutcome", "run_training"]
+__all__ = ["TrainOutcome", "run_training", "save_final"]
 
 FINAL_DIR = "final"
 CPU_SMOKE_STEPS = 4
@@ -107,9 +107,7 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
             f"{output_dir}. Run the same command again to resume from the last one."
         )
     else:
-        final = output_dir / FINAL_DIR
-        trainer.save_model(str(final))
-        trainer.processing_class.save_pretrained(str(final))
+        final = save_final(trainer, output_dir)
         say(f"model saved to {final}; evaluate it with `rk-agent rollout --model {final}`")
     return TrainOutcome(
         output_dir=output_dir,
@@ -119,6 +117,17 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         interrupted=interrupted,
         log_history=list(trainer.state.log_history),
     )
+
+
+def save_final(trainer: Any, output_dir: str | Path) -> Path:
+    """Save the trained model and its tokenizer to ``<output_dir>/final`` and return that folder.
+
+    The folder is a complete model: ``rk-agent rollout --model`` and ``from_pretrained`` take it.
+    """
+    final = Path(output_dir) / FINAL_DIR
+    trainer.save_model(str(final))
+    trainer.processing_class.save_pretrained(str(final))
+    return final
 
 
 def _smoke_run(config: TrainConfig, args: Any) -> bool:
