@@ -86,14 +86,18 @@ def translate_error(exc: Exception, endpoint: Endpoint) -> EndpointError:
     def clean(text: str) -> str:
         return redact(text, endpoint.key)[:_MAX_MESSAGE]
 
-    if isinstance(exc, openai.APITimeoutError):
-        return EndpointError(
-            f"{url} did not answer within {endpoint.timeout_s:g}s (timeout)",
-            retryable=True,
-            url=url,
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc
+    if isinstance(exc, openai.APIConnectionError):  # the SDK's timeout error is one too
+        cause = _root_cause(exc)
+        # The aiohttp transport reports any dropped connection as a connect *timeout*; the
+        # root cause tells a real timeout from a server that hung up.
+        if isinstance(exc, openai.APITimeoutError) and (
+            cause is exc or isinstance(cause, TimeoutError)
+        ):
+            return EndpointError(
+                f"{url} did not answer within {endpoint.timeout_s:g}s (timeout)",
+                retryable=True,
+                url=url,
+            )
         detail = clean(f"{type(cause).__name__}: {cause}")
         return EndpointError(f"could not reach {url}: {detail}", retryable=True, url=url)
     if isinstance(exc, openai.APIStatusError):
@@ -138,6 +142,15 @@ def retry_after_s(error: EndpointError) -> float | None:
     in seconds; an HTTP date counts from now. ``None`` when there is none."""
     response = getattr(error.__cause__, "response", None)
     return retry_after_seconds(getattr(response, "headers", None))
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost exception of ``exc``'s ``__cause__`` chain (``exc`` when it has none)."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
 
 
 def _server_message(exc: Any) -> str:
