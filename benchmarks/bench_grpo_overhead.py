@@ -64,6 +64,9 @@ def main() -> None:
     parser.add_argument("--turn-tokens", type=int, default=16, help="most tokens per reply")
     parser.add_argument("--max-turns", type=int, default=4)
     parser.add_argument("--tiny", action="store_true", help="a random 2-layer model")
+    parser.add_argument(
+        "--no-reuse-kv", action="store_true", help="re-prefill every turn in full (to compare)"
+    )
     a = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -88,6 +91,7 @@ def main() -> None:
     )
     lengths: list[int] = []
     rollout = multi.rollout_func
+    rollout.reuse_kv = not a.no_reuse_kv
 
     def measured(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         out = rollout(prompts, trainer)
@@ -131,7 +135,9 @@ def main() -> None:
     a_med, b_med = statistics.median(multi_times), statistics.median(plain_times)
     print(f"model: {'tiny random Llama' if a.tiny else 'embedded SmolLM2-135M'}; CPU; batch 8 "
           f"(2 tasks x 4 generations); {a.steps} timed steps each")  # fmt: skip
-    print(f"multi-turn (guess, {turns:.1f} turns, {completion} completion tokens incl. env): "
+    reuse = "off" if a.no_reuse_kv else "on"
+    print(f"multi-turn (guess, {turns:.1f} turns, {completion} completion tokens incl. env, "
+          f"KV reuse {reuse}): "
           f"{a_med:.2f} s/step (steps {', '.join(f'{t:.2f}' for t in multi_times)}; "
           f"wall {multi_wall:.0f} s)")  # fmt: skip
     plain_steps = ", ".join(f"{t:.2f}" for t in plain_times)

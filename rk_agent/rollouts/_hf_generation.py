@@ -24,6 +24,7 @@ from transformers import (
     StoppingCriteriaList,
 )
 
+from rk_agent.rollouts._kv_reuse import PrefixCache, build_layout
 from rk_agent.rollouts.policy import SamplingParams
 
 __all__ = ["BatchRow", "LogprobRecorder", "RowStops", "finish_row", "generate_rows"]
@@ -50,15 +51,19 @@ def generate_rows(
     eos_ids: set[int],
     pad_id: int,
     generate_kwargs: dict[str, Any],
+    cache: PrefixCache | None = None,
 ) -> list[Row]:
-    """One left-padded ``model.generate`` for ``rows``, all sampled with ``sampling``."""
-    width = max(len(r.prompt_ids) for r in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), width), dtype=torch.long)
-    for index, row in enumerate(rows):
-        n = len(row.prompt_ids)
-        input_ids[index, width - n :] = torch.tensor(row.prompt_ids, dtype=torch.long)
-        attention[index, width - n :] = 1
+    """One left-padded ``model.generate`` for ``rows``, all sampled with ``sampling``.
+
+    With a ``cache``, each prompt continues from its longest cached prefix (earlier turns of
+    the same conversation), and every row's keys and values are kept for the next turn.
+    """
+    prompts = [r.prompt_ids for r in rows]
+    if cache is not None:
+        layout = cache.layout(prompts, pad_id)
+    else:
+        layout = build_layout(prompts, [None] * len(prompts), pad_id)
+    width = layout.width
     greedy = sampling.temperature == 0
     temperature = 1.0 if greedy else sampling.temperature
     # Set every knob: unset ones are filled from the model's generation_config (e.g. top_k=20,
@@ -72,6 +77,7 @@ def generate_rows(
             "repetition_penalty": 1.0,
             "eos_token_id": sorted(eos_ids),
             "pad_token_id": pad_id,
+            "return_dict_in_generate": True,  # the KV cache comes back with the tokens
             **knobs,
             **generate_kwargs,
         }
@@ -80,17 +86,22 @@ def generate_rows(
         torch.manual_seed(sampling.seed)
     recorder = LogprobRecorder(temperature)
     stops = RowStops(tokenizer, width, [r.max_new_tokens for r in rows], [r.stop for r in rows])
+    extra: dict[str, Any] = {}
+    if layout.past_key_values is not None:
+        extra["past_key_values"] = layout.past_key_values
     with torch.inference_mode():
-        sequences = cast(Any, model).generate(
-            input_ids=input_ids.to(model.device),
-            attention_mask=attention.to(model.device),
+        output = cast(Any, model).generate(
+            input_ids=layout.input_ids.to(model.device),
+            attention_mask=layout.attention_mask.to(model.device),
             generation_config=config,
             logits_processor=LogitsProcessorList([recorder]),
             stopping_criteria=StoppingCriteriaList([stops]),
+            **extra,
         )
+    sequences = output.sequences
     new_tokens = sequences[:, width:].cpu()
     logprobs = recorder.finish(sequences[:, -1]).cpu()
-    return [
+    results = [
         finish_row(
             tokenizer,
             new_tokens[index].tolist(),
@@ -101,6 +112,9 @@ def generate_rows(
         )
         for index, row in enumerate(rows)
     ]
+    if cache is not None:
+        cache.store(layout, prompts, [r[0] for r in results], output.past_key_values)
+    return results
 
 
 class LogprobRecorder(LogitsProcessor):

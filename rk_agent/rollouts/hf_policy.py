@@ -14,6 +14,10 @@ seeds torch's global generator before the batch (from all the batch's seeds), so
 is reproducible only for the same batch composition; run with ``batching=False`` for exact
 per-request seeding.
 
+Multi-turn: each conversation's KV cache is kept between its turns (``reuse_kv``), so a turn
+prefills only what is new since the last one (the environment's reply), not the whole
+conversation again; see `rk_agent.rollouts._kv_reuse`.
+
 Tool calls: when the model's chat template renders tools (``tools=`` to
 ``apply_chat_template``, e.g. the Qwen2.5 template the embedded model carries), the template
 does it; otherwise the text protocol of `rk_agent.rollouts.tool_protocol` describes the tools
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import queue
@@ -75,6 +80,7 @@ class BatchStats:
         generated_tokens: new tokens returned to callers.
         generate_s: seconds spent inside ``model.generate``.
         sizes: how many batches had each size, e.g. ``Counter({8: 12, 3: 1})``.
+        reused_tokens: prompt tokens taken from earlier turns' KV cache instead of prefilled.
     """
 
     batches: int = 0
@@ -82,6 +88,7 @@ class BatchStats:
     generated_tokens: int = 0
     generate_s: float = 0.0
     sizes: Counter[int] = field(default_factory=Counter)
+    reused_tokens: int = 0
 
     @property
     def mean_batch_size(self) -> float:
@@ -136,6 +143,11 @@ class HFPolicy:
         name: recorded with trajectories; default: the model spec.
         generate_kwargs: extra ``GenerationConfig`` fields for every call (e.g.
             ``{"min_new_tokens": 64}`` to ignore EOS in benchmarks).
+        reuse_kv: keep each conversation's KV cache between turns, so a turn only prefills
+            its new tokens (`rk_agent.rollouts._kv_reuse`). The cache is only valid while the
+            weights do not change: the default is on when the policy loads the model itself,
+            off for a model object passed in (it may be training); pass ``True`` when its
+            weights stay fixed for the policy's life.
 
     Raises:
         ConfigError: the model or tokenizer could not be loaded, or a setting is out of range.
@@ -160,6 +172,7 @@ class HFPolicy:
         max_context: int | None = None,
         name: str | None = None,
         generate_kwargs: dict[str, Any] | None = None,
+        reuse_kv: bool | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ConfigError(f"max_batch_size must be at least 1, got {max_batch_size}.")
@@ -169,7 +182,15 @@ class HFPolicy:
             raise ConfigError(
                 f"tool_format must be 'auto', 'native' or 'text', got {tool_format!r}."
             )
+        from transformers import PreTrainedModel
+
+        from rk_agent.rollouts._kv_reuse import PrefixCache
+
         self.model, self.tokenizer = _load(model, tokenizer, device, dtype)
+        if reuse_kv is None:
+            reuse_kv = not isinstance(model, PreTrainedModel)
+        # Cached turns rely on position ids taken from the attention mask (padding skipped).
+        reuse_kv = reuse_kv and "position_ids" in inspect.signature(self.model.forward).parameters
         self.name = name or _default_name(model, self.model)
         self.max_batch_size = max_batch_size if batching else 1
         self.max_wait_s = max_wait_ms / 1000 if batching else 0.0
@@ -183,6 +204,7 @@ class HFPolicy:
         pad = self.tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else min(self.eos_ids)
         self.stats = BatchStats()
+        self._kv_cache = PrefixCache(max_entries=2 * self.max_batch_size) if reuse_kv else None
         self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
@@ -334,6 +356,9 @@ class HFPolicy:
     def _release(self) -> None:
         import torch
 
+        if self._kv_cache is not None:
+            self._kv_cache.clear()
+
         if self.model.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -375,6 +400,7 @@ class HFPolicy:
                 eos_ids=self.eos_ids,
                 pad_id=self.pad_id,
                 generate_kwargs=self.generate_kwargs,
+                cache=self._kv_cache,
             )
         except Exception as exc:  # one failure answers every caller of the batch
             error = EndpointError(f"local generation failed: {type(exc).__name__}: {exc}")
@@ -387,6 +413,8 @@ class HFPolicy:
         self.stats.requests += len(group)
         self.stats.sizes[len(group)] += 1
         self.stats.generate_s += elapsed
+        if self._kv_cache is not None:
+            self.stats.reused_tokens = self._kv_cache.reused_tokens
         for request, (token_ids, logprobs, text, finish) in zip(group, rows, strict=True):
             self.stats.generated_tokens += len(token_ids)
             generated = _Generated(

@@ -60,6 +60,9 @@ class EpisodeRollout:
         max_wait_ms: how long generation waits for more episodes' turns before starting a batch
             (the episodes of a step reach each turn a few milliseconds apart; one batch per turn
             instead of several is what keeps multi-turn steps cheap).
+        reuse_kv: keep each episode's KV cache from one turn to the next, so a turn prefills
+            only the environment's new tokens instead of the whole episode again (the weights
+            do not change during a rollout). ``False`` re-reads every turn in full.
 
     Example::
 
@@ -79,6 +82,7 @@ class EpisodeRollout:
         max_batch_size: int | None = None,
         trajectory_log: str | Path | None = None,
         max_wait_ms: float = 50.0,
+        reuse_kv: bool = True,
     ) -> None:
         self.env_factory = env_factory
         self.tasks = tasks
@@ -88,6 +92,7 @@ class EpisodeRollout:
         self.max_batch_size = max_batch_size
         self.trajectory_log = Path(trajectory_log) if trajectory_log is not None else None
         self.max_wait_ms = max_wait_ms
+        self.reuse_kv = reuse_kv
         self._envs: list[ChatEnv] = []
         self.__name__ = "rk_agent_episode_rollout"
 
@@ -107,6 +112,7 @@ class EpisodeRollout:
                 tokenizer=trainer.processing_class,
                 max_batch_size=self.max_batch_size or len(rows),
                 max_wait_ms=self.max_wait_ms,
+                reuse_kv=self.reuse_kv,
                 name=str(getattr(model.config, "name_or_path", "") or "policy"),
             )
             try:

@@ -440,3 +440,99 @@ def test_the_embedded_model_answers_and_batches() -> None:
         assert out.finish_reason == "stop"
         assert out.token_ids and out.token_ids[-1] == 2  # <|im_end|>
     assert outputs[0].token_ids == outputs[1].token_ids == outputs[2].token_ids
+
+
+# -- reusing the KV cache across turns -----------------------------------------------------------
+
+
+def _play_turns(
+    policy: HFPolicy, tokenizer: Any, episodes: int, turns: int, late: int | None = None
+) -> list[list[PolicyOutput]]:
+    """Concurrent token-in/token-out episodes: each turn appends the reply and a feedback
+    message of a different length per episode; episode ``late`` joins one turn late."""
+
+    async def episode(i: int) -> list[PolicyOutput]:
+        if i == late:
+            await asyncio.sleep(0.3)
+        ids = list(policy.encode(_conversation(i, words=2), None))
+        outputs = []
+        for turn in range(turns):
+            sampling = SamplingParams(temperature=0, max_tokens=4 + i)
+            out = await policy.generate_ids(ids, None, sampling)
+            outputs.append(out)
+            feedback = f"<|im_end|>\n<|im_start|>user\nturn {turn}" + " again" * (i + turn)
+            ids = ids + (out.token_ids or []) + tokenizer(feedback)["input_ids"]
+        return outputs
+
+    async def run() -> list[list[PolicyOutput]]:
+        try:
+            return list(await asyncio.gather(*(episode(i) for i in range(episodes))))
+        finally:
+            await policy.aclose()
+
+    return asyncio.run(run())
+
+
+def test_reusing_the_kv_cache_gives_the_same_turns(tiny: Any, tokenizer: Any) -> None:
+    def play(reuse: bool) -> tuple[list[list[PolicyOutput]], HFPolicy]:
+        policy = HFPolicy(tiny, tokenizer=tokenizer, max_wait_ms=200, reuse_kv=reuse)
+        return _play_turns(policy, tokenizer, episodes=4, turns=3, late=3), policy
+
+    (fresh, off), (reused, on) = play(False), play(True)
+    assert off.stats.reused_tokens == 0
+    # Turns 2 and 3 of every episode started from the cache: most of each prompt was not
+    # prefilled again (each reply's last token and the feedback are new).
+    first_turns = sum(len(e[0].prompt_token_ids or []) for e in reused)
+    all_prompts = sum(len(o.prompt_token_ids or []) for e in reused for o in e)
+    assert 0.6 * (all_prompts - first_turns) < on.stats.reused_tokens < all_prompts - first_turns
+    # The late episode made batches with cached and uncached rows side by side.
+    assert max(on.stats.sizes) > 1 and on.stats.batches > 3
+    for a, b in zip(fresh, reused, strict=True):
+        assert [o.token_ids for o in a] == [o.token_ids for o in b]
+        for x, y in zip(a, b, strict=True):
+            assert y.logprobs == pytest.approx(x.logprobs, abs=1e-4)
+
+
+def test_logprobs_from_a_cached_prefix_match_a_teacher_forced_pass(
+    tiny: Any, tokenizer: Any
+) -> None:
+    policy = HFPolicy(tiny, tokenizer=tokenizer, max_wait_ms=200, reuse_kv=True)
+    episodes = _play_turns(policy, tokenizer, episodes=2, turns=2)
+    assert policy.stats.reused_tokens > 0
+    for outputs in episodes:
+        last = outputs[-1]
+        expected = _teacher_forced_logprobs(tiny, last.prompt_token_ids, last.token_ids, 1.0)
+        assert last.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+
+
+def test_a_re_rendered_conversation_reuses_its_shared_prefix(tiny: Any, tokenizer: Any) -> None:
+    policy = HFPolicy(tiny, tokenizer=tokenizer, reuse_kv=True)
+
+    async def run() -> tuple[PolicyOutput, PolicyOutput]:
+        try:
+            conversation = _conversation(1)
+            first = await policy.generate(conversation, None, GREEDY)
+            # The chat path renders the reply as text again: its tokens may differ from the
+            # generated ones, but the system and user turns are shared.
+            conversation += [first.message, Message(role="user", content="And then?")]
+            second = await policy.generate(conversation, None, GREEDY)
+            return first, second
+        finally:
+            await policy.aclose()
+
+    first, second = asyncio.run(run())
+    assert first.prompt_token_ids and first.token_ids and second.prompt_token_ids
+    # The cache holds the prompt and every reply token but the last (never fed back in).
+    cached = first.prompt_token_ids + first.token_ids[:-1]
+    pairs = zip(cached, second.prompt_token_ids[: len(cached)], strict=True)
+    shared = next((i for i, (x, y) in enumerate(pairs) if x != y), len(cached))
+    assert shared >= len(first.prompt_token_ids)
+    assert policy.stats.reused_tokens == shared
+
+
+def test_kv_reuse_is_on_for_a_loaded_folder_and_off_for_a_model_object(
+    tiny_folder: Path, tiny: Any, tokenizer: Any
+) -> None:
+    assert HFPolicy(tiny_folder)._kv_cache is not None
+    assert HFPolicy(tiny, tokenizer=tokenizer)._kv_cache is None  # its weights may be training
+    assert HFPolicy(tiny, tokenizer=tokenizer, reuse_kv=True)._kv_cache is not None
