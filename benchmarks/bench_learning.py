@@ -11,7 +11,7 @@ Three phases, each measured on the same held-out tasks (seeds 100000+, never tra
 Prints the success rate of each phase with its binomial standard error, a two-proportion z-score
 of each change, and the wall time of each phase; writes everything to ``--out``/results.json.
 
-Run: ``uv run python benchmarks/bench_learning.py`` (about 40 minutes on 2 cores), or
+Run: ``uv run python benchmarks/bench_learning.py`` (about 35 minutes on 2 cores), or
 ``--quick`` for a few-minute smoke run of the whole pipeline.
 """
 
@@ -166,10 +166,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench-learning")
     parser.add_argument("--eval-tasks", type=int, default=64)
-    parser.add_argument("--sft-tasks", type=int, default=64)
-    parser.add_argument("--sft-epochs", type=float, default=2.0)
-    parser.add_argument("--sft-lr", type=float, default=1e-4)
-    parser.add_argument("--grpo-steps", type=int, default=10)
+    parser.add_argument("--sft-tasks", type=int, default=32)
+    parser.add_argument("--sft-epochs", type=float, default=3.0)
+    parser.add_argument("--sft-lr", type=float, default=2e-4)
+    parser.add_argument("--grpo-steps", type=int, default=6)
     parser.add_argument("--grpo-lr", type=float, default=3e-6)
     parser.add_argument("--budget", type=int, default=288, help="max_completion_length")
     parser.add_argument("--max-turns", type=int, default=5)

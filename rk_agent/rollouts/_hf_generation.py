@@ -58,12 +58,6 @@ def generate_rows(
     With a ``cache``, each prompt continues from its longest cached prefix (earlier turns of
     the same conversation), and every row's keys and values are kept for the next turn.
     """
-    prompts = [r.prompt_ids for r in rows]
-    if cache is not None:
-        layout = cache.layout(prompts, pad_id)
-    else:
-        layout = build_layout(prompts, [None] * len(prompts), pad_id)
-    width = layout.width
     greedy = sampling.temperature == 0
     temperature = 1.0 if greedy else sampling.temperature
     # Set every knob: unset ones are filled from the model's generation_config (e.g. top_k=20,
@@ -84,6 +78,14 @@ def generate_rows(
     )
     if not greedy and sampling.seed is not None:
         torch.manual_seed(sampling.seed)
+    if (config.num_beams or 1) > 1 or (config.num_return_sequences or 1) > 1:
+        cache = None  # a cache row per beam or sequence, not per prompt: nothing to keep
+    prompts = [r.prompt_ids for r in rows]
+    if cache is not None:
+        layout = cache.layout(prompts, pad_id)
+    else:
+        layout = build_layout(prompts, [None] * len(prompts), pad_id)
+    width = layout.width
     recorder = LogprobRecorder(temperature)
     stops = RowStops(tokenizer, width, [r.max_new_tokens for r in rows], [r.stop for r in rows])
     extra: dict[str, Any] = {}
