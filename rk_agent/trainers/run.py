@@ -26,7 +26,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.rollouts.local_model import DEFAULT_MODEL
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_config
 from rk_agent.trainers.trl_args import build_trl_args, trl_config_class
-from rk_agent.trainers.wandb_setup import apply_wandb, finish_wandb, plan_wandb
+from rk_agent.trainers.wandb_setup import apply_wandb, finish_wandb, plan_wandb, restore_environ
 
 __all__ = ["TrainOutcome", "run_training", "save_final"]
 
@@ -92,7 +92,7 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
     trainer = _grpo(config, args) if config.kind == "grpo" else _sft(config, args, say)
     for note in plan.notes:
         say(note)
-    apply_wandb(plan)
+    previous = apply_wandb(plan, resume=resumed_from is not None)
     interrupted = False
     try:
         trainer.train(resume_from_checkpoint=str(resumed_from) if resumed_from else None)
@@ -100,6 +100,7 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         interrupted = True
     finally:
         finish_wandb()
+        restore_environ(previous)
     final: Path | None = None
     if interrupted:
         say(

@@ -8,7 +8,8 @@ environment variables when training starts (never at import). `redact` takes sec
 anything rk-agent writes or logs (transformers' own ``TrainingArguments.to_dict`` already hides
 ``*_token`` fields such as ``hub_token``).
 
-Main names: `WandbPlan`, `plan_wandb`, `apply_wandb`, `finish_wandb`, `redact`, `secret_values`.
+Main names: `WandbPlan`, `plan_wandb`, `apply_wandb`, `restore_environ`, `finish_wandb`, `redact`,
+`secret_values`.
 
 Example::
 
@@ -25,6 +26,7 @@ import importlib.util
 import netrc
 import os
 import re
+import secrets
 import sys
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ __all__ = [
     "is_secret_name",
     "plan_wandb",
     "redact",
+    "restore_environ",
     "secret_values",
 ]
 
@@ -170,7 +173,7 @@ def _netrc_path(env: Mapping[str, str]) -> Path | None:
 
 
 def apply_wandb(
-    plan: WandbPlan, *, environ: MutableMapping[str, str] | None = None
+    plan: WandbPlan, *, resume: bool = False, environ: MutableMapping[str, str] | None = None
 ) -> dict[str, str | None]:
     """Set wandb's environment variables for the plan; call it when training starts.
 
@@ -179,8 +182,14 @@ def apply_wandb(
     prints the plan's notes instead of wandb's banner). A disabled plan sets only
     ``WANDB_MODE=disabled``, so a stray ``wandb.init`` does nothing.
 
+    With a run directory, the W&B run id is kept in ``<directory>/wandb/rk-agent-run-id`` and
+    set as ``WANDB_RUN_ID``: a training run resumed from a checkpoint (``resume=True``)
+    continues the same W&B run (``WANDB_RESUME=allow``; offline, its new offline-run folder
+    carries the same id, and ``wandb sync`` appends it), a fresh one gets a new id.
+
     Args:
         plan: from `plan_wandb`.
+        resume: whether training resumes from a checkpoint in the plan's directory.
         environ: the environment to change (default ``os.environ``).
 
     Returns:
@@ -193,9 +202,41 @@ def apply_wandb(
         if plan.directory is not None:
             plan.directory.mkdir(parents=True, exist_ok=True)
             values["WANDB_DIR"] = str(plan.directory.resolve())
-    previous = {name: env.get(name) for name in values}
+            values["WANDB_RUN_ID"] = _run_id(plan.directory / "wandb" / _RUN_ID_FILE, resume)
+            if resume:
+                values["WANDB_RESUME"] = "allow"
+    names = [*values, "WANDB_RESUME"]
+    previous = {name: env.get(name) for name in names}
+    env.pop("WANDB_RESUME", None)
     env.update(values)
     return previous
+
+
+def restore_environ(
+    previous: Mapping[str, str | None], environ: MutableMapping[str, str] | None = None
+) -> None:
+    """Put back what `apply_wandb` changed (``None``: the variable was unset)."""
+    env = os.environ if environ is None else environ
+    for name, value in previous.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+
+
+_RUN_ID_FILE = "rk-agent-run-id"
+
+
+def _run_id(path: Path, resume: bool) -> str:
+    """The run's W&B id: the stored one when resuming, else a new one (stored)."""
+    if resume and path.is_file():
+        stored = path.read_text().strip()
+        if re.fullmatch(r"[a-z0-9]{1,64}", stored):
+            return stored
+    run_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(8))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(run_id + "\n")
+    return run_id
 
 
 def finish_wandb() -> None:

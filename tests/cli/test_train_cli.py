@@ -103,6 +103,17 @@ def test_wandb_without_a_key_logs_offline_and_says_how_to_sync(
     for path in out.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+    # Resumed from its checkpoint, the run logs to the same W&B run (a second offline folder
+    # with the same id, which `wandb sync` appends).
+    resumed = rk(
+        "train", "grpo", "--env", "guess", "--model", str(tiny_model_dir), "--output-dir",
+        str(out), "--n-tasks", "2", *TINY, "--max_steps", "2",
+        env=_env(tmp_path),
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stdout
+    ids = {path.name.rsplit("-", 1)[-1] for path in (out / "wandb").glob("offline-run-*")}
+    assert len(list((out / "wandb").glob("offline-run-*"))) == 2 and len(ids) == 1
 
 
 def test_sft_from_a_rollout_run(tmp_path: Path, tiny_model_dir: Path) -> None:

@@ -4,6 +4,7 @@ real offline run through TRL whose files hold no secret."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from rk_agent.trainers.wandb_setup import (
     is_secret_name,
     plan_wandb,
     redact,
+    restore_environ,
     secret_values,
 )
 
@@ -85,23 +87,44 @@ def test_not_installed(tmp_path: Path) -> None:
 
 
 def test_apply_sets_the_environment_and_returns_what_was_there(tmp_path: Path) -> None:
-    env = {"WANDB_MODE": "online", "OTHER": "x"}
+    env = {"WANDB_MODE": "online", "OTHER": "x", "WANDB_RESUME": "must"}
     plan = _plan(tmp_path, {})
     previous = apply_wandb(plan, environ=env)
+    run_id = (tmp_path / "run" / "wandb" / "rk-agent-run-id").read_text().strip()
+    assert re.fullmatch("[a-z0-9]{8}", run_id)
     assert env == {
         "WANDB_MODE": "offline",
         "WANDB_PROJECT": "rk-agent",
         "WANDB_SILENT": "true",
         "WANDB_DIR": str((tmp_path / "run").resolve()),
+        "WANDB_RUN_ID": run_id,
         "OTHER": "x",
     }
     assert (tmp_path / "run").is_dir()
     assert previous == {
         "WANDB_MODE": "online", "WANDB_PROJECT": None, "WANDB_SILENT": None, "WANDB_DIR": None,
+        "WANDB_RUN_ID": None, "WANDB_RESUME": "must",
     }  # fmt: skip
+    restore_environ(previous, env)
+    assert env == {"WANDB_MODE": "online", "OTHER": "x", "WANDB_RESUME": "must"}
     off: dict[str, str] = {}
     apply_wandb(_plan(tmp_path, {}, enabled=False), environ=off)
     assert off == {"WANDB_MODE": "disabled"}
+
+
+def test_a_resumed_run_continues_its_wandb_run_and_a_fresh_one_starts_a_new_one(
+    tmp_path: Path,
+) -> None:
+    plan = _plan(tmp_path, {})
+    first: dict[str, str] = {}
+    apply_wandb(plan, environ=first)
+    resumed: dict[str, str] = {}
+    apply_wandb(plan, resume=True, environ=resumed)
+    assert resumed["WANDB_RUN_ID"] == first["WANDB_RUN_ID"]
+    assert resumed["WANDB_RESUME"] == "allow" and "WANDB_RESUME" not in first
+    fresh: dict[str, str] = {}
+    apply_wandb(plan, environ=fresh)
+    assert fresh["WANDB_RUN_ID"] != first["WANDB_RUN_ID"]
 
 
 def test_secret_names() -> None:
