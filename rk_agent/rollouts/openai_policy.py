@@ -566,17 +566,12 @@ def _output(body: Any) -> PolicyOutput:
     )
 
 
-_response_type: Any = None
-
-
 def _response_class() -> Any:
     """The ``Response`` class of the SDK's HTTP library (httpx, or httpx2 in openai 3.x)."""
-    global _response_type
-    if _response_type is None:
-        import importlib
+    import importlib
 
-        from openai import DEFAULT_CONNECTION_LIMITS
+    from openai import DEFAULT_CONNECTION_LIMITS
 
-        library = type(DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0]
-        _response_type = importlib.import_module(library).Response
-    return _response_type
+    return importlib.import_module(
+        type(DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0]
+    ).Response

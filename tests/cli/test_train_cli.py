@@ -34,15 +34,22 @@ def rk(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def train_guess(
+    model: Path, out: Path, *flags: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`rk-agent train grpo` on the guess env, a tiny run (`TINY`) plus ``flags``."""
+    return rk(
+        "train", "grpo", "--env", "guess", "--model", str(model), "--output-dir", str(out),
+        *TINY, *flags, env=env,
+    )  # fmt: skip
+
+
 def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     out = tmp_path / "run"
-    common = (
-        "train", "grpo", "--env", "guess", "--model", str(tiny_model_dir),
-        "--output-dir", str(out), "--n-tasks", "4", "--max-turns", "3", "--no-wandb",
-    )  # fmt: skip
-    first = rk(*common, *TINY, "--max_steps", "1", env=_env(tmp_path))
+    common = ("--n-tasks", "4", "--max-turns", "3", "--no-wandb")
+    first = train_guess(tiny_model_dir, out, *common, "--max_steps", "1", env=_env(tmp_path))
     assert first.returncode == 0, first.stderr
     assert (out / "checkpoint-1" / "trainer_state.json").is_file()
     final = out / "final"
@@ -51,7 +58,7 @@ def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
     saved = yaml.safe_load((out / "rk_agent_config.yaml").read_text())
     assert saved["env"] == "guess" and saved["trl"]["max_steps"] == 1
 
-    second = rk(*common, *TINY, "--max_steps", "2", env=_env(tmp_path))
+    second = train_guess(tiny_model_dir, out, *common, "--max_steps", "2", env=_env(tmp_path))
     assert second.returncode == 0, second.stderr
     assert f"resuming from {out / 'checkpoint-1'}" in second.stdout
     assert (out / "checkpoint-2" / "trainer_state.json").is_file()
@@ -63,11 +70,16 @@ def test_the_trained_folder_is_a_model_for_rk_agent_rollout(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     out = tmp_path / "run"
-    trained = rk(
-        "train", "grpo", "--env", "guess", "--model", str(tiny_model_dir), "--output-dir",
-        str(out), "--n-tasks", "2", "--no-wandb", *TINY, "--max_steps", "1",
+    trained = train_guess(
+        tiny_model_dir,
+        out,
+        "--n-tasks",
+        "2",
+        "--no-wandb",
+        "--max_steps",
+        "1",
         env=_env(tmp_path),
-    )  # fmt: skip
+    )
     assert trained.returncode == 0, trained.stderr
     played = rk(
         "rollout", "--env", "guess", "--model", str(out / "final"), "--n", "2",
@@ -82,11 +94,15 @@ def test_wandb_without_a_key_logs_offline_and_says_how_to_sync(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     out = tmp_path / "run"
-    run = rk(
-        "train", "grpo", "--env", "guess", "--model", str(tiny_model_dir), "--output-dir",
-        str(out), "--n-tasks", "2", *TINY, "--max_steps", "1",
+    run = train_guess(
+        tiny_model_dir,
+        out,
+        "--n-tasks",
+        "2",
+        "--max_steps",
+        "1",
         env=_env(tmp_path, FIREWORKS_API_KEY=SECRET),
-    )  # fmt: skip
+    )
     assert run.returncode == 0, run.stderr
     assert "no API key, logging offline" in run.stdout and "wandb sync" in run.stdout
     runs = list((out / "wandb").glob("offline-run-*"))
@@ -105,11 +121,9 @@ def test_wandb_without_a_key_logs_offline_and_says_how_to_sync(
             assert SECRET.encode() not in path.read_bytes(), path
     # Resumed from its checkpoint, the run logs to the same W&B run (a second offline folder
     # with the same id, which `wandb sync` appends).
-    resumed = rk(
-        "train", "grpo", "--env", "guess", "--model", str(tiny_model_dir), "--output-dir",
-        str(out), "--n-tasks", "2", *TINY, "--max_steps", "2",
-        env=_env(tmp_path),
-    )  # fmt: skip
+    resumed = train_guess(
+        tiny_model_dir, out, "--n-tasks", "2", "--max_steps", "2", env=_env(tmp_path)
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from" in resumed.stdout
     ids = {path.name.rsplit("-", 1)[-1] for path in (out / "wandb").glob("offline-run-*")}

@@ -18,7 +18,6 @@ transformers = pytest.importorskip("transformers")
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError  # noqa: E402
 from rk_agent.rollouts.hf_policy import HFPolicy  # noqa: E402
-from rk_agent.rollouts.local_model import embedded_tokenizer  # noqa: E402
 from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams  # noqa: E402
 from rk_agent.rollouts.testing import tool_call  # noqa: E402
 from rk_agent.types import Message  # noqa: E402
@@ -35,8 +34,8 @@ ADD = {
 
 
 @pytest.fixture(scope="module")
-def tokenizer() -> Any:
-    return embedded_tokenizer()
+def tokenizer(embedded_tok: Any) -> Any:
+    return embedded_tok
 
 
 @pytest.fixture(scope="module")
