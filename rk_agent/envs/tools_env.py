@@ -25,8 +25,8 @@ Rewards:
 JSONL tasks: ``{"prompt": "...", "ground_truth": 0.81, "tolerance": 0.01, "min_tool_calls": 3}``
 (the system prompt is added when the task has none).
 
-Main names: `ToolsEnv`, `solve` (the reference solver), `SYSTEM_PROMPT`. The rewards live in
-`rk_agent.envs.tool_rewards`.
+Main names: `ToolsEnv`, `solve` (the reference solver), `SYSTEM_PROMPT`, `system_prompt`. The
+rewards live in `rk_agent.envs.tool_rewards`.
 """
 
 from __future__ import annotations
@@ -64,17 +64,43 @@ from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.types import Message
 
-__all__ = ["SYSTEM_PROMPT", "ToolsEnv", "solve"]
+__all__ = ["SYSTEM_PROMPT", "ToolsEnv", "solve", "system_prompt"]
 
-SYSTEM_PROMPT = (
-    "You answer questions by calling tools. Use a tool for every fact and every calculation: "
-    "`lookup` for facts about countries and chemical elements, `calculator` for arithmetic, "
-    "`convert_units` for unit conversions, and `days_between`, `add_days` and `weekday` for "
-    "dates (written YYYY-MM-DD). Call tools, read their results, and call more if needed. When "
-    "you know the answer, reply without calling a tool and end your reply with a line of the "
-    "form\nAnswer: <value>\nwhere the value is just a number, a name, or a date (YYYY-MM-DD), "
-    "rounded as the question asks."
+_TOOL_USES = (
+    (("lookup",), "for facts about countries and chemical elements"),
+    (("calculator",), "for arithmetic"),
+    (("convert_units",), "for unit conversions"),
+    (("days_between", "add_days", "weekday"), "for dates (written YYYY-MM-DD)"),
 )
+
+
+def system_prompt(tool_names: Sequence[str] | None = None) -> str:
+    """The system prompt, naming only the tools offered (default: all six).
+
+    Example:
+        >>> system_prompt(["calculator"]).split(". ")[1]
+        'Use a tool for every fact and every calculation: `calculator` for arithmetic'
+    """
+    offered = None if tool_names is None else set(tool_names)
+    uses = []
+    for names, use in _TOOL_USES:
+        named = [f"`{n}`" for n in names if offered is None or n in offered]
+        if named:
+            listed = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+            uses.append(f"{listed} {use}")
+    comma = "," if len(uses) > 2 else ""
+    joined = uses[0] if len(uses) == 1 else f"{', '.join(uses[:-1])}{comma} and {uses[-1]}"
+    return (
+        "You answer questions by calling tools. Use a tool for every fact and every calculation: "
+        f"{joined}. Call tools, read their results, and call more if needed. When you know the "
+        "answer, reply without calling a tool and end your reply with a line of the form\n"
+        "Answer: <value>\nwhere the value is just a number, a name, or a date (YYYY-MM-DD), "
+        "rounded as the question asks."
+    )
+
+
+SYSTEM_PROMPT = system_prompt()
+"""The system prompt with all six tools."""
 
 # --------------------------------------------------------------------------------------------
 # Question kinds
@@ -402,6 +428,7 @@ class ToolsEnv(ChatEnv):
                     f"Known: {', '.join(known)}."
                 )
         self._offered = every if tool_names is None else [known[n] for n in tool_names]
+        self._system_prompt = system_prompt(tool_names)
         super().__init__(**kwargs)
 
     def tools(self) -> list[Tool]:
@@ -416,7 +443,7 @@ class ToolsEnv(ChatEnv):
         return Task(
             id=stable_id("tools", question),
             messages=[
-                Message(role="system", content=SYSTEM_PROMPT),
+                Message(role="system", content=self._system_prompt),
                 Message(role="user", content=question),
             ],
             ground_truth=kind.truth(fields),
@@ -429,4 +456,4 @@ class ToolsEnv(ChatEnv):
 
     def on_reset(self, state: EpisodeState) -> None:
         """Add the system prompt to dataset tasks that have none."""
-        ensure_system_prompt(state, SYSTEM_PROMPT)
+        ensure_system_prompt(state, self._system_prompt)

@@ -9,7 +9,7 @@ import pytest
 
 from rk_agent.envs import Task, Tool, play_episode, tool
 from rk_agent.envs.tool_rewards import answer_match, extract_final_answer, tool_efficiency
-from rk_agent.envs.tools_env import ToolsEnv, solve
+from rk_agent.envs.tools_env import SYSTEM_PROMPT, ToolsEnv, solve
 from rk_agent.types import Message
 
 QUESTION = "How many people live in France and Japan together?"
@@ -108,6 +108,25 @@ def test_dataset_tasks_get_the_system_prompt() -> None:
     env = ToolsEnv(tasks=[task])
     observation, _ = env.reset(seed=0)
     assert [m["role"] for m in observation] == ["system", "user"]
+
+
+def test_fewer_tools_means_a_prompt_that_names_only_those() -> None:
+    env = ToolsEnv(kinds=["population_ratio"], tool_names=["lookup", "calculator"])
+    observation, info = env.reset(seed=0)
+    system = observation[0]["content"]
+    assert "`lookup` for facts" in system and "`calculator` for arithmetic" in system
+    for absent in ("convert_units", "days_between", "add_days", "weekday"):
+        assert absent not in system
+    assert [schema["function"]["name"] for schema in info["tools"]] == ["lookup", "calculator"]
+    dataset_env = ToolsEnv(
+        tool_names=["weekday"],
+        tasks=[Task(id="q", messages=[Message(role="user", content=QUESTION)], ground_truth=1)],
+    )
+    dataset_system = dataset_env.reset(seed=0)[0][0]["content"]
+    assert "`weekday` for dates" in dataset_system and "lookup" not in dataset_system
+    assert ToolsEnv().reset(seed=0)[0][0]["content"] == SYSTEM_PROMPT
+    every = ["lookup", "calculator", "convert_units", "days_between", "add_days", "weekday"]
+    assert all(f"`{name}`" in SYSTEM_PROMPT for name in every)
 
 
 @pytest.mark.parametrize(
