@@ -30,7 +30,7 @@ from typing import Any
 HELD_OUT_SEED = 100_000
 GRPO_SEED = 50_000
 # The `tools` env restricted to its lookup-and-arithmetic questions and those two tools: the
-# prompt is ~510 tokens instead of ~1,040, which halves every forward pass on a CPU. Each task
+# prompt is ~480 tokens instead of ~1,030, which halves every forward pass on a CPU. Each task
 # still takes three tool calls (two lookups and a calculation, or three lookups) and an answer.
 ENV_KWARGS: dict[str, Any] = {
     "kinds": [
