@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -566,8 +567,10 @@ def _output(body: Any) -> PolicyOutput:
     )
 
 
+@functools.cache
 def _response_class() -> Any:
-    """The ``Response`` class of the SDK's HTTP library (httpx, or httpx2 in openai 3.x)."""
+    """The ``Response`` class of the SDK's HTTP library (httpx, or httpx2 in openai 3.x); looked
+    up once, not on every request."""
     import importlib
 
     from openai import DEFAULT_CONNECTION_LIMITS
