@@ -97,6 +97,14 @@ def grpo(
         bool,
         typer.Option("--single-turn", help="Train on one reply per task instead of episodes."),
     ] = False,
+    loop: Annotated[
+        str | None,
+        typer.Option(
+            "--loop",
+            help="Who plays the episodes: rk (rk-agent's loop, any env; default) or trl "
+            "(TRL's environment_factory tool loop: tool envs, use_vllm as TRL documents).",
+        ),
+    ] = None,
     resume: ResumeOpt = None,
     wandb: WandbOpt = None,
 ) -> None:
@@ -118,6 +126,7 @@ def grpo(
             "tasks": tasks,
             "rewards": reward or None,
             "multi_turn": False if single_turn else None,
+            "loop": loop,
             "resume": _resume(resume),
             "wandb.enabled": wandb,
         },

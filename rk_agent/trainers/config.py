@@ -77,6 +77,12 @@ class TrainConfig(BaseModel):
         rewards: episode rewards replacing the environment's (names or paths).
         multi_turn: GRPO plays whole episodes (tool calls and their results); ``False``
             trains on single-turn prompts from the tasks.
+        loop: who plays multi-turn GRPO episodes. ``"rk"``: rk-agent's episode loop
+            (`rk_agent.trainers.rollout.EpisodeRollout` as TRL's ``rollout_func``), for any
+            environment, generating with the trainer's model or a served vLLM. ``"trl"``: TRL's
+            own tool loop through ``environment_factory`` (`rk_agent.trainers.trl_env`), for
+            tool environments; ``use_vllm``, ``vllm_mode`` and the other generation options
+            then work exactly as TRL documents them.
         n_tasks: training tasks, drawn with seeds ``seed`` .. ``seed + n_tasks - 1``.
         seed: the first task seed.
         max_turns: assistant turns per episode (``None``: the environment's default).
@@ -99,6 +105,7 @@ class TrainConfig(BaseModel):
     model: str | None = None
     rewards: list[str] = Field(default_factory=list)
     multi_turn: bool = True
+    loop: Literal["rk", "trl"] = "rk"
     n_tasks: int = Field(default=64, ge=1)
     seed: int = 0
     max_turns: int | None = Field(default=None, ge=1)

@@ -147,6 +147,18 @@ def _env_kwargs(config: TrainConfig) -> dict[str, Any]:
 
 
 def _grpo(config: TrainConfig, args: Any) -> Any:
+    if config.loop == "trl":
+        from rk_agent.trainers.trl_env import trl_grpo_trainer
+
+        return trl_grpo_trainer(
+            config.env,
+            args=args,
+            model=config.model,
+            env_kwargs=_env_kwargs(config),
+            n_tasks=None if config.tasks is not None else config.n_tasks,
+            seed=config.seed,
+            rewards=config.rewards or None,
+        )
     from rk_agent.trainers.grpo import grpo_trainer
 
     return grpo_trainer(
