@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from rk_agent.trainers.sft import build_sft_trainer
     from rk_agent.trainers.sft_data import SFTFilter, build_sft_data, sft_dataset
     from rk_agent.trainers.tasks import env_dataset
+    from rk_agent.trainers.trl_env import TRLEnvSpec, trl_environment, trl_grpo_trainer
     from rk_agent.types import (
         EvaluateResult,
         FailureKind,
@@ -115,6 +116,7 @@ _EXPORTS: dict[str, str] = {
     "StepOutput": "rk_agent.types",
     "StopReason": "rk_agent.types",
     "StubServer": "rk_agent.rollouts.stub_server",
+    "TRLEnvSpec": "rk_agent.trainers.trl_env",
     "Task": "rk_agent.envs.task",
     "Tool": "rk_agent.envs.tool",
     "ToolCall": "rk_agent.types",
@@ -142,6 +144,8 @@ _EXPORTS: dict[str, str] = {
     "run_training": "rk_agent.trainers.run",
     "sft_dataset": "rk_agent.trainers.sft_data",
     "tool": "rk_agent.envs.tool",
+    "trl_environment": "rk_agent.trainers.trl_env",
+    "trl_grpo_trainer": "rk_agent.trainers.trl_env",
 }
 
 
@@ -194,6 +198,7 @@ __all__ = [
     "StepOutput",
     "StopReason",
     "StubServer",
+    "TRLEnvSpec",
     "Task",
     "Tool",
     "ToolCall",
@@ -222,4 +227,6 @@ __all__ = [
     "run_training",
     "sft_dataset",
     "tool",
+    "trl_environment",
+    "trl_grpo_trainer",
 ]

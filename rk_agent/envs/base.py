@@ -201,9 +201,16 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         return self._observation(), info
 
     def step(
-        self, action: Message | dict[str, Any]
+        self, action: Message | dict[str, Any], tool_results: Sequence[ToolResult] | None = None
     ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
         """Play one assistant turn: run its tool calls, or let the environment respond.
+
+        Args:
+            action: the assistant message.
+            tool_results: the results of the message's tool calls when an outer tool loop has
+                already run them through `call_tool` (TRL's, see `rk_agent.trainers.trl_env`):
+                one per call, in order. They are recorded and scored as if run here; the tools
+                are not called again.
 
         Returns:
             ``(observation, reward, terminated, truncated, info)``. ``reward`` is the step's
@@ -212,9 +219,16 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             (the episode's `EvaluateResult`, on the last step) and ``stop_reason``.
 
         Raises:
-            EnvError: ``reset`` was not called, or the episode is already over.
+            EnvError: ``reset`` was not called, the episode is already over, or
+                ``tool_results`` does not have one result per tool call.
         """
-        return self._play(_as_assistant(action), parse_error=None)
+        message = _as_assistant(action)
+        if tool_results is not None and len(tool_results) != len(message.tool_calls or []):
+            raise EnvError(
+                f"{type(self).__name__}.step: got {len(tool_results)} tool results for "
+                f"{len(message.tool_calls or [])} tool calls; give one result per call, in order."
+            )
+        return self._play(message, parse_error=None, tool_results=tool_results)
 
     def reject(
         self, action: Message | dict[str, Any], reason: str, feedback: str | None = None
@@ -241,7 +255,11 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         return episode.is_score_valid and episode.score >= 1.0 - 1e-9
 
     def _play(
-        self, message: Message, parse_error: str | None, feedback: str | None = None
+        self,
+        message: Message,
+        parse_error: str | None,
+        feedback: str | None = None,
+        tool_results: Sequence[ToolResult] | None = None,
     ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
         state = self.state
         if state.done:
@@ -253,8 +271,11 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         if parse_error is not None:
             state.messages.append(Message(role="user", content=feedback or parse_error))
         elif message.tool_calls:
-            for call in message.tool_calls:
-                result = self.call_tool(call, state)
+            for index, call in enumerate(message.tool_calls):
+                if tool_results is not None:
+                    result = tool_results[index]
+                else:
+                    result = self.call_tool(call, state)
                 records.append(ToolCallRecord(call, result))
                 state.messages.append(
                     Message(role="tool", tool_call_id=call.id, name=call.function.name,

@@ -1,0 +1,331 @@
+"""rk-agent environments in TRL's own tool loop: ``GRPOTrainer(environment_factory=...)``.
+
+TRL 1.16 recommends ``environment_factory`` for tool environments: TRL runs the tool loop,
+builds the masks and generates with transformers or vLLM (colocate or server). `trl_environment`
+gives everything that slot needs for a tool-style rk-agent environment, in the shape TRL's own
+third-party specs have (``trl.experimental.openreward``): ``.train_dataset``,
+``.environment_factory``, ``.reward_funcs`` (and ``.reward_weights`` for ``GRPOConfig``).
+`trl_grpo_trainer` builds the whole ``GRPOTrainer``; it is what
+``rk-agent train grpo --loop trl`` runs.
+
+- The dataset is the environment's tasks (`rk_agent.trainers.tasks`), each prompt the opening
+  conversation the environment shows (its system prompt included).
+- The environment class (`rk_agent.trainers.trl_tool_env`) offers the environment's tools as
+  its methods and runs them through the environment's own machinery.
+- The rewards are those of rk-agent's loop (`rk_agent.trainers.rewards.episode_reward_funcs`),
+  fed the `Trajectory` of each episode as the environment steps and scores it: ``episode`` (the
+  weighted episode score, weight 1), ``step_rewards`` (the summed per-step rewards, weight
+  ``step_weight``) and each episode component (``answer``, ``efficiency``, ...) with weight 0,
+  as it is already inside ``episode``. ``episode`` also logs, through TRL's ``log_metric``,
+  ``episodes/...``: tool calls per episode, the tool success rate, per-step reward statistics,
+  turns, stop reasons, success and failure rates; and adds a turn-by-turn ``trajectory`` column
+  to TRL's completions table. A failed episode or an invalid score is ``None``, never 0.
+
+Main names: `trl_environment`, `TRLEnvSpec`, `trl_grpo_trainer`.
+
+Example (a TRL script of your own; ``--use_vllm`` and the rest are TRL's as usual)::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from rk_agent import trl_environment
+
+    spec = trl_environment("tools", n_tasks=64)
+    args = GRPOConfig(output_dir="out", reward_weights=spec.reward_weights,
+                      max_tool_calling_iterations=spec.max_tool_calling_iterations)
+    trainer = GRPOTrainer(model="path/to/model", args=args, train_dataset=spec.train_dataset,
+                          environment_factory=spec.environment_factory,
+                          reward_funcs=spec.reward_funcs)
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rk_agent.envs.registry import EnvLike, make_env
+from rk_agent.errors import ConfigError, DataError
+from rk_agent.rewards.registry import RewardLike
+from rk_agent.rollouts.local_model import resolve_model
+from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.trainers.rewards import episode_reward_funcs
+from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
+from rk_agent.trainers.trl_tool_env import TRLToolEnv, episode_trajectory, trl_env_class
+
+if TYPE_CHECKING:
+    from datasets import Dataset
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from rk_agent.envs.base import ChatEnv
+
+__all__ = ["TRLEnvSpec", "trl_environment", "trl_grpo_trainer"]
+
+RewardFunc = Callable[..., list[float | None]]
+
+
+@dataclass
+class TRLEnvSpec:
+    """An rk-agent environment ready for ``GRPOTrainer(environment_factory=...)``.
+
+    Attributes:
+        train_dataset: the tasks, one row each (``prompt``, ``task``, ``seed``, ...).
+        environment_factory: the environment class TRL instantiates (`trl_env_class`).
+        reward_funcs: TRL reward functions (see the module docstring).
+        reward_weights: one weight per reward function, for ``GRPOConfig(reward_weights=...)``.
+        max_tool_calling_iterations: the environment's ``max_turns - 1``, for
+            ``GRPOConfig(max_tool_calling_iterations=...)``, so TRL plays at most the turns the
+            environment allows.
+        env_name: the environment's name.
+        model_name: recorded in trajectories as the policy (`trl_grpo_trainer` sets it).
+        trajectory_log: when set, every episode's `Trajectory` is appended to this JSONL file.
+    """
+
+    train_dataset: Dataset
+    environment_factory: type[TRLToolEnv]
+    reward_funcs: list[RewardFunc]
+    reward_weights: list[float]
+    max_tool_calling_iterations: int
+    env_name: str
+    model_name: str = "policy"
+    trajectory_log: Path | None = None
+
+    def trajectories(
+        self,
+        environments: Sequence[Any] | None,
+        completions: Sequence[Any],
+        task_ids: Sequence[str] | None = None,
+        step: int | None = None,
+    ) -> list[Trajectory]:
+        """The `Trajectory` of each rollout of a batch (`episode_trajectory`), in order.
+
+        Args:
+            environments: TRL's ``environments`` reward argument.
+            completions: TRL's ``completions``.
+            task_ids: the rows' ``task_id`` column, to number the samples of each task.
+            step: the training step, recorded.
+
+        Raises:
+            DataError: ``environments`` are not this spec's environment instances.
+        """
+        if (
+            environments is None
+            or len(environments) != len(completions)
+            or not all(isinstance(e, self.environment_factory) for e in environments)
+        ):
+            raise DataError(
+                "the rewards of rk_agent.trl_environment(...) read the rk-agent environment of "
+                "each rollout: pass spec.environment_factory to GRPOTrainer(environment_factory="
+                "...) together with spec.reward_funcs."
+            )
+        ids = list(task_ids) if task_ids is not None else [str(i) for i in range(len(completions))]
+        samples: dict[str, int] = {}
+        out = []
+        for index, (environment, completion) in enumerate(
+            zip(environments, completions, strict=True)
+        ):
+            sample = samples.get(ids[index], 0)
+            samples[ids[index]] = sample + 1
+            trajectory = episode_trajectory(
+                environment, completion, index=index, sample=sample, model=self.model_name,
+                step=step,
+            )  # fmt: skip
+            out.append(trajectory)
+        return out
+
+
+def trl_environment(
+    env: EnvLike,
+    *,
+    n_tasks: int | None = None,
+    seed: int = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+    rewards: Mapping[str, RewardLike] | Sequence[str] | None = None,
+    step_weight: float = 1.0,
+    trajectory_log: str | os.PathLike[str] | None = None,
+) -> TRLEnvSpec:
+    """A tool environment as TRL's ``environment_factory`` spec (see the module docstring).
+
+    Args:
+        env: the environment (short name, Gymnasium id, ``file.py::Class``, ``module:Class``
+            or the class).
+        n_tasks: training tasks (task ``i`` reset with seed ``seed + i``); default: all tasks
+            of the env's dataset.
+        seed: the first task seed.
+        env_kwargs: keyword arguments for the environment (``tasks``, ``max_turns``, ...).
+        rewards: episode rewards replacing the environment's (``{name: reward}`` or names).
+        step_weight: weight of the summed per-step rewards.
+        trajectory_log: append every episode's `Trajectory` to this JSONL file.
+
+    Raises:
+        ConfigError: the environment needs rk-agent's loop (it talks back with user messages,
+            like ``guess``, or has no tools), or an option is invalid. Nothing is loaded first.
+
+    Example:
+        >>> spec = trl_environment("tools", n_tasks=4)
+        >>> [f.__name__ for f in spec.reward_funcs], spec.reward_weights
+        (['episode', 'step_rewards', 'answer', 'efficiency'], [1.0, 1.0, 0.0, 0.0])
+    """
+    kwargs = dict(env_kwargs or {})
+    if rewards:
+        named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
+        kwargs["episode_rewards"] = dict(named)
+    name = env if isinstance(env, str) else env.__name__
+    built = make_env(env, **kwargs)
+    factory = trl_env_class(lambda: make_env(env, **kwargs), name=name, probe=built)
+    rows = task_rows(built, n_tasks, seed)
+    funcs, weights = episode_reward_funcs(built, step_weight=step_weight)
+    spec = TRLEnvSpec(
+        train_dataset=_dataset(built, rows),
+        environment_factory=factory,
+        reward_funcs=[],
+        reward_weights=weights,
+        max_tool_calling_iterations=max(0, built.max_turns - 1),
+        env_name=name,
+        trajectory_log=Path(trajectory_log) if trajectory_log is not None else None,
+    )
+    spec.reward_funcs = [_reward(fn, spec, first=i == 0) for i, fn in enumerate(funcs)]
+    return spec
+
+
+def _dataset(env: ChatEnv, rows: Sequence[TaskRow]) -> Dataset:
+    """`env_dataset`, each prompt being the opening conversation the environment shows."""
+    dataset = env_dataset(env, rows=rows)
+    prompts = []
+    for row in rows:
+        observation, _ = env.reset(seed=row.seed, options={"task": row.task})
+        prompts.append(
+            [{"role": m["role"], "content": m.get("content") or ""} for m in observation]
+        )
+    return dataset.remove_columns("prompt").add_column("prompt", prompts)
+
+
+def _reward(fn: Callable[..., Any], spec: TRLEnvSpec, *, first: bool) -> RewardFunc:
+    """``fn`` (it reads ``trajectory``) fed the batch's trajectories from TRL's environments."""
+
+    def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
+        state = kwargs.get("trainer_state")
+        trajectories = spec.trajectories(
+            kwargs.pop("environments", None),
+            completions,
+            task_ids=kwargs.get("task_id"),
+            step=int(state.global_step) if state is not None else None,
+        )
+        if first and spec.trajectory_log is not None:
+            spec.trajectory_log.parent.mkdir(parents=True, exist_ok=True)
+            with spec.trajectory_log.open("a", encoding="utf-8") as handle:
+                handle.write("".join(t.model_dump_json() + "\n" for t in trajectories))
+        return list(fn(prompts, completions, trajectory=trajectories, **kwargs))
+
+    reward.__name__ = reward.__qualname__ = fn.__name__
+    return reward
+
+
+def trl_grpo_trainer(
+    env: EnvLike,
+    *,
+    args: GRPOConfig,
+    model: str | os.PathLike[str] | PreTrainedModel | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    n_tasks: int | None = None,
+    seed: int = 0,
+    rewards: Mapping[str, RewardLike] | Sequence[str] | None = None,
+    step_weight: float = 1.0,
+    callbacks: list[TrainerCallback] | None = None,
+) -> GRPOTrainer:
+    """A `GRPOTrainer` that trains ``model`` on a tool environment with TRL's own tool loop.
+
+    The environment is checked first (a `ConfigError` comes before any model loads). Every
+    ``GRPOConfig`` option passes through to TRL untouched (``use_vllm``, ``vllm_mode``,
+    ``max_completion_length``, ...), except two that are filled in when left unset:
+    ``reward_weights`` (the spec's) and ``max_tool_calling_iterations`` (the environment's
+    ``max_turns - 1``). Episodes are appended to ``<output_dir>/trajectories.jsonl``.
+
+    Args:
+        env: the environment (see `trl_environment`).
+        args: TRL's `GRPOConfig` (``max_completion_length`` bounds a whole episode's tokens).
+        model: a local folder, hub id or loaded model; ``None`` is the embedded model.
+        tokenizer: default: the model folder's. Its chat template must support tool calling
+            and be one TRL can parse replies of (e.g. Qwen2.5's, which the embedded model has).
+        env_kwargs, n_tasks, seed, rewards, step_weight: as for `trl_environment`.
+        callbacks: extra `transformers.TrainerCallback`s.
+
+    Raises:
+        ConfigError: the environment needs rk-agent's loop, the chat template cannot do tool
+            calls, or ``reward_weights`` has the wrong length.
+    """
+    from transformers import AutoTokenizer, PreTrainedModel
+    from trl import GRPOTrainer
+
+    spec = trl_environment(
+        env, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs, rewards=rewards,
+        step_weight=step_weight,
+        trajectory_log=Path(args.output_dir or ".") / "trajectories.jsonl",
+    )  # fmt: skip
+    model_spec: Any = model if isinstance(model, PreTrainedModel) else resolve_model(model)
+    if tokenizer is None:
+        if isinstance(model_spec, PreTrainedModel):
+            raise ConfigError("trl_grpo_trainer(model=<a loaded model>) also needs tokenizer=...")
+        tokenizer = AutoTokenizer.from_pretrained(model_spec)
+    _check_tool_template(tokenizer, str(model_spec if isinstance(model_spec, str) else "model"))
+    spec.model_name = str(getattr(getattr(model_spec, "config", None), "name_or_path", model_spec))
+    _fill_args(args, spec)
+    with warnings.catch_warnings():
+        # TRL flags environment_factory as experimental on every construction; we pin TRL.
+        warnings.filterwarnings(
+            "ignore", message=".*environment_factory.*experimental", category=UserWarning
+        )
+        return GRPOTrainer(
+            model=model_spec,
+            reward_funcs=list[Any](spec.reward_funcs),
+            args=args,
+            train_dataset=spec.train_dataset,
+            processing_class=tokenizer,
+            environment_factory=spec.environment_factory,
+            callbacks=callbacks,
+        )
+
+
+def _fill_args(args: GRPOConfig, spec: TRLEnvSpec) -> None:
+    if args.max_tool_calling_iterations is None:
+        args.max_tool_calling_iterations = spec.max_tool_calling_iterations
+    if args.reward_weights is None:
+        args.reward_weights = list(spec.reward_weights)
+    elif len(args.reward_weights) != len(spec.reward_funcs):
+        names = [f.__name__ for f in spec.reward_funcs]
+        raise ConfigError(
+            f"reward_weights has {len(args.reward_weights)} entries for the "
+            f"{len(spec.reward_funcs)} reward functions {names} of TRL's loop; give one weight "
+            "each, in that order, or leave reward_weights unset for the environment's weights."
+        )
+
+
+def _check_tool_template(tokenizer: Any, model: str) -> None:
+    """TRL's checks of the chat template, before the model loads, as `ConfigError`s."""
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+
+    fix = (
+        "Use a model whose chat template calls tools in a format TRL parses (Qwen2.5/3, "
+        "Llama 3.1/3.2, ...), or set tokenizer.chat_template to TRL's "
+        "trl/chat_templates/qwen2_5.jinja for a ChatML model (the embedded model has it)."
+    )
+    if not supports_tool_calling(tokenizer):
+        raise ConfigError(
+            f"the chat template of {model} cannot render tool calls, which TRL's tool loop "
+            f"(--loop trl) needs. {fix}"
+        )
+    has_parser = any(
+        getattr(tokenizer, attr, None) is not None
+        for attr in ("response_template", "response_schema")
+    )
+    if not has_parser:
+        try:
+            add_response_schema(tokenizer)
+        except ValueError as exc:
+            raise ConfigError(
+                f"TRL cannot read tool calls from the replies of {model}: it does not know its "
+                f"chat template ({exc}). {fix}"
+            ) from exc
