@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 app = typer.Typer(help="Environments: list what is registered.", no_args_is_help=True)
 
@@ -12,6 +10,9 @@ app = typer.Typer(help="Environments: list what is registered.", no_args_is_help
 @app.command("list")
 def list_environments() -> None:
     """List every registered environment (built-ins and installed packages)."""
+    from rich.console import Console
+    from rich.table import Table
+
     from rk_agent.envs.registry import list_envs
 
     table = Table(title="Registered environments")

@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from rk_agent.errors import ConfigError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from rk_agent.fireworks.client import FireworksClient
     from rk_agent.fireworks.dry_run import PlannedRequest
     from rk_agent.fireworks.rft import RFTJob
@@ -97,6 +96,8 @@ def deploy(
     Packages the reward's file, its requirements and an entry point (main.py::evaluate),
     uploads them and waits for the build. Deploying unchanged code again reuses the evaluator.
     """
+    from rich.console import Console
+
     from rk_agent.fireworks.evaluators import deploy_reward
 
     console = Console()
@@ -235,6 +236,7 @@ def rft(
     job and shows its progress. Running it again reuses the dataset and the evaluator.
     """
     from pydantic import ValidationError
+    from rich.console import Console
 
     from rk_agent.fireworks.launch import launch_rft
     from rk_agent.fireworks.rft import (
@@ -303,6 +305,8 @@ def _first_problem(exc: Any) -> str:
 
 
 def _follow(client: FireworksClient, job: RFTJob, console: Console, poll: float) -> RFTJob:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     from rk_agent.fireworks.rft import wait_for_rft_job
 
     columns = (
@@ -345,6 +349,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
 ) -> None:
     """Show an RFT job: state, progress, dataset, evaluator, models."""
+    from rich.console import Console
+
     from rk_agent.fireworks.client import FireworksClient
     from rk_agent.fireworks.dry_run import redact_json
     from rk_agent.fireworks.rft import get_rft_job
@@ -358,6 +364,8 @@ def status(
 
 
 def _render_job(job: RFTJob, console: Console) -> None:
+    from rich.table import Table
+
     table = Table(title=f"RFT job {job.id}", show_header=False)
     table.add_column("field", style="bold cyan")
     table.add_column("value")
@@ -379,6 +387,8 @@ def _render_job(job: RFTJob, console: Console) -> None:
 @app.command("cancel")
 def cancel(job: Annotated[str, typer.Argument(help="The job id (or its full name).")]) -> None:
     """Cancel an RFT job."""
+    from rich.console import Console
+
     from rk_agent.fireworks.client import FireworksClient
     from rk_agent.fireworks.rft import cancel_rft_job
 
@@ -392,6 +402,9 @@ def list_jobs(
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many jobs.")] = 50,
 ) -> None:
     """List the account's RFT jobs."""
+    from rich.console import Console
+    from rich.table import Table
+
     from rk_agent.fireworks.client import FireworksClient
     from rk_agent.fireworks.rft import list_rft_jobs
 
@@ -424,6 +437,9 @@ def preview(
     ] = False,
 ) -> None:
     """Score samples with the reward on Fireworks, without deploying it."""
+    from rich.console import Console
+    from rich.table import Table
+
     from rk_agent.fireworks.evaluators import preview_evaluator
     from rk_agent.jsonl import iter_jsonl
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.config import load_reward_config
-from rk_agent.rewards.preview import PreviewReport, preview_samples
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rk_agent.rewards.preview import PreviewReport
 
 EXIT_SKIPPED = 1
 """Exit code when some lines could not be scored (the rest were)."""
@@ -60,6 +61,11 @@ def preview(
     Lines that cannot be read are reported with their file and line number; the rest are
     still scored, and the exit code is 1 so scripts notice.
     """
+    from rich.console import Console
+
+    from rk_agent.rewards.config import load_reward_config
+    from rk_agent.rewards.preview import preview_samples
+
     bound = _parse_kwargs(kwargs)
     if (reward is None) == (config is None):
         raise ConfigError("give the reward with either --reward NAME|PATH or --config FILE.")
@@ -86,6 +92,8 @@ def _parse_kwargs(text: str | None) -> dict[str, object]:
 
 
 def _render(report: PreviewReport, console: Console) -> None:
+    from rich.table import Table
+
     table = Table(title=f"{report.reward} on {report.samples}")
     table.add_column("line", justify="right")
     table.add_column("score", justify="right")

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
-from rich.table import Table
-
-from rk_agent.rewards.registry import list_reward_functions
 
 app = typer.Typer(help="Reward functions: list what is registered.", no_args_is_help=True)
 
@@ -14,6 +10,11 @@ app = typer.Typer(help="Reward functions: list what is registered.", no_args_is_
 @app.command("list")
 def list_rewards() -> None:
     """List every registered reward (built-ins, your registrations, installed packages)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rk_agent.rewards.registry import list_reward_functions
+
     table = Table(title="Registered rewards", show_lines=False)
     table.add_column("name", style="bold cyan")
     table.add_column("description")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rk_agent.cli.render import render_summary, render_trajectory
 from rk_agent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_INTERRUPTED = 130
 
@@ -107,6 +107,9 @@ def rollout(
     ] = None,
 ) -> None:
     """Play episodes of an environment with a model and write trajectories and a summary."""
+    from rich.console import Console
+
+    from rk_agent.cli.render import render_summary
     from rk_agent.rollouts.config import load_rollout_config
     from rk_agent.rollouts.runner import describe_model, prepare_run
 
@@ -147,6 +150,14 @@ def rollout(
 
 
 def _play(run: Any, console: Console, total: int) -> str:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )  # fmt: skip
+
     rewards: list[float] = []
     columns = (
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -177,6 +188,9 @@ def show(
     limit: Annotated[int, typer.Option("--limit", help="Render at most this many episodes.")] = 3,
 ) -> None:
     """Print a run's summary and render chosen episodes turn by turn."""
+    from rich.console import Console
+
+    from rk_agent.cli.render import render_summary, render_trajectory
     from rk_agent.rollouts.run_dir import RunDir
     from rk_agent.rollouts.summary import summarize
 

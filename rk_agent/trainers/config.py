@@ -107,7 +107,7 @@ class TrainConfig(BaseModel):
     multi_turn: bool = True
     loop: Literal["rk", "trl"] = "rk"
     n_tasks: int = Field(default=64, ge=1)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     max_turns: int | None = Field(default=None, ge=1)
     trajectories: str | None = None
     sft_filter: dict[str, Any] = Field(default_factory=dict)
@@ -141,7 +141,13 @@ def load_train_config(
     overrides: dict[str, Any] | None = None,
     trl_overrides: dict[str, Any] | None = None,
 ) -> TrainConfig:
-    """Read a YAML config (optional), apply flag overrides, and check TRL's options.
+    """Read a YAML config (optional), apply flag overrides, and check every option's value.
+
+    rk-agent's options are checked by `TrainConfig` (types and ranges); TRL's by their names,
+    types, choices, ranges and combinations (`rk_agent.trainers.trl_args`), against the
+    snapshot of TRL's config classes (`rk_agent.trainers.trl_schema`), so nothing heavy is
+    imported. Files and names that must exist are checked by
+    `rk_agent.trainers.preflight.check_train_inputs`.
 
     Args:
         path: a YAML file of `TrainConfig` options.
@@ -153,7 +159,8 @@ def load_train_config(
 
     Raises:
         ConfigError: the file cannot be read or parsed, an option is unknown or invalid
-            (named, with "did you mean" for TRL options), or a TRL option has the wrong type.
+            (named, with "did you mean" for TRL options), a TRL option has the wrong type or is
+            out of range, or TRL options do not fit together.
     """
     data = read_yaml_mapping(path) if path is not None else {}
     apply_overrides(data, overrides)
@@ -169,9 +176,12 @@ def load_train_config(
         config = TrainConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"invalid train config{where}: {validation_problems(exc)}.") from exc
-    from rk_agent.trainers.trl_args import trl_config_class, validate_trl_values
+    from rk_agent.trainers.trl_args import check_trl_combinations, validate_trl_values
+    from rk_agent.trainers.trl_schema import schema_class
 
-    config.trl = validate_trl_values(trl_config_class(config.kind), config.trl)
+    config_cls = schema_class(config.kind)
+    config.trl = validate_trl_values(config_cls, config.trl)
+    check_trl_combinations(config_cls, config.trl)
     return config
 
 

@@ -3,12 +3,15 @@
 Every field of the TRL config class is an option: under ``trl:`` in a train config file, or as
 an extra flag in the Hugging Face style (``--learning_rate 1e-5``, ``--learning-rate=1e-5``,
 ``--bf16`` for true, ``--no_bf16`` for false, ``--report_to wandb tensorboard`` for a list).
-Values are checked against the field's type, so a typo or a bad value fails before a model is
-loaded, with the option named. Settings the user leaves out get `device_defaults`: fp32, no
-activation checkpointing and small batches on a CPU; bf16 and checkpointing on a GPU.
+Values are checked against the field's type, its ``choices``, its range and the rules that tie
+options together (`rk_agent.trainers.trl_rules`), so a typo or a bad value fails before a model
+is loaded, with the option named. Every function here takes the real TRL class or its snapshot
+stand-in (`rk_agent.trainers.trl_schema`), which checks the same without importing TRL. Settings
+the user leaves out get `device_defaults`: fp32, no activation checkpointing and small batches
+on a CPU; bf16 and checkpointing on a GPU.
 
 Main names: `trl_config_class`, `trl_fields`, `parse_cli_overrides`, `validate_trl_values`,
-`device_defaults`, `build_trl_args`.
+`check_trl_combinations`, `device_defaults`, `build_trl_args`.
 
 Example::
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -28,12 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from rk_agent.errors import ConfigError, did_you_mean
+from rk_agent.trainers.trl_rules import combination_problem, range_problem, words_for
 
 if TYPE_CHECKING:
     from trl import GRPOConfig, SFTConfig
 
 __all__ = [
     "build_trl_args",
+    "check_trl_combinations",
     "device_defaults",
     "parse_cli_overrides",
     "trl_config_class",
@@ -196,11 +202,15 @@ def _check(config_cls: type, field: dataclasses.Field[Any], value: Any, where: s
         raise ConfigError(
             f"{where} expects {_describe(tp)}, got {value!r}.{_hint(tp, value)}"
         ) from None
-    choices = field.metadata.get("choices")
+    owner = config_cls.__name__
+    choices = field.metadata.get("choices") or words_for(owner, field.name)
     if choices is not None and converted is not None and converted not in list(choices):
         shown = ", ".join(repr(c) for c in choices)
         close = did_you_mean(str(converted), [str(c) for c in choices])
         raise ConfigError(f"{where} expects one of {shown}, got {converted!r}.{close}")
+    problem = range_problem(owner, field.name, converted)
+    if problem is not None:
+        raise ConfigError(f"{where} {problem}")
     return converted
 
 
@@ -237,6 +247,57 @@ def validate_trl_values(
             raise _unknown(config_cls, name, f"{where}.{name}")
         checked[name] = _check(config_cls, fields[name], value, f"{where}.{name}")
     return checked
+
+
+def check_trl_combinations(
+    config_cls: type, values: Mapping[str, Any], *, where: str = "trl"
+) -> None:
+    """Check the rules that tie TRL options together, before TRL itself is imported.
+
+    The rules (`rk_agent.trainers.trl_rules.combination_problem`) see the values as a run
+    would: the user's, over the device defaults, over the class's defaults. Which device
+    defaults apply is known only once torch is imported, so a rule counts as broken when it
+    fails both with the CPU defaults and with TRL's own (a GPU run's batch sizes); a setting
+    that fails on one device only is left to TRL when the run builds its arguments. The number
+    of processes is ``WORLD_SIZE`` (set by ``accelerate launch``), else 1.
+
+    Args:
+        config_cls: ``trl.GRPOConfig``, ``trl.SFTConfig`` or their snapshot stand-ins
+            (`rk_agent.trainers.trl_schema`).
+        values: the options the user set, already checked by `validate_trl_values`.
+        where: where the options come from, for the message.
+
+    Raises:
+        ConfigError: a combination TRL rejects (which one, and what to change).
+    """
+    user = dict(values)
+    base = _class_defaults(config_cls)
+    problems = [
+        combination_problem(config_cls.__name__, every, given=user.keys(), world_size=_processes())
+        for every in (
+            {**base, **_defaults_for(config_cls, user, False), **user},
+            {**base, **user},
+        )
+    ]
+    if problems[0] is not None and problems[1] is not None:
+        raise ConfigError(f"{where}: {problems[0]}")
+
+
+def _processes() -> int:
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def _class_defaults(config_cls: type) -> dict[str, Any]:
+    defaults: dict[str, Any] = {}
+    for name, field in trl_fields(config_cls).items():
+        if field.default is not dataclasses.MISSING:
+            defaults[name] = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            defaults[name] = field.default_factory()
+    return defaults
 
 
 def parse_cli_overrides(args: Sequence[str], config_cls: type) -> dict[str, Any]:
@@ -472,7 +533,8 @@ def build_trl_args(
     try:
         return config_cls(output_dir=str(output_dir), **kwargs)
     except ValueError as exc:
+        reason = " ".join(str(exc).split())  # one line: some of transformers' messages are lists
         raise ConfigError(
-            f"TRL rejected these {config_cls.__name__} settings: {exc} "
+            f"TRL rejected these {config_cls.__name__} settings: {reason} "
             "Change the option under `trl:` in the config file, or its --flag."
         ) from exc

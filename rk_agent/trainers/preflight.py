@@ -1,0 +1,116 @@
+"""Checks of what a train config points at, made before a training run loads anything heavy.
+
+`rk_agent.trainers.config.load_train_config` checks the values of the options; this module
+checks that what they name exists: the task file, the trajectories, a model that is a local
+folder, the checkpoint to resume from, the reward names and the environment. It imports
+neither torch nor TRL; the environment and reward registries (Gymnasium) come last, as the
+slowest part.
+
+Main names: `check_train_inputs`.
+
+Example::
+
+    config = load_train_config("configs/train/grpo_tools.yaml", {"kind": "grpo"})
+    check_train_inputs(config)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from rk_agent.config_files import validation_problems
+from rk_agent.errors import ConfigError
+from rk_agent.trainers.config import TrainConfig, resume_checkpoint
+
+__all__ = ["check_train_inputs"]
+
+_TRAJECTORIES = "trajectories.jsonl"
+
+
+def check_train_inputs(config: TrainConfig) -> None:
+    """Check that the files, folders and names ``config`` refers to exist.
+
+    - ``tasks`` (GRPO): an existing file.
+    - ``trajectories`` (SFT): a JSONL file, or a folder holding ``trajectories.jsonl``.
+    - ``model``: when it looks like a local path (``./m``, ``/m``, ``~/m``, ``runs/x/final``, or
+      ``a/b`` where ``a`` is a local folder), an existing folder; anything else is a hub id.
+    - ``resume``: a checkpoint folder that exists, or ``true`` with a checkpoint in
+      ``output_dir`` (`rk_agent.trainers.config.resume_checkpoint`).
+    - ``sft_filter`` (SFT): fields of `rk_agent.trainers.sft_data.SFTFilter`.
+    - ``rewards`` and ``env`` (GRPO): names the registries know, or code that loads.
+
+    Raises:
+        ConfigError: the first of these that fails, naming the option and how to fix it
+            (`UnknownNameError` with "did you mean" for an unknown env or reward).
+    """
+    if config.kind == "grpo" and config.tasks is not None:
+        _check_tasks(config.tasks)
+    if config.kind == "sft":
+        _check_trajectories(str(config.trajectories))
+    if config.model is not None:
+        _check_model(config.model)
+    resume_checkpoint(config)
+    if config.kind == "sft":
+        _check_sft_filter(config)
+    else:
+        _check_rewards_and_env(config)
+
+
+def _check_tasks(tasks: str) -> None:
+    path = Path(tasks).expanduser()
+    if not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise ConfigError(
+            f"tasks: {tasks} {what}; give a JSONL file of tasks (--tasks FILE), or leave it "
+            "out to use the environment's generated tasks."
+        )
+
+
+def _check_trajectories(trajectories: str) -> None:
+    path = Path(trajectories).expanduser()
+    if path.is_file() or (path / _TRAJECTORIES).is_file():
+        return
+    what = f"holds no {_TRAJECTORIES}" if path.is_dir() else "does not exist"
+    raise ConfigError(
+        f"trajectories: {trajectories} {what}; give a run folder made by `rk-agent rollout` "
+        "or a trajectories JSONL file (--trajectories RUN_DIR)."
+    )
+
+
+def _looks_local(model: str) -> bool:
+    """Hub ids are ``name`` or ``org/name``; anything else with a slash is a folder."""
+    path = Path(model).expanduser()
+    if model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model:
+        return True
+    return "/" in model and path.parent.is_dir()
+
+
+def _check_model(model: str) -> None:
+    path = Path(model).expanduser()
+    if not _looks_local(model) or path.is_dir():
+        return
+    what = "is a file, not a model folder" if path.exists() else "does not exist"
+    raise ConfigError(
+        f"model: {model} looks like a local path but {what}; give a model folder (such as "
+        "runs/<run>/final) or a Hugging Face hub id (org/name)."
+    )
+
+
+def _check_sft_filter(config: TrainConfig) -> None:
+    from rk_agent.trainers.sft_data import SFTFilter
+
+    try:
+        SFTFilter.model_validate(config.sft_filter)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid sft_filter: {validation_problems(exc)}.") from exc
+
+
+def _check_rewards_and_env(config: TrainConfig) -> None:
+    from rk_agent.envs.registry import get_env_class
+    from rk_agent.rewards.registry import get_reward_function
+
+    for reward in config.rewards:
+        get_reward_function(reward)
+    get_env_class(config.env)
