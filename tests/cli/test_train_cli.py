@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -151,18 +152,71 @@ def test_sft_from_a_rollout_run(tmp_path: Path, tiny_model_dir: Path) -> None:
     assert (out / "final" / "config.json").is_file()
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (("grpo", "--learning_rat", "1e-5"), "Did you mean 'learning_rate'?"),
-        (("grpo", "--env", "toolz"), "Did you mean 'tools'?"),
-        (("sft",), "sft needs trajectories"),
-    ],
-)
-def test_bad_input_is_one_clear_line_before_any_work(
+# Runs the CLI's entry point in a fresh interpreter, then reports its exit code and which heavy
+# libraries it imported.
+ENTRY = """
+import json, sys
+from rk_agent.cli import main
+sys.argv = ["rk-agent", *json.loads(sys.argv[1])]
+code = 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+heavy = {"torch", "transformers", "trl", "datasets", "wandb", "accelerate"} & set(sys.modules)
+print(json.dumps({"code": code, "heavy": sorted(heavy)}))
+"""
+
+BAD_INPUT = [
+    (("grpo", "--max_steps", "-2"),
+     "--max_steps must be at least 1, or -1 (no limit: train num_train_epochs); got -2."),
+    (("grpo", "--learning_rate=-1"), "--learning_rate must be greater than 0; got -1.0."),
+    (("grpo", "--num_generations", "3", "--per_device_train_batch_size", "4"),
+     "trl: the generation batch must hold whole groups of num_generations 3 completions, but "
+     "it is per_device_train_batch_size 4 x gradient_accumulation_steps 1 (default) = 4. Make "
+     "per_device_train_batch_size a multiple of 3 (e.g. --per_device_train_batch_size 3), or "
+     "change num_generations."),
+    (("grpo", "--learning_rat", "1e-5"),
+     "unknown GRPOConfig option '--learning_rat'. Did you mean 'learning_rate'? Options are the "
+     "fields of trl.GRPOConfig, e.g. --learning_rate 1e-5."),
+    (("grpo", "--env", "toolz"),
+     "unknown environment 'toolz'. Did you mean 'tools'? Known environments: code, guess, math, "
+     "tools. Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "
+     "'package.module:Class' or 'path/to/file.py::Class'."),
+    (("grpo", "--n-tasks", "0"),
+     "invalid train config: n_tasks: Input should be greater than or equal to 1."),
+    (("grpo", "--loop", "tlr"), "invalid train config: loop: Input should be 'rk' or 'trl'."),
+    (("grpo", "--config", "missing.yaml"),
+     "cannot read config missing.yaml: No such file or directory"),
+    (("grpo", "--tasks", "missing.jsonl"),
+     "tasks: missing.jsonl does not exist; give a JSONL file of tasks (--tasks FILE), or leave "
+     "it out to use the environment's generated tasks."),
+    (("grpo", "--model", "./nope"),
+     "model: ./nope looks like a local path but does not exist; give a model folder (such as "
+     "runs/<run>/final) or a Hugging Face hub id (org/name)."),
+    (("grpo", "--resume", "nope"),
+     "resume: checkpoint 'nope' does not exist; give a checkpoint-<step> folder, 'auto' (the "
+     "last one in output_dir, if any) or false."),
+    (("sft",),
+     "invalid train config: (top): sft needs trajectories: a rollout run directory or a "
+     "trajectories JSONL file (--trajectories RUN_DIR)."),
+    (("sft", "--trajectories", "missing/"),
+     "trajectories: missing/ does not exist; give a run folder made by `rk-agent rollout` or a "
+     "trajectories JSONL file (--trajectories RUN_DIR)."),
+    (("sft", "--trajectories", "t.jsonl", "--max-per-task", "0"),
+     "invalid sft_filter: max_per_task: Input should be greater than or equal to 1."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_before_torch_or_trl_is_imported(
     tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    run = rk("train", *args, "--output-dir", str(tmp_path / "run"), env=_env(tmp_path))
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert message in run.stderr
-    assert "Traceback" not in run.stderr
+    (tmp_path / "t.jsonl").write_text("")
+    run = subprocess.run(
+        [sys.executable, "-c", ENTRY, json.dumps(["train", *args])], capture_output=True,
+        text=True, env=_env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.stderr == f"error: {message}\n"
+    assert json.loads(run.stdout) == {"code": 2, "heavy": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]  # no run folder

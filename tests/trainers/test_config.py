@@ -4,6 +4,8 @@ and the bundled train and accelerate configs."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,20 @@ def test_output_dir_from_trl_moves_to_the_top(tmp_path: Path) -> None:
         ({"kind": "sft", "trajectories": "t"}, {"num_generations": 4},
          "unknown SFTConfig option 'trl.num_generations'."),
         ({"kind": "grpo"}, {"max_steps": "many"}, "trl.max_steps expects an integer, got 'many'."),
+        ({"kind": "grpo", "n_tasks": 0}, {}, "invalid train config: n_tasks: Input should be "
+         "greater than or equal to 1."),
+        ({"kind": "grpo", "max_turns": 0}, {}, "invalid train config: max_turns: Input should "
+         "be greater than or equal to 1."),
+        ({"kind": "grpo", "seed": -1}, {}, "invalid train config: seed: Input should be greater "
+         "than or equal to 0."),
+        ({"kind": "grpo", "loop": "tlr"}, {}, "invalid train config: loop: Input should be 'rk' "
+         "or 'trl'."),
+        ({"kind": "grpo"}, {"max_steps": -2}, "trl.max_steps must be at least 1, or -1 (no "
+         "limit: train num_train_epochs); got -2."),
+        ({"kind": "sft", "trajectories": "t"}, {"learning_rate": "-1e-5"},
+         "trl.learning_rate must be greater than 0; got -1e-05."),
+        ({"kind": "grpo"}, {"num_generations": 3, "per_device_train_batch_size": 4},
+         "trl: the generation batch must hold whole groups of num_generations 3 completions"),
     ],
 )  # fmt: skip
 def test_errors_name_the_option(
@@ -80,6 +96,20 @@ def test_errors_name_the_option(
 ) -> None:
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
         load_train_config(None, overrides, trl)
+
+
+def test_trl_options_are_checked_without_importing_trl(tmp_path: Path) -> None:
+    """The whole of load_train_config runs on the snapshot of TRL's classes."""
+    script = (
+        "import sys\n"
+        "from rk_agent.trainers.config import load_train_config\n"
+        "load_train_config(None, {'kind': 'grpo'}, {'learning_rate': 1e-5, 'max_steps': 2})\n"
+        "print(sorted({'torch', 'trl', 'transformers'} & set(sys.modules)))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert run.stdout == "[]\n"
 
 
 def test_file_errors(tmp_path: Path) -> None:

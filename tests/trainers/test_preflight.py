@@ -1,0 +1,123 @@
+"""What a train config points at is checked before training: files, folders and names."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rk_agent.errors import ConfigError, RewardLoadError, UnknownNameError
+from rk_agent.trainers.config import TrainConfig
+from rk_agent.trainers.preflight import check_train_inputs
+
+
+def grpo(tmp_path: Path, **options: Any) -> TrainConfig:
+    return TrainConfig(kind="grpo", output_dir=str(tmp_path / "run"), **options)
+
+
+def sft(tmp_path: Path, trajectories: str | Path, **options: Any) -> TrainConfig:
+    return TrainConfig(
+        kind="sft", trajectories=str(trajectories), output_dir=str(tmp_path / "run"), **options
+    )
+
+
+def fails(config: TrainConfig, message: str, error: type[ConfigError] = ConfigError) -> None:
+    with pytest.raises(error, match=f"^{re.escape(message)}"):
+        check_train_inputs(config)
+
+
+def test_good_inputs_pass(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"prompt": "2+2?", "answer": "4"}\n')
+    run = tmp_path / "rollout"
+    run.mkdir()
+    (run / "trajectories.jsonl").write_text("")
+    model = tmp_path / "model"
+    model.mkdir()
+    check_train_inputs(grpo(tmp_path))
+    check_train_inputs(grpo(tmp_path, env="math", tasks=str(tasks), rewards=["math", "length"]))
+    check_train_inputs(grpo(tmp_path, model=str(model), env="rk_agent/Guess-v0"))
+    check_train_inputs(grpo(tmp_path, model="HuggingFaceTB/SmolLM2-135M-Instruct"))
+    check_train_inputs(sft(tmp_path, run, sft_filter={"max_per_task": 2}))
+    check_train_inputs(sft(tmp_path, run / "trajectories.jsonl"))
+
+
+def test_tasks_must_be_a_file(tmp_path: Path) -> None:
+    fails(
+        grpo(tmp_path, tasks=str(tmp_path / "tasks.jsonl")),
+        f"tasks: {tmp_path / 'tasks.jsonl'} does not exist; give a JSONL file of tasks "
+        "(--tasks FILE), or leave it out to use the environment's generated tasks.",
+    )
+    fails(grpo(tmp_path, tasks=str(tmp_path)), f"tasks: {tmp_path} is a folder; give a JSONL")
+
+
+def test_trajectories_must_exist(tmp_path: Path) -> None:
+    fails(
+        sft(tmp_path, "missing/"),
+        "trajectories: missing/ does not exist; give a run folder made by `rk-agent rollout` "
+        "or a trajectories JSONL file (--trajectories RUN_DIR).",
+    )
+    fails(sft(tmp_path, tmp_path), f"trajectories: {tmp_path} holds no trajectories.jsonl; give")
+
+
+@pytest.mark.parametrize("model", ["./nope", "runs/x/final", "~/no-such-rk-agent-model"])
+def test_a_model_that_looks_local_must_be_a_folder(tmp_path: Path, model: str) -> None:
+    fails(
+        grpo(tmp_path, model=model),
+        f"model: {model} looks like a local path but does not exist; give a model folder (such "
+        "as runs/<run>/final) or a Hugging Face hub id (org/name).",
+    )
+
+
+def test_a_model_path_under_a_local_folder_is_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "weights.bin").write_text("")
+    fails(grpo(tmp_path, model="runs/final"), "model: runs/final looks like a local path but")
+    fails(
+        grpo(tmp_path, model="runs/weights.bin"),
+        "model: runs/weights.bin looks like a local path but is a file, not a model folder;",
+    )
+    check_train_inputs(grpo(tmp_path, model="HuggingFaceTB/SmolLM2-135M"))  # no such folder
+
+
+def test_resume(tmp_path: Path) -> None:
+    fails(grpo(tmp_path, resume="nope"), "resume: checkpoint 'nope' does not exist; give a")
+    fails(grpo(tmp_path, resume=True), f"resume: true but {tmp_path / 'run'} has no complete")
+
+
+def test_sft_filter(tmp_path: Path) -> None:
+    run = tmp_path / "t.jsonl"
+    run.write_text("")
+    fails(
+        sft(tmp_path, run, sft_filter={"max_per_task": 0}),
+        "invalid sft_filter: max_per_task: Input should be greater than or equal to 1.",
+    )
+    fails(
+        sft(tmp_path, run, sft_filter={"min_rewrd": 1}),
+        "invalid sft_filter: min_rewrd: Extra inputs are not permitted.",
+    )
+
+
+def test_env_and_rewards_are_known_names_or_code(tmp_path: Path) -> None:
+    fails(
+        grpo(tmp_path, env="toolz"),
+        "unknown environment 'toolz'. Did you mean 'tools'? Known environments: code, guess, "
+        "math, tools.",
+        UnknownNameError,
+    )
+    fails(
+        grpo(tmp_path, env="no_such_dir/env.py::Env"),
+        "cannot load environment 'no_such_dir/env.py::Env': file 'no_such_dir/env.py' does not "
+        "exist",
+        RewardLoadError,
+    )
+    fails(
+        grpo(tmp_path, rewards=["lenght"]),
+        "unknown reward 'lenght'. Did you mean 'length'?",
+        UnknownNameError,
+    )
