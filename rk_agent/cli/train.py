@@ -69,10 +69,12 @@ def _train(
     fails in about a second, not after the ten seconds those take to import."""
     from rk_agent.trainers.config import load_train_config
     from rk_agent.trainers.preflight import check_train_inputs
-    from rk_agent.trainers.trl_args import parse_cli_overrides
+    from rk_agent.trainers.trl_args import parse_cli_overrides, trl_fields
     from rk_agent.trainers.trl_schema import schema_class
 
-    trl_overrides = parse_cli_overrides(list(ctx.args), schema_class(kind))
+    config_cls = schema_class(kind)
+    _check_typos(ctx, kind, set(trl_fields(config_cls)))
+    trl_overrides = parse_cli_overrides(list(ctx.args), config_cls)
     resolved = load_train_config(config, {"kind": kind, **overrides}, trl_overrides)
     check_train_inputs(resolved)
     from rk_agent.trainers.run import run_training
@@ -80,6 +82,31 @@ def _train(
     outcome = run_training(resolved, say=typer.echo)
     if outcome.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _check_typos(ctx: typer.Context, kind: str, trl_options: set[str]) -> None:
+    """An extra flag that is no TRL option but close to one of ours: say which one was meant."""
+    import difflib
+
+    from rk_agent.errors import ConfigError
+
+    ours = [
+        opt[2:]
+        for param in ctx.command.params
+        for opt in [*param.opts, *param.secondary_opts]
+        if opt.startswith("--")
+    ]
+    for arg in ctx.args:
+        flag = arg.partition("=")[0]
+        name = flag[2:].replace("-", "_")
+        if not flag.startswith("--") or name in trl_options or name[3:] in trl_options:
+            continue
+        close = difflib.get_close_matches(flag[2:], ours, n=1, cutoff=0.6)
+        if close:
+            raise ConfigError(
+                f"unknown option {flag!r} for rk-agent train {kind}. Did you mean "
+                f"'--{close[0]}'? See `rk-agent train {kind} --help`."
+            )
 
 
 @app.command(context_settings=_EXTRA)

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import PydanticCustomError
 
 from rk_agent.config_files import apply_overrides, read_yaml_mapping, validation_problems
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.trainers.wandb_setup import redact, secret_values
 
 __all__ = [
@@ -158,8 +158,8 @@ def load_train_config(
             ``output_dir`` here moves to the top level.
 
     Raises:
-        ConfigError: the file cannot be read or parsed, an option is unknown or invalid
-            (named, with "did you mean" for TRL options), a TRL option has the wrong type or is
+        ConfigError: the file cannot be read or parsed, an option is unknown (with "did you
+            mean") or invalid (named), a TRL option has the wrong type or is
             out of range, or TRL options do not fit together.
     """
     data = read_yaml_mapping(path) if path is not None else {}
@@ -172,6 +172,9 @@ def load_train_config(
     if "output_dir" in trl:
         data["output_dir"] = str(trl.pop("output_dir"))
     data["trl"] = trl
+    _check_names(data, TrainConfig, "", where)
+    if isinstance(data.get("wandb"), dict):
+        _check_names(data["wandb"], WandbSettings, "wandb.", where)
     try:
         config = TrainConfig.model_validate(data)
     except ValidationError as exc:
@@ -183,6 +186,17 @@ def load_train_config(
     config.trl = validate_trl_values(config_cls, config.trl)
     check_trl_combinations(config_cls, config.trl)
     return config
+
+
+def _check_names(data: dict[str, Any], model: type[BaseModel], prefix: str, where: str) -> None:
+    """An unknown option gets "did you mean" (pydantic would only say extra inputs)."""
+    known = [prefix + name for name in model.model_fields]
+    for name in (prefix + key for key in data):
+        if name not in known:
+            raise ConfigError(
+                f"unknown train config option {name!r}{where}.{did_you_mean(name, known)} "
+                f"Options are: {', '.join(known)}."
+            )
 
 
 def save_train_config(config: TrainConfig, output_dir: str | Path | None = None) -> Path:

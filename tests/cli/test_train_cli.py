@@ -179,6 +179,9 @@ BAD_INPUT = [
     (("grpo", "--learning_rat", "1e-5"),
      "unknown GRPOConfig option '--learning_rat'. Did you mean 'learning_rate'? Options are the "
      "fields of trl.GRPOConfig, e.g. --learning_rate 1e-5."),
+    (("grpo", "--n-task", "8"),
+     "unknown option '--n-task' for rk-agent train grpo. Did you mean '--n-tasks'? See "
+     "`rk-agent train grpo --help`."),
     (("grpo", "--env", "toolz"),
      "unknown environment 'toolz'. Did you mean 'tools'? Known environments: code, guess, math, "
      "tools. Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "

@@ -61,8 +61,12 @@ def test_output_dir_from_trl_moves_to_the_top(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "trl", "message"),
     [
-        ({"kind": "grpo", "n_taks": 3}, {}, "invalid train config: n_taks: Extra inputs are not "
-         "permitted."),
+        ({"kind": "grpo", "n_taks": 3}, {}, "unknown train config option 'n_taks'. Did you mean "
+         "'n_tasks'? Options are: kind, env, env_kwargs, tasks, model, rewards, multi_turn, loop, "
+         "n_tasks, seed, max_turns, trajectories, sft_filter, output_dir, resume, wandb, trl."),
+        ({"kind": "grpo", "wandb.projet": "p"}, {}, "unknown train config option "
+         "'wandb.projet'. Did you mean 'wandb.project'? Options are: wandb.enabled, "
+         "wandb.project, wandb.mode."),
         ({"kind": "ppo"}, {}, "invalid train config: kind: Input should be 'grpo' or 'sft'."),
         ({}, {}, "invalid train config: kind: Field required."),
         ({"kind": "sft"}, {}, "invalid train config: (top): sft needs trajectories: a rollout "
