@@ -386,36 +386,34 @@ def test_docstring_examples() -> None:
 
 
 def _scripted_model(tok: Any, replies: list[str]) -> Any:
-    """A tiny random Llama forced to write ``replies`` (turn by turn), through a real forward.
+    """A tiny random Llama forced to write ``replies``, turn by turn, through a real forward.
 
     The smallest models cannot call tools on their own, so this one is steered: at the last
-    position it adds a large logit to the next token of its script (the first reply, or the
-    second once a ``<tool_response>`` is in the conversation). Everything else (TRL's
-    generation, response parsing, tool loop, masks, loss) is the real thing.
+    position it adds a large logit to the next token of the current turn's reply (the turn is
+    the number of assistant headers in the sequence). Everything else (TRL's generation,
+    response parsing, tool loop, masks, loss) is the real thing.
     """
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     scripts = [tok(r + "<|im_end|>", add_special_tokens=False)["input_ids"] for r in replies]
     header = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
-    response = tok.convert_tokens_to_ids("<tool_response>")
 
-    def find(ids: list[int], part: list[int]) -> int:
-        for at in range(len(ids) - len(part), -1, -1):
-            if ids[at : at + len(part)] == part:
-                return at + len(part)
-        return -1
+    def starts(ids: list[int]) -> list[int]:
+        n = len(header)
+        return [at + n for at in range(len(ids) - n + 1) if ids[at : at + n] == header]
 
     class Scripted(LlamaForCausalLM):
-        def forward(self, input_ids: Any = None, **kwargs: Any) -> Any:
-            out = super().forward(input_ids=input_ids, **kwargs)
-            bias = torch.zeros_like(out.logits)
-            for b, ids in enumerate(input_ids.tolist()):
-                start = find(ids, header)
-                script = scripts[min(ids.count(response), len(scripts) - 1)]
-                done = len(ids) - start
-                bias[b, -1, script[done] if done < len(script) else script[-1]] = 1e4
-            out.logits = out.logits + bias
+        def forward(self, input_ids: Any = None, logits_to_keep: Any = 0, **kwargs: Any) -> Any:
+            out = super().forward(input_ids=input_ids, logits_to_keep=logits_to_keep, **kwargs)
+            bias = torch.zeros(out.logits.shape[0], out.logits.shape[-1])
+            for row, ids in enumerate(input_ids.tolist()):
+                found = starts(ids)
+                script = scripts[min(len(found), len(scripts)) - 1]
+                done = len(ids) - found[-1]
+                bias[row, script[min(done, len(script) - 1)]] = 1e4
+            last = out.logits[:, -1:] + bias[:, None].to(out.logits)
+            out.logits = torch.cat([out.logits[:, :-1], last], dim=1)
             return out
 
     torch.manual_seed(0)
