@@ -250,7 +250,11 @@ def trl_grpo_trainer(
         model: a local folder, hub id or loaded model; ``None`` is the embedded model.
         tokenizer: default: the model folder's. Its chat template must support tool calling
             and be one TRL can parse replies of (e.g. Qwen2.5's, which the embedded model has).
-        env_kwargs, n_tasks, seed, rewards, step_weight: as for `trl_environment`.
+        env_kwargs: keyword arguments for the environment.
+        n_tasks: training tasks (default: all tasks of the env's dataset).
+        seed: the first task seed.
+        rewards: episode rewards replacing the environment's.
+        step_weight: weight of the summed per-step rewards.
         callbacks: extra `transformers.TrainerCallback`s.
 
     Raises:
