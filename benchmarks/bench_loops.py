@@ -40,24 +40,6 @@ LOOPS = ("rk", "trl")
 _RESULT = "RESULT "
 
 
-def _tiny_model(folder: Path) -> str:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from rk_agent.rollouts.local_model import embedded_tokenizer
-
-    tokenizer = embedded_tokenizer()
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )  # fmt: skip
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 def _mean(logs: list[dict[str, Any]], key: str) -> float | None:
     values = [log[key] for log in logs if key in log]
     return statistics.fmean(values) if values else None
@@ -149,6 +131,8 @@ def main() -> None:
     if a.worker:
         worker(a)
         return
+
+    from bench_grpo_overhead import _tiny_model  # this folder: the same random 2-layer model
 
     from rk_agent.rollouts.local_model import embedded_model_path
 
