@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.task import Task
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.rollouts.episode import _env_failure, _turn
@@ -92,9 +93,8 @@ class TRLToolEnv:
     """Base of the classes `trl_env_class` makes: one rk-agent environment per instance.
 
     TRL lists an instance's public methods as tools, so everything here but ``reset`` and the
-    tool methods is private (or a property).
-
-    Attributes:
+    tool methods is private (or a property). A subclass sets ``_env_factory`` (builds the
+    wrapped environment) and ``_env_label`` (its name in trajectories).
     """
 
     _env_factory: ClassVar[Callable[[], ChatEnv]]
@@ -105,6 +105,7 @@ class TRLToolEnv:
         self._ran: list[_Ran] = []
         self._failure: Failure | None = None
         self._seed: int | None = None
+        self._task: Task | None = None
         self._started = time.perf_counter()
         self._trajectory: Trajectory | None = None
 
@@ -129,6 +130,11 @@ class TRLToolEnv:
                 "dataset with rk_agent.trl_environment(...).train_dataset or "
                 "rk_agent.env_dataset, whose rows carry the task as JSON."
             )
+        try:
+            task = TaskTable.decode(task_json)
+        except ValueError as exc:
+            raise DataError(f"a training row's 'task' is not a task as JSON: {exc}") from exc
+        self._task = task
         self._ran = []
         self._failure = None
         self._trajectory = None
@@ -136,7 +142,7 @@ class TRLToolEnv:
         seed = row.get("seed")
         self._seed = int(seed) if seed is not None else None
         try:
-            self._env.reset(seed=self._seed, options={"task": TaskTable.decode(task_json)})
+            self._env.reset(seed=self._seed, options={"task": task})
         except Exception as exc:  # a failed reset is data: the episode's rewards become None
             self._failure = _env_failure(exc, "reset")
 
@@ -315,7 +321,7 @@ class _Replay:
         self, index: int, sample: int, step: int | None, budget_hit: bool
     ) -> Trajectory:
         env, episode = self.env, self.episode
-        task = env.state.task
+        task = self.owner._task or Task(id="unavailable", messages=[])
         total = sum(t.reward for t in self.turns)
         if episode is not None and episode.is_score_valid:
             total += episode.score

@@ -228,6 +228,12 @@ class _SlowEnv(ChatEnv):
 
         return [nap]
 
+    fail_resets = False
+
+    def on_reset(self, state: Any) -> None:
+        if self.fail_resets:
+            raise OSError("no sandbox today")
+
     def call_tool(self, call: Any, state: Any) -> Any:
         if call.function.parsed_arguments().get("seconds") == -1:
             raise RuntimeError("the sandbox is gone")
@@ -266,6 +272,19 @@ def test_an_env_that_crashes_fails_the_episode_and_its_rewards_are_none() -> Non
     rewards = {f.__name__: f(prompts=[[]], completions=[completion], environments=[instance])
                for f in spec.reward_funcs}  # fmt: skip
     assert rewards == {"episode": [None], "step_rewards": [None]}
+
+
+def test_a_failed_reset_fails_the_episode(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = _slow_spec()
+    instance = spec.environment_factory()
+    monkeypatch.setattr(_SlowEnv, "fail_resets", True)
+    instance.reset(**_row(spec))
+    assert instance.nap(seconds=0.0) == (
+        "Error: the environment failed: the environment's reset() raised OSError: no sandbox today"
+    )
+    trl = episode_trajectory(instance, [{"role": "assistant", "content": "hi"}])
+    assert trl.failure is not None and trl.failure.where == "environment"
+    assert trl.task.id == "nap" and trl.turns == [] and trl.episode is None
 
 
 def test_a_cut_episode_is_truncated_and_a_broken_call_is_a_parse_error() -> None:
