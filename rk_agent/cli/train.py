@@ -99,7 +99,7 @@ def _check_typos(ctx: typer.Context, kind: str, trl_options: set[str]) -> None:
     for arg in ctx.args:
         flag = arg.partition("=")[0]
         name = flag[2:].replace("-", "_")
-        if not flag.startswith("--") or name in trl_options or name[3:] in trl_options:
+        if not flag.startswith("--") or {name, name.removeprefix("no_")} & trl_options:
             continue
         close = difflib.get_close_matches(flag[2:], ours, n=1, cutoff=0.6)
         if close:
