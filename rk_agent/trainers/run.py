@@ -6,7 +6,10 @@ trainer (`grpo_trainer` or `build_sft_trainer`), trains, and saves the final mod
 tokenizer in ``<output_dir>/final``, a folder ``rk-agent rollout --model`` takes as is.
 Checkpoints are TRL's own (``checkpoint-<step>``, every ``save_steps``); a run started again
 with the same ``output_dir`` resumes from the last one (``resume: auto``). Ctrl-C stops
-training and keeps every checkpoint already written.
+training and keeps every checkpoint already written. The run keeps a record of itself
+(`rk_agent.trainers.run_record`: status, step, resident memory), so a run the OS killed is
+reported as such when the next one starts in its folder; every log line carries
+``memory/rss_gb`` and ``memory/peak_rss_gb``, and the run ends by printing its peak.
 
 Main names: `run_training`, `TrainOutcome`.
 """
@@ -14,7 +17,7 @@ Main names: `run_training`, `TrainOutcome`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,13 @@ from rk_agent.envs.registry import get_env_class
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.local_model import DEFAULT_MODEL
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_config
+from rk_agent.trainers.run_record import (
+    RunRecord,
+    RunStatus,
+    peak_resident_bytes,
+    previous_run_note,
+    write_run_record,
+)
 from rk_agent.trainers.trl_args import build_trl_args, trl_config_class
 from rk_agent.trainers.wandb_setup import apply_wandb, finish_wandb, plan_wandb, restore_environ
 
@@ -45,6 +55,9 @@ class TrainOutcome:
         resumed_from: the checkpoint the run continued from, if any.
         interrupted: whether Ctrl-C stopped it.
         log_history: TRL's logged metrics, one dict per logging step.
+        peak_rss_bytes: the process's peak resident memory (the whole process: a run in a
+            process that did other work before reports that work's peak if it was higher).
+        step_rss_bytes: resident memory after each optimizer step, by step.
     """
 
     output_dir: Path
@@ -53,6 +66,8 @@ class TrainOutcome:
     resumed_from: Path | None
     interrupted: bool
     log_history: list[dict[str, Any]]
+    peak_rss_bytes: int = 0
+    step_rss_bytes: dict[int, int] = field(default_factory=dict)
 
 
 def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> TrainOutcome:
@@ -87,9 +102,18 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         )
     saved = save_train_config(config, output_dir)
     say(f"run folder: {output_dir} (config: {saved.name})")
+    earlier = previous_run_note(output_dir)
+    if earlier is not None:
+        say(earlier)
     if resumed_from is not None:
         say(f"resuming from {resumed_from}")
+    record = RunRecord.start()
+    write_run_record(output_dir, record)
     trainer = _grpo(config, args) if config.kind == "grpo" else _sft(config, args, say)
+    from rk_agent.trainers.callbacks import RunRecordCallback, attach
+
+    recorder = RunRecordCallback(output_dir, record)
+    attach(trainer, recorder)
     for note in plan.notes:
         say(note)
     previous = apply_wandb(plan, resume=resumed_from is not None)
@@ -98,25 +122,35 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         trainer.train(resume_from_checkpoint=str(resumed_from) if resumed_from else None)
     except KeyboardInterrupt:
         interrupted = True
+    except BaseException as exc:
+        recorder.finish(RunStatus.FAILED, trainer.state.global_step, f"{type(exc).__name__}: {exc}")
+        raise
     finally:
         finish_wandb()
         restore_environ(previous)
+    step = int(trainer.state.global_step)
     final: Path | None = None
     if interrupted:
+        recorder.finish(RunStatus.INTERRUPTED, step)
         say(
-            f"interrupted at step {trainer.state.global_step}; checkpoints so far are kept in "
+            f"interrupted at step {step}; checkpoints so far are kept in "
             f"{output_dir}. Run the same command again to resume from the last one."
         )
     else:
         final = save_final(trainer, output_dir)
+        recorder.finish(RunStatus.FINISHED, step)
         say(f"model saved to {final}; evaluate it with `rk-agent rollout --model {final}`")
+    peak = peak_resident_bytes()
+    say(f"peak resident memory: {peak / 1024**3:.2f} GB")
     return TrainOutcome(
         output_dir=output_dir,
         final_model=final,
-        global_step=int(trainer.state.global_step),
+        global_step=step,
         resumed_from=resumed_from,
         interrupted=interrupted,
         log_history=list(trainer.state.log_history),
+        peak_rss_bytes=peak,
+        step_rss_bytes=dict(recorder.step_rss),
     )
 
 
