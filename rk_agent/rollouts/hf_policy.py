@@ -22,7 +22,8 @@ Tool calls: when the model's chat template renders tools (``tools=`` to
 ``apply_chat_template``, e.g. the Qwen2.5 template the embedded model carries), the template
 does it; otherwise the text protocol of `rk_agent.rollouts.tool_protocol` describes the tools
 in the system prompt. Either way ``<tool_call>{json}</tool_call>`` blocks in the reply are
-parsed into ``tool_calls``; a malformed one sets ``PolicyOutput.parse_error``.
+parsed into ``tool_calls``; a malformed one sets ``PolicyOutput.parse_error``. Prompts are
+rendered and replies read by `rk_agent.rollouts.chat_template`, which `VLLMPolicy` shares.
 
 Main names: `HFPolicy`, `BatchStats`.
 
@@ -44,20 +45,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
 import os
 import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError
+from rk_agent.rollouts.chat_template import (
+    ChatTemplate,
+    ToolFormat,
+    end_of_turn_ids,
+    native_message,
+    native_tools,
+    read_reply,
+)
 from rk_agent.rollouts.local_model import DEFAULT_MODEL, is_embedded, resolve_model
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
-from rk_agent.rollouts.tool_protocol import ParsedReply, parse_tool_calls, to_text_messages
 from rk_agent.types import Message
 
 if TYPE_CHECKING:
@@ -65,9 +71,6 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = ["BatchStats", "HFPolicy", "native_message"]
-
-ToolFormat = Literal["auto", "native", "text"]
-_PROBE_TOOL = "rk_agent_probe_tool"
 
 
 @dataclass
@@ -123,7 +126,7 @@ def _group_key(sampling: SamplingParams) -> tuple[Any, ...]:
     return ("sample", sampling.temperature, sampling.top_p)
 
 
-class HFPolicy:
+class HFPolicy(ChatTemplate):
     """A local transformers model as a `Policy`, batching concurrent requests dynamically.
 
     Args:
@@ -197,10 +200,8 @@ class HFPolicy:
         self.batching = batching
         self.generate_kwargs = dict(generate_kwargs or {})
         self.max_context = max_context or _max_positions(self.model)
-        self.native_tools = (
-            _supports_tools(self.tokenizer) if tool_format == "auto" else (tool_format == "native")
-        )
-        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        self.native_tools = native_tools(self.tokenizer, tool_format)
+        self.eos_ids = end_of_turn_ids(self.tokenizer, self.model.generation_config)
         pad = self.tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else min(self.eos_ids)
         self.stats = BatchStats()
@@ -269,13 +270,7 @@ class HFPolicy:
         )
         self._submit(request)
         generated = await request.future
-        if tools:
-            reply = parse_tool_calls(generated.text, tools)
-        else:  # no tools offered: the reply is text, whatever it looks like
-            reply = ParsedReply(Message(role="assistant", content=generated.text))
-        finish = generated.finish_reason
-        if finish == "stop" and reply.message.tool_calls:
-            finish = "tool_calls"
+        reply, finish = read_reply(generated.text, tools, generated.finish_reason)
         return PolicyOutput(
             message=reply.message,
             prompt_token_ids=prompt_ids,
@@ -309,27 +304,6 @@ class HFPolicy:
         if worker is not None:
             worker.join()
         self._release()
-
-    # -- prompts -------------------------------------------------------------------------------
-
-    def render(
-        self,
-        messages: list[Message],
-        tools: list[dict[str, Any]] | None,
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        """The prompt text the model sees (chat template applied, generation prompt added)."""
-        if self.native_tools:
-            native = [native_message(m) for m in messages]
-            return _apply_template(self.tokenizer, native, tools or None, add_generation_prompt)
-        text_messages = to_text_messages(messages, tools)
-        return _apply_template(self.tokenizer, text_messages, None, add_generation_prompt)
-
-    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> list[int]:
-        """The prompt's token ids (`render`, tokenized without extra special tokens)."""
-        text = self.render(messages, tools)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # -- the worker ----------------------------------------------------------------------------
 
@@ -495,83 +469,3 @@ def _max_positions(model: PreTrainedModel) -> int:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else None
     value = getattr(config or model.config, "max_position_embeddings", None)
     return int(value) if value else 2048
-
-
-def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[int]:
-    ids: set[int] = set()
-    configured = model.generation_config.eos_token_id
-    if isinstance(configured, int):
-        ids.add(configured)
-    elif configured:
-        ids.update(int(i) for i in configured)
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")  # ChatML's end of turn
-    if isinstance(im_end, int) and im_end != tokenizer.unk_token_id:
-        ids.add(im_end)
-    if not ids:
-        raise ConfigError(
-            "the model has no end-of-sequence token (generation_config.eos_token_id)."
-        )
-    return ids
-
-
-def native_message(message: Message) -> dict[str, Any]:
-    """A message as chat templates expect it: tool-call arguments as dicts, not JSON strings."""
-    role = "system" if message.role == "developer" else message.role
-    role = "tool" if role == "function" else role
-    out: dict[str, Any] = {"role": role, "content": message.text}
-    if message.tool_calls:
-        calls = []
-        for call in message.tool_calls:
-            try:
-                arguments: Any = json.loads(call.function.arguments)
-            except ValueError:
-                arguments = call.function.arguments
-            calls.append(
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.function.name, "arguments": arguments},
-                }
-            )
-        out["tool_calls"] = calls
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.name is not None:
-        out["name"] = message.name
-    return out
-
-
-def _apply_template(
-    tokenizer: PreTrainedTokenizerBase,
-    conversation: Sequence[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    add_generation_prompt: bool = True,
-) -> str:
-    """The chat template applied as text (with the generation prompt by default)."""
-    text = cast(Any, tokenizer).apply_chat_template(
-        list(conversation),
-        tools=tools,
-        add_generation_prompt=add_generation_prompt,
-        tokenize=False,
-    )
-    if not isinstance(text, str):
-        raise ConfigError(f"the chat template returned {type(text).__name__}, not text.")
-    return text
-
-
-def _supports_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
-    """Whether the chat template renders tools, tool calls and tool results (tried, not guessed)."""
-    tool = {"type": "function", "function": {"name": _PROBE_TOOL, "parameters": {}}}
-    call = {"type": "function", "function": {"name": "probe_call", "arguments": {}}}
-    conversation: list[dict[str, Any]] = [
-        {"role": "user", "content": "u"},
-        {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", **call}]},
-        {"role": "tool", "content": "probe_result", "tool_call_id": "c0"},
-    ]
-    try:
-        text = _apply_template(tokenizer, conversation, [tool])
-    except Exception:  # any template error means: no native tools
-        return False
-    return all(needle in text for needle in (_PROBE_TOOL, "probe_call", "probe_result"))

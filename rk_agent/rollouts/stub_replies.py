@@ -146,15 +146,21 @@ def _words(text: Any) -> list[str]:
     return []
 
 
-def _token_ids(words: list[str]) -> list[int]:
+def next_id() -> int:
+    """A fresh number for response and tool-call ids."""
+    return next(_ids)
+
+
+def word_token_ids(words: list[str]) -> list[int]:
+    """Stand-in token ids for replies without a tokenizer: one per word (CRC32 of the word)."""
     return [zlib.crc32(w.encode()) % 50_000 for w in words]
 
 
-def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
+def tool_call_dict(call: dict[str, Any]) -> dict[str, Any]:
     """OpenAI form from OpenAI form or short form ``{"name", "arguments"}``."""
     function = dict(call["function"]) if "function" in call else dict(call)
     function.pop("id", None)
-    call_id = call.get("id") or f"call_{next(_ids)}"
+    call_id = call.get("id") or f"call_{next_id()}"
     if not isinstance(function.get("arguments"), str):
         function["arguments"] = json.dumps(function.get("arguments") or {})
     return {"id": call_id, "type": "function", "function": function}
@@ -169,7 +175,7 @@ def completion_body(
     per-word log-probabilities and token ids (CRC32 of the word) are added.
     """
     head = {
-        "id": f"chatcmpl-stub-{next(_ids)}",
+        "id": f"chatcmpl-stub-{next_id()}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": request.get("model") or model,
@@ -187,7 +193,7 @@ def completion_body(
     message["role"] = "assistant"
     message.setdefault("content", None)
     if message.get("tool_calls"):
-        message["tool_calls"] = [_tool_call(call) for call in message["tool_calls"]]
+        message["tool_calls"] = [tool_call_dict(call) for call in message["tool_calls"]]
     words = _words(message["content"])
     for call in message.get("tool_calls") or ():
         words += [call["function"]["name"], *call["function"]["arguments"].split()]
@@ -218,8 +224,8 @@ def completion_body(
         },
     }
     if request.get("return_token_ids"):  # vLLM's extension
-        choice["token_ids"] = _token_ids(words)
-        body["prompt_token_ids"] = _token_ids(prompt_words)
+        choice["token_ids"] = word_token_ids(words)
+        body["prompt_token_ids"] = word_token_ids(prompt_words)
     return body
 
 

@@ -2,8 +2,10 @@
 
 Tests and benchmarks point a real client (the `openai` SDK, `OpenAIPolicy`, ``curl``) at it and
 get real HTTP: keep-alive connections, status codes, ``Retry-After`` headers, dropped sockets,
-hangs and broken bodies. It serves ``POST /v1/chat/completions`` (non-streaming) and
-``GET /v1/models``, records every request it receives, and counts what it did.
+hangs and broken bodies. It serves ``POST /v1/chat/completions`` (non-streaming), vLLM's
+token-id ``POST /v1/completions`` (token ids in, token ids and log-probabilities out; see
+`rk_agent.rollouts.stub_completions`) and ``GET /v1/models``, records every request it
+receives with the body it answered, and counts what it did.
 
 It is plain asyncio (no web framework), so it costs little CPU per request: one core serves
 several thousand requests a second. It binds ``127.0.0.1`` unless told otherwise.
@@ -15,9 +17,11 @@ Main names:
         `rk_agent.rollouts.stub_replies` (re-exported here).
 
 Replies are scripted with a list (``replies[i]`` answers a conversation that already has ``i``
-assistant turns; the last one repeats) or a function ``reply(request_json)``. A reply is a
-string (the text), a dict (an assistant message, or a whole response body), a `Message`, or a
-`Fault`; see `rk_agent.rollouts.stub_replies`.
+assistant turns, or on ``/v1/completions`` a prompt that continues ``i`` earlier prompts; the
+last one repeats) or a function ``reply(request_json)``. A reply is a string (the text), a dict
+(an assistant message, or a whole response body), a `Message`, or a `Fault`; see
+`rk_agent.rollouts.stub_replies` and, for token ids, `rk_agent.rollouts.stub_completions`
+(text replies become token ids with the ``tokenizer`` given to the server).
 
 Example:
     >>> from rk_agent.rollouts.stub_server import Fault, StubServer
@@ -53,6 +57,12 @@ from http import HTTPStatus
 from typing import Any
 
 from rk_agent.errors import ConfigError
+from rk_agent.rollouts.stub_completions import (
+    CompletionScript,
+    TextTokenizer,
+    completions_body,
+    prompts_of,
+)
 from rk_agent.rollouts.stub_replies import (
     Fault,
     ReplyFn,
@@ -69,6 +79,7 @@ __all__ = [
     "ReplySpec",
     "StubRequest",
     "StubServer",
+    "TextTokenizer",
     "call_first_tool_then_answer",
 ]
 
@@ -83,6 +94,8 @@ class StubRequest:
         headers: the headers, names lower-cased.
         body: the parsed JSON body (``None`` if there was none or it was not JSON).
         received_at: ``time.monotonic()`` when it arrived.
+        response: the JSON body answered to a chat or completions request (``None`` until it
+            is answered, and for a fault).
     """
 
     method: str
@@ -90,6 +103,7 @@ class StubRequest:
     headers: dict[str, str]
     body: Any
     received_at: float
+    response: Any = None
 
 
 @dataclass
@@ -118,8 +132,9 @@ class StubServer:
             turns so far, the last repeats) or a function ``reply(request_json)`` (sync or
             async). Default: the text ``"ok"``.
         latency_s: seconds to wait before answering, or a function of the request JSON.
-        fail_first_n: answer the first ``n`` chat requests with ``fault``.
-        failure_rate: answer this share of the other chat requests with ``fault`` (seeded).
+        fail_first_n: answer the first ``n`` chat or completions requests with ``fault``.
+        failure_rate: answer this share of the other chat or completions requests with
+            ``fault`` (seeded).
         fault: the fault for ``fail_first_n`` and ``failure_rate``; a list is sampled at random.
             Default: ``Fault.http(500)``.
         seed: seed of the failure draws.
@@ -128,6 +143,8 @@ class StubServer:
         host: the address to bind; loopback by default.
         port: the port; 0 picks a free one.
         record: keep every request (see `requests`); turn off for long benchmarks.
+        tokenizer: turns text replies on ``/v1/completions`` into token ids and back (a Hugging
+            Face tokenizer, or any `TextTokenizer`); ``None``: one stand-in id per word.
 
     Example:
         >>> import httpx
@@ -152,6 +169,7 @@ class StubServer:
         host: str = "127.0.0.1",
         port: int = 0,
         record: bool = True,
+        tokenizer: TextTokenizer | None = None,
     ) -> None:
         if replies is None:
             replies = ["ok"]
@@ -176,11 +194,13 @@ class StubServer:
         self.host = host
         self.port = port
         self.record = record
+        self.tokenizer = tokenizer
+        self._completion_script = None if callable(replies) else CompletionScript(replies)
         self._injected: list[Fault] = []
         self._requests: list[StubRequest] = []
         self._lock = threading.Lock()
         self._counts = _Counts()
-        self._chat_requests = 0
+        self._generation_requests = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
@@ -213,13 +233,19 @@ class StubServer:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
     @property
+    def completion_requests(self) -> list[StubRequest]:
+        """The received ``POST /v1/completions`` requests (vLLM's token-id endpoint)."""
+        return [r for r in self.requests if r.path.rstrip("/").endswith("/v1/completions")]
+
+    @property
     def counts(self) -> dict[str, int]:
         """``requests``, ``replies``, ``faults``, ``in_flight``, ``max_in_flight``,
         ``connections`` (opened so far) and ``open_connections``."""
         return asdict(self._counts)
 
     def inject(self, *faults: Fault) -> None:
-        """Answer the next chat requests (in arrival order) with these faults, one each."""
+        """Answer the next chat or completions requests (in arrival order) with these faults,
+        one each."""
         with self._lock:
             self._injected.extend(faults)
 
@@ -230,7 +256,7 @@ class StubServer:
             self._injected.clear()
             old = self._counts  # requests and connections still open stay counted
             self._counts = _Counts(in_flight=old.in_flight, open_connections=old.open_connections)
-            self._chat_requests = 0
+            self._generation_requests = 0
 
     def start(self) -> StubServer:
         """Start serving in a background thread; returns once the port is bound."""
@@ -385,60 +411,84 @@ class StubServer:
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
+        recorded = StubRequest(method, path, headers, body, received_at=time.monotonic())
         if self.record:
             with self._lock:
-                self._requests.append(
-                    StubRequest(method, path, headers, body, received_at=time.monotonic())
-                )
+                self._requests.append(recorded)
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             return _Response(401, error_body("Invalid API key provided.", 401, "invalid_api_key"))
         route = path.rstrip("/")
         if route in ("/v1/models", "/models") and method == "GET":
             data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "rk-agent"}]
             return _Response(200, json.dumps({"object": "list", "data": data}).encode())
-        if route not in ("/v1/chat/completions", "/chat/completions"):
+        chat = route in ("/v1/chat/completions", "/chat/completions")
+        if not chat and route not in ("/v1/completions", "/completions"):
             return _Response(404, error_body(f"no route {method} {path}", 404))
         if method != "POST":
             return _Response(405, error_body(f"use POST for {path}", 405))
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            message = "the body must be a JSON object with a `messages` list"
+        if not isinstance(body, dict) or not (
+            isinstance(body.get("messages"), list) if chat else prompts_of(body)
+        ):
+            message = (
+                "the body must be a JSON object with a `messages` list"
+                if chat
+                else "the body must be a JSON object with a `prompt`: text, token ids "
+                "(ints >= 0), or a non-empty list of either"
+            )
             return _Response(400, error_body(message, 400))
-        return await self._chat(body)
+        return await self._generate(body, chat=chat, recorded=recorded)
 
     # ------------------------------------------------------------------------------------
-    # Chat completions
+    # Chat completions and completions
 
-    async def _chat(self, request: dict[str, Any]) -> _Response | None:
-        reply: Any = self._draw_fault()
-        if reply is None:
-            reply = self._script(request)
-            if inspect.isawaitable(reply):
-                reply = await reply
+    async def _generate(
+        self, request: dict[str, Any], *, chat: bool, recorded: StubRequest
+    ) -> _Response | None:
+        fault = self._draw_fault()
+        replies: list[Any] = []
+        if fault is None:
+            for one in [request] if chat else _one_request_per_prompt(request):
+                reply = self._script(one, chat=chat)
+                if inspect.isawaitable(reply):
+                    reply = await reply
+                replies.append(reply)
         latency = self.latency_s(request) if callable(self.latency_s) else self.latency_s
         if latency > 0:
             await asyncio.sleep(latency)
-        if isinstance(reply, Fault):
+        fault = fault or next((r for r in replies if isinstance(r, Fault)), None)
+        if fault is not None:
             self._counts.faults += 1
-            return await self._fault_response(reply)
+            return await self._fault_response(fault)
         self._counts.replies += 1
-        return _Response(
-            200, json.dumps(completion_body(request, reply, model=self.model)).encode()
-        )
+        try:
+            if chat:
+                body = completion_body(request, replies[0], model=self.model)
+            else:
+                body = completions_body(
+                    request, replies, model=self.model, tokenizer=self.tokenizer
+                )
+        except Exception as exc:  # a broken script: say so instead of dropping the connection
+            message = f"the stub could not build its reply: {type(exc).__name__}: {exc}"
+            return _Response(500, error_body(message, 500))
+        recorded.response = body
+        return _Response(200, json.dumps(body).encode())
 
     def _draw_fault(self) -> Fault | None:
         with self._lock:
-            self._chat_requests += 1
+            self._generation_requests += 1
             if self._injected:
                 return self._injected.pop(0)
-            if self._chat_requests <= self.fail_first_n:
+            if self._generation_requests <= self.fail_first_n:
                 return self._rng.choice(self._faults)
             if self.failure_rate and self._rng.random() < self.failure_rate:
                 return self._rng.choice(self._faults)
         return None
 
-    def _script(self, request: dict[str, Any]) -> Any:
+    def _script(self, request: dict[str, Any], *, chat: bool) -> Any:
         if callable(self.replies):
             return self.replies(request)
+        if not chat and self._completion_script is not None:
+            return self._completion_script.reply((prompts_of(request) or [""])[0])
         turn = sum(
             1 for m in request["messages"] if isinstance(m, dict) and m.get("role") == "assistant"
         )
@@ -458,6 +508,12 @@ class StubServer:
             value = fault.retry_after
             headers["retry-after"] = f"{value:g}" if isinstance(value, (int, float)) else value
         return _Response(fault.status, error_body(fault.message, fault.status, fault.code), headers)
+
+
+def _one_request_per_prompt(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A completions request with several prompts, as one request per prompt (for the script)."""
+    prompts = prompts_of(request) or []
+    return [{**request, "prompt": p if isinstance(p, str) else list(p)} for p in prompts]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -480,7 +536,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fail-status", type=int, default=500, help="status of failed replies")
     parser.add_argument("--seed", type=int, default=0, help="seed of the failure draws")
     parser.add_argument("--model", default="stub-model", help="model id of /v1/models")
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="a model folder or hub id whose tokenizer turns replies on /v1/completions into "
+        "token ids (default: one stand-in id per word)",
+    )
     args = parser.parse_args(argv)
+    tokenizer = None
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
 
     replies: Sequence[ReplySpec] | ReplyFn = (
         call_first_tool_then_answer(args.reply, args.tool_turns) if args.tools else [args.reply]
@@ -495,6 +562,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         host=args.host,
         port=args.port,
         record=False,
+        tokenizer=tokenizer,
     )
 
     async def serve() -> None:

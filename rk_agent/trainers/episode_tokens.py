@@ -4,31 +4,63 @@ GRPO trains on the very tokens the model sampled. Re-rendering a conversation wi
 template after every turn can tokenize the model's own reply differently (tool-call JSON is
 re-serialized, whitespace is normalized), so the trained sequence would not be the one sampled.
 `EpisodeTokens` avoids that: it is a `Policy` for *one* episode that keeps the token sequence
-itself. The first turn's prompt is rendered once; every later turn continues that sequence with
-the environment's messages, rendered as a template *suffix* (the same way TRL's own tool loop
-does it), and generation starts from the tokens so far.
+itself, on top of a `TokenPolicy` (the trainer's own model, `HFPolicy`, or a served one,
+`VLLMPolicy`). The first turn's prompt is rendered once; every later turn continues that
+sequence with the environment's messages, rendered as a template *suffix* (the same way TRL's
+own tool loop does it), and generation starts from the tokens so far.
 
 It records, per token of the completion, whether the model wrote it (``env_mask`` 1, trained)
 or the environment did (0: tool results, feedback, the template's turn markers), and stops the
 episode (`ContextOverflowError`, which the episode loop records as truncated) once the
 completion budget (TRL's ``max_completion_length``) is spent: TRL does not truncate for you.
 
-Main names: `EpisodeTokens`, `SuffixRenderer`.
+Main names: `EpisodeTokens`, `SuffixRenderer`, `TokenPolicy`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rk_agent.errors import ConfigError, ContextOverflowError
-from rk_agent.rollouts.hf_policy import HFPolicy
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams
 from rk_agent.types import Message
 
-__all__ = ["EpisodeTokens", "SuffixRenderer"]
+__all__ = ["EpisodeTokens", "SuffixRenderer", "TokenPolicy"]
 
 _PROBE = "rk-agent-probe-reply"
+
+
+class TokenPolicy(Protocol):
+    """A model that generates from token ids and renders with its own chat template.
+
+    `HFPolicy` (the trainer's model, in process) and `VLLMPolicy` (a served model) are both
+    one; `EpisodeTokens` needs nothing else.
+    """
+
+    name: str
+    tokenizer: Any
+    eos_ids: set[int]
+
+    def render(
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """The conversation as the chat template writes it."""
+        ...
+
+    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> list[int]:
+        """The prompt's token ids, generation prompt included."""
+        ...
+
+    async def generate_ids(
+        self, prompt_ids: list[int], tools: list[dict[str, Any]] | None, sampling: SamplingParams
+    ) -> PolicyOutput:
+        """The reply to ``prompt_ids``: token ids, log-probabilities, text, finish reason."""
+        ...
 
 
 class SuffixRenderer:
@@ -41,10 +73,10 @@ class SuffixRenderer:
     are added too, so the sequence stays well-formed.
 
     Args:
-        policy: the `HFPolicy` whose template and tokenizer are used.
+        policy: the `TokenPolicy` whose template and tokenizer are used.
     """
 
-    def __init__(self, policy: HFPolicy) -> None:
+    def __init__(self, policy: TokenPolicy) -> None:
         self.policy = policy
         self._eos_texts = sorted(
             {str(policy.tokenizer.decode([i])) for i in policy.eos_ids}, key=len, reverse=True
@@ -90,11 +122,11 @@ class SuffixRenderer:
 class EpisodeTokens:
     """A `Policy` for one episode that generates token-in/token-out and records the tokens.
 
-    Create one per episode, all sharing one `HFPolicy` (so concurrent episodes batch together)
-    and one `SuffixRenderer`.
+    Create one per episode, all sharing one `TokenPolicy` (so concurrent episodes batch
+    together) and one `SuffixRenderer`.
 
     Attributes:
-        policy: the shared model.
+        policy: the shared model (`HFPolicy` or `VLLMPolicy`).
         renderer: the shared suffix renderer.
         budget: most completion tokens (model and environment together).
         prompt_ids: the first turn's prompt (set on the first call).
@@ -105,7 +137,7 @@ class EpisodeTokens:
         budget_hit: whether the budget ended the episode.
     """
 
-    policy: HFPolicy
+    policy: TokenPolicy
     renderer: SuffixRenderer
     budget: int
     prompt_ids: list[int] | None = None
@@ -154,7 +186,7 @@ class EpisodeTokens:
         return output
 
     async def aclose(self) -> None:
-        """Nothing to release: the shared `HFPolicy` is closed by its owner."""
+        """Nothing to release: the shared policy is closed by its owner."""
 
     def _spent(self) -> ContextOverflowError:
         self.budget_hit = True

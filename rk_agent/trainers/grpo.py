@@ -3,7 +3,8 @@
 `grpo_trainer` wires the pieces: the environment's tasks become the dataset
 (`rk_agent.trainers.tasks`), its rewards become TRL reward functions, one per component
 (`rk_agent.trainers.rewards`), and, for multi-turn training, `EpisodeRollout` plays whole
-episodes with the model being trained and masks the environment's tokens out of the loss.
+episodes with the model being trained, or with a vLLM server (TRL's ``use_vllm=True,
+vllm_mode="server"``, or ``server_url``), and masks the environment's tokens out of the loss.
 Everything else is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
 
 Main names: `grpo_trainer`.
@@ -32,7 +33,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.local_model import resolve_model
 from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs
-from rk_agent.trainers.rollout import EpisodeRollout
+from rk_agent.trainers.rollout import EpisodeRollout, vllm_server_url
 from rk_agent.trainers.tasks import TaskTable, env_dataset, task_rows
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ def grpo_trainer(
     step_weight: float = 1.0,
     max_tokens_per_turn: int | None = None,
     callbacks: list[TrainerCallback] | None = None,
+    server_url: str | None = None,
+    served_model: str | None = None,
+    server_options: Mapping[str, Any] | None = None,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` that trains ``model`` on ``env`` with the environment's rewards.
 
@@ -74,13 +78,22 @@ def grpo_trainer(
         step_weight: multi-turn: weight of the summed per-step rewards.
         max_tokens_per_turn: multi-turn: most new tokens per reply (default: the budget left).
         callbacks: extra `transformers.TrainerCallback`s.
+        server_url: multi-turn: play the episodes against this vLLM (or compatible) server
+            instead of the trainer's model; default: TRL's server when ``args.use_vllm`` and
+            ``args.vllm_mode == "server"``. See `EpisodeRollout`.
+        served_model: multi-turn: the served model id (default: the first the server lists).
+        server_options: multi-turn: more `VLLMPolicy` arguments (``api_key``, ``timeout_s``,
+            ``max_retries``, ...).
 
     Raises:
-        ConfigError: an option is invalid (e.g. ``reward_weights`` of the wrong length).
+        ConfigError: an option is invalid (e.g. ``reward_weights`` of the wrong length, or
+            multi-turn with ``use_vllm`` in ``colocate`` mode).
     """
     from transformers import AutoTokenizer, PreTrainedModel
     from trl import GRPOTrainer
 
+    if multi_turn and server_url is None:
+        vllm_server_url(args)  # colocated vLLM is refused before the model loads
     env_kwargs = dict(env_kwargs or {})
     if rewards:
         named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
@@ -102,6 +115,9 @@ def grpo_trainer(
             env_name=str(env),
             max_tokens_per_turn=max_tokens_per_turn,
             trajectory_log=Path(args.output_dir or ".") / "trajectories.jsonl",
+            server_url=server_url,
+            served_model=served_model,
+            server_options=server_options,
         )
     else:
         funcs, weights = single_turn_reward_funcs(built)

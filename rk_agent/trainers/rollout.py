@@ -2,9 +2,21 @@
 
 TRL's ``GRPOTrainer(rollout_func=...)`` calls ``rollout_func(prompts, trainer)`` with the
 generation batch's prompts, each already repeated ``num_generations`` times, and trains on what
-comes back. `EpisodeRollout` plays one episode per prompt, all at once, with the model being
-trained (HF ``generate`` through `HFPolicy`'s dynamic batching, on the trainer's device), using
-the same episode loop as ``rk-agent rollout``. It returns:
+comes back. `EpisodeRollout` plays one episode per prompt, all at once, using the same episode
+loop as ``rk-agent rollout``, and generates either
+
+- with the model being trained (HF ``generate`` through `HFPolicy`'s dynamic batching, on the
+  trainer's device), the default; or
+- with a vLLM server (`VLLMPolicy`, token ids in and out over its OpenAI-compatible
+  completions endpoint, the episodes' turns sent in parallel): automatically when TRL runs with
+  ``use_vllm=True, vllm_mode="server"`` (the server at ``vllm_server_base_url``, or
+  ``http://{vllm_server_host}:{vllm_server_port}``; TRL has synced the weights to it before it
+  calls the rollout), or at ``server_url`` when given. ``vllm_mode="colocate"`` is refused
+  (`ConfigError`): there vLLM runs inside TRL's own generation, which ``--loop trl`` uses.
+
+Either way the prompt is rendered once with the trainer's tokenizer and every later turn is
+appended as tokens (`EpisodeTokens`), so what is trained is exactly what was sampled. It
+returns:
 
 - ``prompt_ids``: the first turn's prompt; ``completion_ids``: every later token (the model's
   replies and the environment's messages, as the model saw them); ``logprobs``;
@@ -14,8 +26,9 @@ the same episode loop as ``rk-agent rollout``. It returns:
   `rk_agent.trainers.rewards` read (episode reward components, per-step rewards, stop reasons).
 
 The completion never exceeds ``max_completion_length`` (an episode that reaches it ends as
-truncated and is still scored). Episodes that fail (a tool crashed the env, the model errored)
-are recorded; their rewards are ``None`` and TRL gives them no advantage.
+truncated and is still scored). Episodes that fail (a tool crashed the env, the model or the
+server errored) are recorded; their rewards are ``None`` and TRL gives them no advantage. A
+server that does not answer when a step starts is an `EndpointError` naming its URL.
 
 Main names: `EpisodeRollout`.
 """
@@ -25,22 +38,28 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-from collections.abc import Callable, Coroutine, Iterator
+import logging
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.chat_template import end_of_turn_ids
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
 from rk_agent.rollouts.hf_policy import HFPolicy
 from rk_agent.rollouts.policy import SamplingParams
 from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.trainers.episode_tokens import EpisodeTokens, SuffixRenderer
+from rk_agent.rollouts.vllm_policy import VLLMPolicy
+from rk_agent.trainers.episode_tokens import EpisodeTokens, SuffixRenderer, TokenPolicy
 from rk_agent.trainers.tasks import TaskRow, TaskTable
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-__all__ = ["EpisodeRollout"]
+__all__ = ["EpisodeRollout", "vllm_server_url"]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -63,6 +82,13 @@ class EpisodeRollout:
         reuse_kv: keep each episode's KV cache from one turn to the next, so a turn prefills
             only the environment's new tokens instead of the whole episode again (the weights
             do not change during a rollout). ``False`` re-reads every turn in full.
+        server_url: generate with the vLLM (or compatible) server at this URL
+            (``http://host:port``, ``/v1`` optional) instead of the trainer's model. Default:
+            TRL's server when ``use_vllm=True, vllm_mode="server"``, else the trainer's model.
+            Without ``use_vllm`` TRL does not sync weights to it: the policy served stays fixed.
+        served_model: the model id to ask the server for; default: the first it lists.
+        server_options: more `VLLMPolicy` arguments (``api_key``, ``timeout_s``,
+            ``max_retries``, ``tool_format``, ``extra_body``).
 
     Example::
 
@@ -83,6 +109,9 @@ class EpisodeRollout:
         trajectory_log: str | Path | None = None,
         max_wait_ms: float = 50.0,
         reuse_kv: bool = True,
+        server_url: str | None = None,
+        served_model: str | None = None,
+        server_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.env_factory = env_factory
         self.tasks = tasks
@@ -93,11 +122,22 @@ class EpisodeRollout:
         self.trajectory_log = Path(trajectory_log) if trajectory_log is not None else None
         self.max_wait_ms = max_wait_ms
         self.reuse_kv = reuse_kv
+        self.server_url = server_url
+        self.served_model = served_model
+        self.server_options = dict(server_options or {})
+        self._warned_unsynced = False
         self._envs: list[ChatEnv] = []
         self.__name__ = "rk_agent_episode_rollout"
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
-        """Play one episode per prompt with ``trainer``'s model; see the module docstring."""
+        """Play one episode per prompt with ``trainer``'s model or the vLLM server; see the
+        module docstring.
+
+        Raises:
+            ConfigError: ``use_vllm`` in ``colocate`` mode (use ``--loop trl``), or a served
+                model that is not the server's.
+            EndpointError: the server does not answer when the step starts.
+        """
         args = trainer.args
         rows = [self.tasks.for_prompt(prompt) for prompt in prompts]
         budget = int(args.max_completion_length)
@@ -106,26 +146,32 @@ class EpisodeRollout:
             top_p=float(args.top_p),
             max_tokens=self.max_tokens_per_turn or budget,
         )
-        with _generation_model(trainer) as model:
-            policy = HFPolicy(
-                model,
-                tokenizer=trainer.processing_class,
-                max_batch_size=self.max_batch_size or len(rows),
-                max_wait_ms=self.max_wait_ms,
-                reuse_kv=self.reuse_kv,
-                name=str(getattr(model.config, "name_or_path", "") or "policy"),
-            )
-            try:
-                played = _run(self.play(rows, policy, sampling, budget))
-            finally:
-                policy.close()
+        url = self.server_url or vllm_server_url(args)
+        policy: TokenPolicy
+        if url is not None:
+            policy = self._served_policy(url, trainer)
+            played = _run(self._play_served(rows, policy, sampling, budget))
+        else:
+            with _generation_model(trainer) as model:
+                policy = HFPolicy(
+                    model,
+                    tokenizer=trainer.processing_class,
+                    max_batch_size=self.max_batch_size or len(rows),
+                    max_wait_ms=self.max_wait_ms,
+                    reuse_kv=self.reuse_kv,
+                    name=str(getattr(model.config, "name_or_path", "") or "policy"),
+                )
+                try:
+                    played = _run(self.play(rows, policy, sampling, budget))
+                finally:
+                    policy.close()
         outputs = _outputs(played, policy, step=int(trainer.state.global_step))
         if self.trajectory_log is not None:
             _append(self.trajectory_log, outputs["trajectory"])
         return outputs
 
     async def play(
-        self, rows: list[TaskRow], policy: HFPolicy, sampling: SamplingParams, budget: int
+        self, rows: list[TaskRow], policy: TokenPolicy, sampling: SamplingParams, budget: int
     ) -> list[tuple[Trajectory, EpisodeTokens]]:
         """Play one episode per row concurrently; each with its own `EpisodeTokens`."""
         while len(self._envs) < len(rows):
@@ -152,6 +198,80 @@ class EpisodeRollout:
             )
         )
         return list(zip(trajectories, recorders, strict=True))
+
+    def _served_policy(self, url: str, trainer: Any) -> VLLMPolicy:
+        args = trainer.args
+        if not getattr(args, "use_vllm", False) and not self._warned_unsynced:
+            self._warned_unsynced = True
+            logger.warning(
+                "EpisodeRollout generates with the server at %s, but TRL runs with "
+                "use_vllm=False, so it does not sync the trained weights to that server: the "
+                "episodes are played by the policy the server loaded, not the one being trained.",
+                url,
+            )
+        options: dict[str, Any] = {"extra_body": _trl_sampling(args), **self.server_options}
+        return VLLMPolicy(
+            url,
+            trainer.processing_class,
+            model=self.served_model,
+            eos_ids=end_of_turn_ids(
+                trainer.processing_class, getattr(trainer.model, "generation_config", None)
+            ),
+            **options,
+        )
+
+    async def _play_served(
+        self, rows: list[TaskRow], policy: VLLMPolicy, sampling: SamplingParams, budget: int
+    ) -> list[tuple[Trajectory, EpisodeTokens]]:
+        try:
+            await policy.connect()
+            return await self.play(rows, policy, sampling, budget)
+        finally:
+            await policy.aclose()
+
+
+def vllm_server_url(args: Any) -> str | None:
+    """The vLLM server TRL generates with (``use_vllm=True, vllm_mode="server"``), else ``None``.
+
+    Raises:
+        ConfigError: ``use_vllm=True`` with ``vllm_mode="colocate"``: vLLM then runs inside
+            TRL's own generation, which the rk loop does not drive.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> vllm_server_url(SimpleNamespace(use_vllm=True, vllm_mode="server",
+        ...     vllm_server_base_url=None, vllm_server_host="0.0.0.0", vllm_server_port=8000))
+        'http://0.0.0.0:8000'
+    """
+    if not getattr(args, "use_vllm", False):
+        return None
+    mode = getattr(args, "vllm_mode", "colocate")
+    if mode != "server":
+        raise ConfigError(
+            f"the rk loop (EpisodeRollout) plays episodes against a vLLM server, but "
+            f"vllm_mode is {mode!r}: in colocate mode vLLM runs inside TRL's own generation. "
+            "Either serve the model (`trl vllm-serve --model MODEL` on a spare GPU) and train "
+            "with --vllm_mode server, or use TRL's tool loop, which generates with colocated "
+            "vLLM: --loop trl."
+        )
+    base = getattr(args, "vllm_server_base_url", None)
+    if base:
+        return str(base)
+    return f"http://{args.vllm_server_host}:{args.vllm_server_port}"
+
+
+def _trl_sampling(args: Any) -> dict[str, Any]:
+    """The sampling options TRL itself sends to vLLM (``top_k``, ``min_p``,
+    ``repetition_penalty``, ``generation_kwargs``) that `SamplingParams` does not carry."""
+    extra: dict[str, Any] = {}
+    for name in ("top_k", "min_p", "repetition_penalty"):
+        value = getattr(args, name, None)
+        if value is not None:
+            extra[name] = value
+    generation_kwargs = getattr(args, "generation_kwargs", None)
+    if isinstance(generation_kwargs, Mapping):
+        extra.update(generation_kwargs)
+    return extra
 
 
 @contextlib.contextmanager
@@ -187,7 +307,7 @@ def _append(path: Path, trajectories: list[Trajectory]) -> None:
 
 
 def _outputs(
-    played: list[tuple[Trajectory, EpisodeTokens]], policy: HFPolicy, step: int
+    played: list[tuple[Trajectory, EpisodeTokens]], policy: TokenPolicy, step: int
 ) -> dict[str, Any]:
     prompt_ids, completion_ids, env_mask, logprobs, trajectories = [], [], [], [], []
     for trajectory, tokens in played:
