@@ -536,18 +536,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fail-status", type=int, default=500, help="status of failed replies")
     parser.add_argument("--seed", type=int, default=0, help="seed of the failure draws")
     parser.add_argument("--model", default="stub-model", help="model id of /v1/models")
-    parser.add_argument(
-        "--tokenizer",
-        default=None,
-        help="a model folder or hub id whose tokenizer turns replies on /v1/completions into "
-        "token ids (default: one stand-in id per word)",
-    )
     args = parser.parse_args(argv)
-    tokenizer = None
-    if args.tokenizer:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
 
     replies: Sequence[ReplySpec] | ReplyFn = (
         call_first_tool_then_answer(args.reply, args.tool_turns) if args.tools else [args.reply]
@@ -562,7 +551,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         host=args.host,
         port=args.port,
         record=False,
-        tokenizer=tokenizer,
     )
 
     async def serve() -> None:
