@@ -1,18 +1,30 @@
-"""Learning, for real, on a CPU: the embedded 135M model on the ``tools`` env.
+"""Learning, for real, on a CPU: the embedded 135M model on the ``tools`` env, before/SFT/GRPO.
 
 Three phases, each measured on the same held-out tasks (seeds 100000+, never trained on), greedy:
 
 1. **before**: the embedded SmolLM2-135M as it ships;
-2. **SFT**: warm-started on the reference solver's successful episodes (rejection sampling:
-   `build_sft_data` keeps only solved ones), assistant-only loss;
-3. **GRPO**: multi-turn GRPO from the SFT checkpoint, whole episodes with the environment's
-   tokens masked out, rewarded by the environment's episode and step rewards.
+2. **SFT**: a short warm start on the reference solver's successful episodes (rejection sampling:
+   `build_sft_data` keeps only solved ones), assistant-only loss, sized to leave the model well
+   below its ceiling;
+3. **GRPO**: multi-turn GRPO from the SFT checkpoint (rk-agent's loop: whole episodes, the
+   environment's tokens masked out), rewarded by the environment's episode and step rewards, on
+   training tasks (seeds 50000+) disjoint from the held-out ones.
 
-Prints the success rate of each phase with its binomial standard error, a two-proportion z-score
-of each change, and the wall time of each phase; writes everything to ``--out``/results.json.
+Prints each phase's held-out success with its binomial standard error and two z-scores against
+the phase before: the two-proportion z (as if the samples were independent) and the paired
+(McNemar) z on the same tasks, which is what the design allows; the wall time of each phase;
+per GRPO step the mean reward, the training episodes' success rate, the fraction of GRPO groups
+whose rewards were all equal (they teach nothing: zero advantage) and the step time. Writes
+``results.json`` and ``curve.png`` (reward and success per GRPO step, held-out success per
+phase) to ``--out``.
 
-Run: ``uv run python benchmarks/bench_learning.py`` (about 35 minutes on 2 cores), or
-``--quick`` for a few-minute smoke run of the whole pipeline.
+Runs:
+- ``uv run python benchmarks/bench_learning.py``: the whole pipeline with the documented
+  settings (about 40 minutes on 2 cores);
+- ``--quick``: a few-minute smoke run of the pipeline;
+- ``--sft-model DIR --skip-before``: GRPO only, from an SFT checkpoint made by an earlier run
+  (``<out>/sft/final``); its held-out result is read from ``DIR/heldout.json`` when an earlier
+  run left one. This is how the GRPO sweep in ``docs/training.md`` was run.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from typing import Any
 
 HELD_OUT_SEED = 100_000
 GRPO_SEED = 50_000
+EVAL_FILE = "heldout.json"
 # The `tools` env restricted to its lookup-and-arithmetic questions and those two tools: the
 # prompt is ~480 tokens instead of ~1,030, which halves every forward pass on a CPU. Each task
 # still takes three tool calls (two lookups and a calculation, or three lookups) and an answer.
@@ -44,8 +57,13 @@ ENV_KWARGS: dict[str, Any] = {
 }
 
 
-def _eval(model: str, n: int, max_turns: int, batch: int) -> tuple[float, float]:
-    """Held-out success rate of ``model`` (greedy) and the wall time of the evaluation."""
+def _eval(model: str, a: argparse.Namespace, cache: Path | None) -> dict[str, Any]:
+    """Held-out success of ``model`` (greedy), per task, and the wall time of the evaluation."""
+    settings = {"n": a.eval_tasks, "seed": HELD_OUT_SEED, "max_turns": a.max_turns}
+    if cache is not None and (cache / EVAL_FILE).is_file():
+        saved = json.loads((cache / EVAL_FILE).read_text())
+        if saved["settings"] == settings:
+            return {**saved, "cached": True}
     from rk_agent.envs.registry import make_env
     from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
@@ -54,29 +72,29 @@ def _eval(model: str, n: int, max_turns: int, batch: int) -> tuple[float, float]
 
     started = time.perf_counter()
     config = RolloutConfig(
-        env="tools",
-        env_kwargs=ENV_KWARGS,
-        n=n,
-        concurrency=batch,
-        seed=HELD_OUT_SEED,
-        max_turns=max_turns,
+        env="tools", env_kwargs=ENV_KWARGS, n=a.eval_tasks, concurrency=a.eval_batch,
+        seed=HELD_OUT_SEED, max_turns=a.max_turns,
         sampling=SamplingParams(temperature=0, max_tokens=64),
-    )
-    policy = HFPolicy(model, max_batch_size=batch, device="cpu")
+    )  # fmt: skip
+    policy = HFPolicy(model, max_batch_size=a.eval_batch, device="cpu")
     try:
         result = asyncio.run(
             run_rollouts(
                 config,
                 policy=policy,
-                make_env=lambda: make_env("tools", max_turns=max_turns, **ENV_KWARGS),
+                make_env=lambda: make_env("tools", max_turns=a.max_turns, **ENV_KWARGS),
                 env_name="tools",
             )
         )
     finally:
         policy.close()
-    episodes = result.trajectories
-    success = sum(bool(t.success) for t in episodes) / len(episodes)
-    return success, time.perf_counter() - started
+    episodes = sorted(result.trajectories, key=lambda t: t.task_index)
+    solved = [bool(t.success) for t in episodes]
+    out = {"settings": settings, "solved": solved, "success": sum(solved) / len(solved),
+           "eval_s": time.perf_counter() - started}  # fmt: skip
+    if cache is not None:
+        (cache / EVAL_FILE).write_text(json.dumps(out))
+    return out
 
 
 def _solver_episodes(n: int) -> list[Any]:
@@ -98,14 +116,14 @@ def _solver_episodes(n: int) -> list[Any]:
 
 
 def _cpu_args(config_cls: Any, out: Path, settings: dict[str, Any]) -> Any:
-    """TRL's config with rk-agent's CPU defaults (fp32, no checkpointing), no saving or wandb."""
+    """TRL's config with rk-agent's CPU defaults, no saving or wandb."""
     from rk_agent.trainers.trl_args import build_trl_args
 
     values = {"save_strategy": "no", "report_to": [], "seed": 0, **settings}
     return build_trl_args(config_cls, values, output_dir=out, has_gpu=False)
 
 
-def _sft(model: str, out: Path, tasks: int, epochs: float, lr: float) -> str:
+def _sft(model: str, out: Path, a: argparse.Namespace) -> str:
     from trl import SFTConfig
 
     from rk_agent.envs.registry import make_env
@@ -114,112 +132,192 @@ def _sft(model: str, out: Path, tasks: int, epochs: float, lr: float) -> str:
     from rk_agent.trainers.sft_data import SFTFilter, build_sft_data
 
     tools = make_env("tools", **ENV_KWARGS).tool_schemas  # the restricted env's two tools
-    episodes = _solver_episodes(tasks)
+    episodes = _solver_episodes(a.sft_tasks)
     data = build_sft_data(episodes, filter=SFTFilter(success_only=True), tools=tools)
     print(f"  SFT data: {data.report}", flush=True)
-    settings = {"num_train_epochs": epochs, "learning_rate": lr, "lr_scheduler_type": "cosine",
-                "warmup_steps": 5, "max_length": 1024, "logging_steps": 10}  # fmt: skip
+    settings = {"num_train_epochs": a.sft_epochs, "learning_rate": a.sft_lr,
+                "lr_scheduler_type": "cosine", "warmup_steps": 2, "max_length": 1024,
+                "logging_steps": 10, "per_device_train_batch_size": 4}  # fmt: skip
     args = _cpu_args(SFTConfig, out / "sft", settings)
     trainer = build_sft_trainer(model, None, data.dataset, args)
     trainer.train()
     return str(save_final(trainer, out / "sft"))
 
 
-def _grpo(model: str, out: Path, steps: int, lr: float, budget: int, max_turns: int) -> str:
+def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     from trl import GRPOConfig
 
     from rk_agent.trainers.grpo import grpo_trainer
     from rk_agent.trainers.run import save_final
 
-    settings = {"max_steps": steps, "per_device_train_batch_size": 8, "num_generations": 4,
-                "max_completion_length": budget, "learning_rate": lr}  # fmt: skip
+    settings = {"max_steps": a.grpo_steps, "per_device_train_batch_size": a.grpo_batch,
+                "num_generations": a.group_size, "max_completion_length": a.budget,
+                "learning_rate": a.grpo_lr, "temperature": a.temperature,
+                "lr_scheduler_type": "constant", "beta": 0.0}  # fmt: skip
     args = _cpu_args(GRPOConfig, out / "grpo", settings)
+    groups_per_step = a.grpo_batch // a.group_size
     trainer = grpo_trainer(
         "tools",
         model=model,
         args=args,
-        n_tasks=steps * 2,
+        n_tasks=a.grpo_steps * groups_per_step,  # every step meets new tasks
         seed=GRPO_SEED,
-        env_kwargs={"max_turns": max_turns, **ENV_KWARGS},
+        env_kwargs={"max_turns": a.max_turns, **ENV_KWARGS},
         max_tokens_per_turn=64,
     )
     trainer.train()
+    steps = []
     for log in trainer.state.log_history:
-        if "reward" in log:
-            print(
-                f"  step {log.get('step', '?')}: reward {log['reward']:.3f} "
-                f"success {log.get('episodes/success_rate', float('nan')):.2f} "
-                f"turns {log.get('episodes/turns_mean', float('nan')):.1f} "
-                f"step_time {log.get('step_time', float('nan')):.1f}s",
-                flush=True,
-            )
-    return str(save_final(trainer, out / "grpo"))
+        if "reward" not in log:
+            continue
+        row = {
+            "step": int(log.get("step", len(steps) + 1)),
+            "reward": float(log["reward"]),
+            "success": float(log.get("episodes/success_rate", math.nan)),
+            "zero_std_groups": float(log.get("frac_reward_zero_std", math.nan)),
+            "step_time": float(log.get("step_time", math.nan)),
+        }
+        steps.append(row)
+        print(f"  step {row['step']}: reward {row['reward']:.3f} success {row['success']:.2f} "
+              f"zero-std groups {row['zero_std_groups']:.2f} "
+              f"step_time {row['step_time']:.0f}s", flush=True)  # fmt: skip
+    return str(save_final(trainer, out / "grpo")), steps
 
 
-def _z(p1: float, p2: float, n: int) -> float:
+def _z_two(p1: float, p2: float, n: int) -> float:
+    """Two-proportion z (pooled), as if the two samples were independent."""
     pooled = (p1 + p2) / 2
     se = math.sqrt(max(pooled * (1 - pooled) * 2 / n, 1e-12))
     return (p2 - p1) / se
 
 
-def main() -> None:
+def _z_paired(before: list[bool], after: list[bool]) -> tuple[float, int, int]:
+    """McNemar's z on the same tasks: (gained - lost) / sqrt(gained + lost)."""
+    gained = sum(1 for b, c in zip(before, after, strict=True) if c and not b)
+    lost = sum(1 for b, c in zip(before, after, strict=True) if b and not c)
+    z = (gained - lost) / math.sqrt(gained + lost) if gained + lost else 0.0
+    return z, gained, lost
+
+
+def _plot(path: Path, rows: list[dict[str, Any]], steps: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    x = [s["step"] for s in steps]
+    left.plot(x, [s["reward"] for s in steps], marker="o", label="mean reward")
+    left.plot(x, [s["success"] for s in steps], marker="s", label="training success")
+    left.plot(x, [s["zero_std_groups"] for s in steps], linestyle=":", label="zero-std groups")
+    left.set(xlabel="GRPO step", title="GRPO training episodes (sampled)", ylim=(-0.05, 1.25))
+    left.legend(loc="upper left", fontsize=8)
+    names = [r["phase"] for r in rows]
+    values = [r["success"] for r in rows]
+    errors = [
+        math.sqrt(v * (1 - v) / max(len(r["solved"]), 1)) for v, r in zip(values, rows, strict=True)
+    ]
+    right.bar(names, values, yerr=errors, capsize=6, color=["#999", "#6a8", "#36c"][: len(rows)])
+    right.set(ylim=(0, 1), title="held-out success (greedy, ± s.e.)")
+    for index, value in enumerate(values):
+        right.annotate(f"{value:.3f}", (index, value + 0.03), ha="center")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench-learning")
-    parser.add_argument("--eval-tasks", type=int, default=64)
-    parser.add_argument("--sft-tasks", type=int, default=32)
-    parser.add_argument("--sft-epochs", type=float, default=3.0)
-    parser.add_argument("--sft-lr", type=float, default=2e-4)
-    parser.add_argument("--grpo-steps", type=int, default=6)
-    parser.add_argument("--grpo-lr", type=float, default=3e-6)
+    parser.add_argument("--eval-tasks", type=int, default=128)
+    parser.add_argument("--eval-batch", type=int, default=16, help="episodes evaluated together")
+    parser.add_argument("--sft-tasks", type=int, default=8)
+    parser.add_argument("--sft-epochs", type=float, default=2.0)
+    parser.add_argument("--sft-lr", type=float, default=1e-4)
+    parser.add_argument("--sft-model", help="skip SFT: start GRPO from this checkpoint")
+    parser.add_argument("--skip-before", action="store_true", help="do not evaluate the base")
+    parser.add_argument("--grpo-steps", type=int, default=16)
+    parser.add_argument("--grpo-lr", type=float, default=2e-5)
+    parser.add_argument("--grpo-batch", type=int, default=8, help="episodes per GRPO step")
+    parser.add_argument("--group-size", type=int, default=4, help="num_generations")
+    parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--budget", type=int, default=288, help="max_completion_length")
     parser.add_argument("--max-turns", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=16, help="episodes generated together")
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
     a = parser.parse_args()
     if a.quick:
-        a.eval_tasks, a.sft_tasks, a.sft_epochs, a.grpo_steps = 8, 8, 1.0, 1
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        a.eval_tasks, a.sft_tasks, a.sft_epochs, a.grpo_steps = 8, 4, 1.0, 1
+    return a
 
+
+def main() -> None:
+    a = _arguments()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from rk_agent.rollouts.local_model import embedded_model_path
 
     out = Path(a.out)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    base = str(embedded_model_path())
     rows: list[dict[str, Any]] = []
 
-    def measure(phase: str, model: str, train_s: float) -> None:
-        success, eval_s = _eval(model, a.eval_tasks, a.max_turns, a.batch)
-        rows.append({"phase": phase, "success": success, "train_s": train_s, "eval_s": eval_s})
-        times = f"train {train_s:.0f}s, eval {eval_s:.0f}s"
-        print(f"{phase}: success {success:.3f} ({times})", flush=True)
+    def measure(phase: str, model: str, train_s: float, cache: Path | None) -> None:
+        result = _eval(model, a, cache)
+        rows.append({"phase": phase, "train_s": train_s, **result})
+        cached = " (cached)" if result.get("cached") else ""
+        print(f"{phase}: success {result['success']:.3f} (train {train_s:.0f}s, "
+              f"eval {result['eval_s']:.0f}s{cached})", flush=True)  # fmt: skip
 
     total = time.perf_counter()
-    measure("before", base, 0.0)
+    if not a.skip_before:
+        measure("before", str(embedded_model_path()), 0.0, None)
+    if a.sft_model:
+        sft_model = a.sft_model
+        measure("after SFT", sft_model, 0.0, Path(sft_model))
+    else:
+        started = time.perf_counter()
+        sft_model = _sft(str(embedded_model_path()), out, a)
+        measure("after SFT", sft_model, time.perf_counter() - started, Path(sft_model))
     started = time.perf_counter()
-    sft_model = _sft(base, out, a.sft_tasks, a.sft_epochs, a.sft_lr)
-    measure("after SFT", sft_model, time.perf_counter() - started)
-    started = time.perf_counter()
-    grpo_model = _grpo(sft_model, out, a.grpo_steps, a.grpo_lr, a.budget, a.max_turns)
-    measure("after SFT + GRPO", grpo_model, time.perf_counter() - started)
+    grpo_model, steps = _grpo(sft_model, out, a)
+    measure("after SFT + GRPO", grpo_model, time.perf_counter() - started, Path(grpo_model))
     wall = time.perf_counter() - total
+    _report(a, rows, steps, wall, out)
 
+
+def _report(
+    a: argparse.Namespace, rows: list[dict[str, Any]], steps: list[dict[str, Any]], wall: float,
+    out: Path,
+) -> None:  # fmt: skip
     n = a.eval_tasks
     print(f"\nLearning on `tools`, embedded SmolLM2-135M, {n} held-out tasks, greedy, 2 cores")
-    print(f"{'phase':<18} {'success':>8} {'± s.e.':>7} {'z vs prev':>9} {'train':>8} {'eval':>7}")
-    previous = None
+    print(f"{'phase':<18} {'success':>8} {'± s.e.':>7} {'z (2-prop)':>10} {'z (paired)':>10} "
+          f"{'gained/lost':>11} {'train':>7} {'eval':>6}")  # fmt: skip
+    previous: dict[str, Any] | None = None
     for row in rows:
         p = row["success"]
         se = math.sqrt(p * (1 - p) / n)
-        z = "" if previous is None else f"{_z(previous, p, n):+.1f}"
-        print(f"{row['phase']:<18} {p:>8.3f} {se:>7.3f} {z:>9} {row['train_s']:>7.0f}s "
-              f"{row['eval_s']:>6.0f}s")  # fmt: skip
-        previous = p
+        z2 = zp = moved = ""
+        if previous is not None:
+            z2 = f"{_z_two(previous['success'], p, n):+.1f}"
+            paired, gained, lost = _z_paired(previous["solved"], row["solved"])
+            zp, moved = f"{paired:+.1f}", f"+{gained}/-{lost}"
+            row |= {"z_two": float(z2), "z_paired": paired, "gained": gained, "lost": lost}
+        print(f"{row['phase']:<18} {p:>8.3f} {se:>7.3f} {z2:>10} {zp:>10} {moved:>11} "
+              f"{row['train_s']:>6.0f}s {row['eval_s']:>5.0f}s")  # fmt: skip
+        previous = row
+    zero = [s["zero_std_groups"] for s in steps if not math.isnan(s["zero_std_groups"])]
+    if zero:
+        print(f"zero-variance groups per GRPO step: mean {sum(zero) / len(zero):.2f}, "
+              f"per step {[round(z, 2) for z in zero]}")  # fmt: skip
     print(f"whole pipeline: {wall / 60:.1f} min")
     settings = {k: v for k, v in vars(a).items() if k != "out"}
     (out / "results.json").write_text(
-        json.dumps({"settings": settings, "phases": rows, "wall_s": wall}, indent=2)
+        json.dumps(
+            {"settings": settings, "phases": rows, "grpo_steps": steps, "wall_s": wall}, indent=2
+        )  # fmt: skip
     )
+    _plot(out / "curve.png", rows, steps)
+    print(f"wrote {out / 'results.json'} and {out / 'curve.png'}")
 
 
 if __name__ == "__main__":

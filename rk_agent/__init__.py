@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from rk_agent.rollouts.stub_server import StubServer
     from rk_agent.rollouts.testing import FunctionPolicy, ScriptedPolicy
     from rk_agent.rollouts.trajectory import Trajectory
+    from rk_agent.rollouts.vllm_policy import VLLMPolicy
     from rk_agent.trainers.config import TrainConfig
     from rk_agent.trainers.grpo import grpo_trainer
     from rk_agent.trainers.rollout import EpisodeRollout
@@ -123,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "TrainConfig": "rk_agent.trainers.config",
     "Trajectory": "rk_agent.rollouts.trajectory",
     "UnknownNameError": "rk_agent.errors",
+    "VLLMPolicy": "rk_agent.rollouts.vllm_policy",
     "build_sft_data": "rk_agent.trainers.sft_data",
     "build_sft_trainer": "rk_agent.trainers.sft",
     "check_env": "rk_agent.envs.check",
@@ -205,6 +207,7 @@ __all__ = [
     "TrainConfig",
     "Trajectory",
     "UnknownNameError",
+    "VLLMPolicy",
     "__version__",
     "build_sft_data",
     "build_sft_trainer",

@@ -23,7 +23,7 @@ EXPECTED = {
     "normalize_rewards", "register_reward_function", "reward_function", "reward_stats",
     "EpisodeRollout", "SFTFilter", "TrainConfig", "build_sft_data", "build_sft_trainer",
     "env_dataset", "grpo_trainer", "run_training", "sft_dataset",
-    "TRLEnvSpec", "trl_environment", "trl_grpo_trainer",
+    "TRLEnvSpec", "trl_environment", "trl_grpo_trainer", "VLLMPolicy",
 }  # fmt: skip
 
 

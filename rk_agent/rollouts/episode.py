@@ -5,7 +5,8 @@ environment, record the turn, until the environment says the episode is over. En
 (tools, feedback, rewards) runs in a worker thread, off the event loop. Failures are recorded on
 the trajectory, never raised: the caller's failure policy decides what to do with them.
 
-Main names: `EpisodeSlot`, `play_episode`.
+Main names: `EpisodeSlot`, `play_episode`; `step_turn` and `env_failure` build the records it
+makes (TRL's tool loop, `rk_agent.trainers.trl_tool_env`, makes the same ones).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rk_agent.rollouts.tool_protocol import parse_error_feedback
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import EvaluateResult, FailureKind, Message, StopReason
 
-__all__ = ["EpisodeSlot", "play_episode"]
+__all__ = ["EpisodeSlot", "env_failure", "play_episode", "step_turn"]
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ async def _loop(
     try:
         _, info = await asyncio.to_thread(env.reset, seed=slot.seed, options=slot.options)
     except Exception as exc:
-        record.failure = _env_failure(exc, "reset")
+        record.failure = env_failure(exc, "reset")
         return
     tools = info.get("tools") or None
     while True:
@@ -156,11 +157,11 @@ async def _loop(
             else:
                 result = await asyncio.to_thread(env.step, output.message)
         except Exception as exc:
-            record.failure = _env_failure(exc, "step")
+            record.failure = env_failure(exc, "step")
             return
         _, _, terminated, truncated, step_info = result
         record.turns.append(
-            _turn(
+            step_turn(
                 len(record.turns),
                 output,
                 env.state.messages[before:],
@@ -177,7 +178,7 @@ async def _loop(
             return
 
 
-def _turn(
+def step_turn(
     index: int,
     output: PolicyOutput,
     environment: list[Message],
@@ -185,6 +186,16 @@ def _turn(
     model_latency: float,
     env_started: float,
 ) -> Turn:
+    """The `Turn` record of one environment step: the reply, what the env answered, its reward.
+
+    Args:
+        index: the turn's position in the episode.
+        output: the policy's reply.
+        environment: the messages the environment added after the reply.
+        info: the step's ``info`` (``step``: the step's `EvaluateResult`; ``tool_calls``).
+        model_latency: seconds the policy took.
+        env_started: ``time.perf_counter()`` when the step began.
+    """
     step: EvaluateResult = info["step"]
     records: list[ToolCallRecord] = info.get("tool_calls", [])
     return Turn(
@@ -214,7 +225,8 @@ def _turn(
     )
 
 
-def _env_failure(exc: Exception, where: str) -> Failure:
+def env_failure(exc: Exception, where: str) -> Failure:
+    """The `Failure` of an episode whose environment raised in ``where`` (reset, step, ...)."""
     return Failure(
         kind=FailureKind.TOOL_ERROR,
         message=f"the environment's {where}() raised {type(exc).__name__}: {exc}",

@@ -39,7 +39,8 @@ def check_train_inputs(config: TrainConfig) -> None:
     - ``resume``: a checkpoint folder that exists, or ``true`` with a checkpoint in
       ``output_dir`` (`rk_agent.trainers.config.resume_checkpoint`).
     - ``sft_filter`` (SFT): fields of `rk_agent.trainers.sft_data.SFTFilter`.
-    - ``rewards`` and ``env`` (GRPO): names the registries know, or code that loads.
+    - ``rewards`` and ``env`` (GRPO): names the registries know, or code that loads; with
+      ``loop: trl``, an environment TRL's tool loop can play (tools, no replies of its own).
 
     Raises:
         ConfigError: the first of these that fails, naming the option and how to fix it
@@ -114,3 +115,8 @@ def _check_rewards_and_env(config: TrainConfig) -> None:
     for reward in config.rewards:
         get_reward_function(reward)
     get_env_class(config.env)
+    if config.loop == "trl" and config.multi_turn:
+        from rk_agent.envs.registry import make_env
+        from rk_agent.trainers.trl_tool_env import check_trl_compatible
+
+        check_trl_compatible(make_env(config.env, **config.env_kwargs), config.env)

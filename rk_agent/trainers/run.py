@@ -24,10 +24,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from rk_agent.config_files import validation_problems
-from rk_agent.envs.registry import get_env_class
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.local_model import DEFAULT_MODEL
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_config
+from rk_agent.trainers.preflight import check_train_inputs
 from rk_agent.trainers.run_record import (
     RunRecord,
     RunStatus,
@@ -82,8 +82,7 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
             resume with ``resume: true``).
         DataError: the SFT trajectories are unreadable or none passes the filter.
     """
-    if config.kind == "grpo":
-        get_env_class(config.env)  # an unknown env fails here, before anything is written
+    check_train_inputs(config)  # a missing file or unknown env fails before anything is written
     output_dir = Path(str(config.output_dir))
     resumed_from = resume_checkpoint(config)
     plan = plan_wandb(config.wandb, output_dir)

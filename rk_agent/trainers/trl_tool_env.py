@@ -36,7 +36,7 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.task import Task
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import ConfigError, DataError
-from rk_agent.rollouts.episode import _env_failure, _turn
+from rk_agent.rollouts.episode import env_failure, step_turn
 from rk_agent.rollouts.policy import PolicyOutput
 from rk_agent.rollouts.tool_protocol import TOOL_CALL_OPEN, parse_error_feedback, parse_tool_calls
 from rk_agent.rollouts.trajectory import Failure, Trajectory, Turn
@@ -144,7 +144,7 @@ class TRLToolEnv:
         try:
             self._env.reset(seed=self._seed, options={"task": task})
         except Exception as exc:  # a failed reset is data: the episode's rewards become None
-            self._failure = _env_failure(exc, "reset")
+            self._failure = env_failure(exc, "reset")
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
         """Run one call through the environment's ``call_tool``; the tool message's text."""
@@ -157,7 +157,7 @@ class TRLToolEnv:
         try:
             result = self._env.call_tool(call, self._env.state)
         except Exception as exc:  # as in rk-agent's loop: the episode fails, its rewards are None
-            self._failure = _env_failure(exc, "call_tool")
+            self._failure = env_failure(exc, "call_tool")
             return f"Error: the environment failed: {self._failure.message}"
         self._ran.append(_Ran(name, dict(arguments), result))
         return result.content
@@ -290,12 +290,12 @@ class _Replay:
             else:
                 result = self.env.step(action, tool_results=self._results(action))
         except Exception as exc:
-            self.failure = _env_failure(exc, "step")
+            self.failure = env_failure(exc, "step")
             return
         _, _, terminated, truncated, info = result
         output = PolicyOutput(message=action, parse_error=parse_error)
         environment = self.env.state.messages[before:]
-        self.turns.append(_turn(len(self.turns), output, environment, info, 0.0, started))
+        self.turns.append(step_turn(len(self.turns), output, environment, info, 0.0, started))
         if terminated or truncated:
             self.episode = info.get("episode")
             self.stop = info.get("stop_reason", StopReason.ANSWERED)

@@ -121,3 +121,13 @@ def test_env_and_rewards_are_known_names_or_code(tmp_path: Path) -> None:
         "unknown reward 'lenght'. Did you mean 'length'?",
         UnknownNameError,
     )
+
+
+def test_trls_tool_loop_needs_a_tool_env_that_does_not_talk_back(tmp_path: Path) -> None:
+    fails(
+        grpo(tmp_path, env="guess", loop="trl"),
+        "environment 'guess' cannot train with TRL's tool loop (--loop trl): it talks back with "
+        "user messages (GuessEnv overrides ChatEnv.respond) and it offers no tools.",
+    )
+    check_train_inputs(grpo(tmp_path, env="tools", loop="trl"))
+    check_train_inputs(grpo(tmp_path, env="guess", loop="rk"))
