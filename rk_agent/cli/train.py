@@ -77,6 +77,9 @@ def _train(
     trl_overrides = parse_cli_overrides(list(ctx.args), config_cls)
     resolved = load_train_config(config, {"kind": kind, **overrides}, trl_overrides)
     check_train_inputs(resolved)
+    from rk_agent.trainers.allocator import return_freed_memory
+
+    return_freed_memory()  # before torch loads and its threads allocate
     from rk_agent.trainers.run import run_training
 
     outcome = run_training(resolved, say=typer.echo)

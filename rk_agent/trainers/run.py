@@ -9,7 +9,9 @@ with the same ``output_dir`` resumes from the last one (``resume: auto``). Ctrl-
 training and keeps every checkpoint already written. The run keeps a record of itself
 (`rk_agent.trainers.run_record`: status, step, resident memory), so a run the OS killed is
 reported as such when the next one starts in its folder; every log line carries
-``memory/rss_gb`` and ``memory/peak_rss_gb``, and the run ends by printing its peak.
+``memory/rss_gb`` and ``memory/peak_rss_gb``, and the run ends by printing its peak. Memory the
+steps free goes back to the OS (`rk_agent.trainers.allocator`), so it stays flat from step to
+step.
 
 Main names: `run_training`, `TrainOutcome`.
 """
@@ -26,6 +28,7 @@ from pydantic import ValidationError
 from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.local_model import DEFAULT_MODEL
+from rk_agent.trainers.allocator import return_freed_memory
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_config
 from rk_agent.trainers.preflight import check_train_inputs
 from rk_agent.trainers.run_record import (
@@ -83,6 +86,7 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         DataError: the SFT trajectories are unreadable or none passes the filter.
     """
     check_train_inputs(config)  # a missing file or unknown env fails before anything is written
+    return_freed_memory()
     output_dir = Path(str(config.output_dir))
     resumed_from = resume_checkpoint(config)
     plan = plan_wandb(config.wandb, output_dir)

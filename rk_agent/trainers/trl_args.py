@@ -7,7 +7,7 @@ Values are checked against the field's type, its ``choices``, its range and the 
 options together (`rk_agent.trainers.trl_rules`), so a typo or a bad value fails before a model
 is loaded, with the option named. Every function here takes the real TRL class or its snapshot
 stand-in (`rk_agent.trainers.trl_schema`), which checks the same without importing TRL. Settings
-the user leaves out get `device_defaults`: fp32, no activation checkpointing and small batches
+the user leaves out get `device_defaults`: fp32, activation checkpointing and small batches
 on a CPU; bf16 and checkpointing on a GPU.
 
 Main names: `trl_config_class`, `trl_fields`, `parse_cli_overrides`, `validate_trl_values`,
@@ -414,21 +414,25 @@ def device_defaults(
 ) -> dict[str, Any]:
     """TRL settings that suit the machine, for the options a user leaves out.
 
-    On a CPU (no CUDA device), for a small model such as the embedded 135M one:
+    On a CPU (no CUDA device), for a small model such as the embedded 135M one, sized so that the
+    README's smoke run (``rk-agent train grpo --env tools``: a ~1,040-token prompt plus a
+    256-token episode per row) stays within a few GB (see ``benchmarks/bench_train_memory.py``):
 
     - ``use_cpu=True``: train on the CPU even where an MPS or other device is visible.
     - ``bf16=False, fp16=False``: fp32. TRL turns bf16 on by default; on a CPU bf16 was 25-30%
       slower than fp32 here, and fp16 needs a GPU.
-    - ``activation_checkpointing=False`` (``gradient_checkpointing`` before transformers
-      5.23): TRL turns it on to save GPU memory; on a CPU memory is not the limit and the
-      recomputation costs about 20% of a step.
-    - ``per_device_train_batch_size=4`` (TRL: 8) and ``gradient_accumulation_steps=1``: a step
-      that takes seconds rather than minutes on a few cores.
+    - ``activation_checkpointing=True`` (``gradient_checkpointing`` before transformers 5.23):
+      a row's activations are most of a step's memory (about 3 GB for one 1,300-token row of
+      the 135M model); recomputing them costs about 12 % of the training time.
+    - GRPO: ``per_device_train_batch_size=1`` with ``gradient_accumulation_steps`` equal to the
+      group size: one GRPO group per optimizer step, exactly as a batch of 4 would give, but one
+      row's activations in memory at a time (a batch of 4 rows grew past 13 GB).
+      ``num_generations=4`` (TRL: 8; the smallest group whose mean and spread still give a
+      useful advantage) and ``max_completion_length=256`` (TRL: 512; generation is most of a
+      CPU step and grows with it).
+    - SFT: ``per_device_train_batch_size=4`` (TRL: 8) and ``gradient_accumulation_steps=1``.
     - ``dataloader_num_workers=0, dataloader_pin_memory=False``: worker processes compete with
       torch for the few cores, and pinned memory needs an accelerator.
-    - GRPO only: ``num_generations=4`` (TRL: 8; the smallest group whose mean and spread still
-      give a useful advantage) and ``max_completion_length=256`` (TRL: 512; generation is most
-      of a CPU step and grows with it). The batch of 4 holds exactly one group.
 
     On a GPU: ``bf16`` where the GPU supports it (else fp32: fp16 loss scaling is fragile in
     RL), and ``activation_checkpointing=True`` (memory is the limit; TRL's choice too).
@@ -465,16 +469,25 @@ def device_defaults(
         "use_cpu": True,
         "bf16": False,
         "fp16": False,
-        checkpointing: False,
+        checkpointing: True,
         "per_device_train_batch_size": 4,
         "gradient_accumulation_steps": 1,
         "dataloader_num_workers": 0,
         "dataloader_pin_memory": False,
         **common,
     }
-    if "num_generations" in trl_fields(config_cls):
-        defaults |= {"num_generations": 4, "max_completion_length": 256}
+    if _is_grpo(config_cls):
+        defaults |= {
+            "num_generations": 4,
+            "max_completion_length": 256,
+            "per_device_train_batch_size": 1,
+            "gradient_accumulation_steps": 4,
+        }
     return defaults
+
+
+def _is_grpo(config_cls: type) -> bool:
+    return "num_generations" in trl_fields(config_cls)
 
 
 # Options that one user setting decides together: setting any of them keeps defaults off all.
@@ -483,19 +496,30 @@ _LINKED = (
     frozenset({"activation_checkpointing", "gradient_checkpointing"}),
     frozenset({"per_device_train_batch_size", "generation_batch_size", "steps_per_generation"}),
 )
+# GRPO's generation batch is per_device_train_batch_size x gradient_accumulation_steps (or
+# steps_per_generation, or generation_batch_size): the user's choice of any decides them all.
+_GRPO_BATCH = frozenset(
+    {
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "generation_batch_size",
+        "steps_per_generation",
+    }
+)
 
 
 def _defaults_for(
     config_cls: type, user: Mapping[str, Any], has_gpu: bool | None
 ) -> dict[str, Any]:
     defaults = {k: v for k, v in device_defaults(config_cls, has_gpu).items() if k not in user}
-    for group in _LINKED:
+    linked = (*_LINKED, _GRPO_BATCH) if _is_grpo(config_cls) else _LINKED
+    for group in linked:
         if group & user.keys():
             for name in group:
                 defaults.pop(name, None)
-    # A GRPO batch must hold whole groups: with the user's group size, one group per batch.
-    if "num_generations" in user and "per_device_train_batch_size" in defaults:
-        defaults["per_device_train_batch_size"] = user["num_generations"]
+    # A GRPO step must hold whole groups: with the user's group size, one group per step.
+    if "num_generations" in user and "gradient_accumulation_steps" in defaults:
+        defaults["gradient_accumulation_steps"] = user["num_generations"]
     return defaults
 
 

@@ -211,16 +211,19 @@ def test_yaml_values_are_checked_and_converted(grpo: Any, sft: Any) -> None:
 
 def test_cpu_defaults(grpo: Any, sft: Any) -> None:
     cpu = {
-        "use_cpu": True, "bf16": False, "fp16": False, "activation_checkpointing": False,
+        "use_cpu": True, "bf16": False, "fp16": False, "activation_checkpointing": True,
         "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
         "dataloader_num_workers": 0, "dataloader_pin_memory": False,
         "logging_steps": 1, "save_steps": 50, "save_total_limit": 2,
     }  # fmt: skip
     assert device_defaults(sft, has_gpu=False) == cpu
+    # GRPO: one row's activations at a time, one group of 4 per optimizer step.
     assert device_defaults(grpo, has_gpu=False) == {
         **cpu,
         "num_generations": 4,
         "max_completion_length": 256,
+        "per_device_train_batch_size": 1,
+        "gradient_accumulation_steps": 4,
     }
 
 
@@ -234,17 +237,27 @@ def test_gpu_defaults(grpo: Any) -> None:
 def test_build_applies_cpu_defaults_only_where_unset(grpo: Any, tmp_path: Path) -> None:
     args = build_trl_args(grpo, {"max_steps": 2, "learning_rate": "2e-5"}, output_dir=tmp_path)
     assert (args.max_steps, args.learning_rate, args.output_dir) == (2, 2e-5, str(tmp_path))
-    assert args.use_cpu and not args.bf16 and not args.activation_checkpointing
-    assert (args.num_generations, args.per_device_train_batch_size) == (4, 4)
-    assert (args.generation_batch_size, args.max_completion_length) == (4, 256)
+    assert args.use_cpu and not args.bf16 and args.activation_checkpointing
+    assert (args.num_generations, args.per_device_train_batch_size) == (4, 1)
+    assert (args.gradient_accumulation_steps, args.generation_batch_size) == (4, 4)
+    assert args.max_completion_length == 256
 
     mine = build_trl_args(
         grpo, {"logging_steps": 5, "fp16": False, "num_generations": 8}, output_dir=tmp_path,
         has_gpu=False,
     )  # fmt: skip
     assert mine.logging_steps == 5
-    # A bigger group gets a batch that holds it, not a batch TRL would reject.
-    assert (mine.num_generations, mine.per_device_train_batch_size) == (8, 8)
+    # A bigger group gets a step that holds it, not a batch TRL would reject.
+    assert (mine.num_generations, mine.per_device_train_batch_size) == (8, 1)
+    assert (mine.gradient_accumulation_steps, mine.generation_batch_size) == (8, 8)
+
+    # The user's batch settles the batch: no default of ours is mixed into it.
+    batch = build_trl_args(grpo, {"per_device_train_batch_size": 4}, output_dir=tmp_path,
+                           has_gpu=False)  # fmt: skip
+    assert (batch.per_device_train_batch_size, batch.gradient_accumulation_steps) == (4, 1)
+    steps = build_trl_args(grpo, {"gradient_accumulation_steps": 2, "num_generations": 2},
+                           output_dir=tmp_path, has_gpu=False)  # fmt: skip
+    assert (steps.per_device_train_batch_size, steps.gradient_accumulation_steps) == (8, 2)
 
 
 def test_old_checkpointing_name_is_respected(sft: Any, tmp_path: Path) -> None:
