@@ -35,6 +35,7 @@ from rk_agent.rollouts.local_model import resolve_model
 from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs
 from rk_agent.trainers.rollout import EpisodeRollout, vllm_server_url
 from rk_agent.trainers.tasks import TaskTable, env_dataset, task_rows
+from rk_agent.trainers.trl_patches import score_completions_only
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
@@ -130,6 +131,7 @@ def grpo_trainer(
             f"{len(funcs)} reward functions {names}; give one weight each, in that order, "
             "or leave reward_weights unset for the environment's weights."
         )
+    score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
     with warnings.catch_warnings():
         # TRL flags rollout_func as experimental on every construction; we know, and pin TRL.
         warnings.filterwarnings(

@@ -52,6 +52,7 @@ from rk_agent.rollouts.local_model import resolve_model
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.trainers.rewards import episode_reward_funcs
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
+from rk_agent.trainers.trl_patches import score_completions_only
 from rk_agent.trainers.trl_tool_env import TRLToolEnv, episode_trajectory, trl_env_class
 
 if TYPE_CHECKING:
@@ -277,6 +278,7 @@ def trl_grpo_trainer(
     _check_tool_template(tokenizer, str(model_spec if isinstance(model_spec, str) else "model"))
     spec.model_name = str(getattr(getattr(model_spec, "config", None), "name_or_path", model_spec))
     _fill_args(args, spec)
+    score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
     with warnings.catch_warnings():
         # TRL flags environment_factory as experimental on every construction; we pin TRL.
         warnings.filterwarnings(

@@ -1,0 +1,47 @@
+"""Where rk-agent changes how TRL runs, each change for a measured reason, and nothing else.
+
+`score_completions_only`: TRL 1.16's GRPO computes the log-probabilities it trains on with a
+fused LM head (``trl.trainer.utils.add_fused_lm_head``), which scores only the completion's
+positions on CUDA/XPU but *every* position, the prompt's too, on other devices (so that
+compiled kernels on devices such as Neuron see fixed shapes). On a CPU nothing is compiled, and
+scoring the prompt is pure waste: a row of the README's smoke run has ~1,040 prompt tokens and
+a few dozen to 256 completion tokens, so the head projected every row onto the 49,152-word
+vocabulary 4 to 20 times more than needed, in 140 MB tiles (about 0.9 GB of a step's peak
+memory, and seconds of every micro-step). The patch makes the head score only the completion's
+positions on a CPU too; the log-probabilities, the loss and the gradients are the same (the
+other positions were masked out of the loss anyway; `tests/trainers/test_trl_patches.py`).
+
+Main names: `score_completions_only`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["score_completions_only"]
+
+_PATCHED = "_rk_agent_scores_completions_only"
+
+
+def score_completions_only() -> bool:
+    """Make TRL's fused LM head score only completion positions on a CPU (module docstring).
+
+    Idempotent. Returns whether the patch is in place (``False`` when this TRL has no such
+    switch: then TRL runs as it is).
+    """
+    try:
+        from trl.trainer import utils
+    except ImportError:  # pragma: no cover - TRL is a dependency
+        return False
+    choose = getattr(utils, "_use_triton", None)
+    if choose is None:
+        return False
+    if getattr(choose, _PATCHED, False):
+        return True
+
+    def compact_on_cpu(device: Any) -> bool:
+        return bool(choose(device)) or getattr(device, "type", None) == "cpu"
+
+    setattr(compact_on_cpu, _PATCHED, True)
+    utils._use_triton = compact_on_cpu
+    return True

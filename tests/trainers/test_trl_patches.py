@@ -1,0 +1,46 @@
+"""TRL's fused LM head, patched to score only completions on a CPU, gives the same numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from rk_agent.trainers.trl_patches import score_completions_only
+
+
+def test_completion_log_probs_entropy_and_gradients_match_full_logits(
+    tiny_model_dir: Path,
+) -> None:
+    from transformers import AutoModelForCausalLM
+    from trl.trainer import utils
+    from trl.trainer.utils import add_fused_lm_head
+
+    assert score_completions_only() and score_completions_only()  # idempotent
+    assert utils._use_triton(torch.device("cpu"))
+
+    torch.manual_seed(0)
+    fused = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    add_fused_lm_head(fused, outputs=("log_probs", "entropy"))
+    ids = torch.randint(0, 1000, (2, 40))
+    mask = torch.ones_like(ids)
+    mask[1, :5] = 0  # a left-padded row
+    completion = 12  # the last 12 positions are the completion, as in GRPO
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[:, :-completion] = -100
+
+    out = fused(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+    logps, entropy = out.log_probs[:, -completion:], out.entropy[:, -completion:]
+    logps.sum().backward()
+
+    logits = plain(input_ids=ids, attention_mask=mask).logits[:, :-1][:, -completion:]
+    reference = logits.log_softmax(-1)
+    expected = reference.gather(-1, ids[:, -completion:, None]).squeeze(-1)
+    expected_entropy = -(reference.exp() * reference).sum(-1)
+    expected.sum().backward()
+
+    torch.testing.assert_close(logps, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(entropy, expected_entropy, rtol=1e-4, atol=1e-5)
+    for (name, a), (_, b) in zip(fused.named_parameters(), plain.named_parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=name)
