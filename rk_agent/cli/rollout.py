@@ -42,7 +42,12 @@ def rollout(
         ),
     ] = None,
     provider: Annotated[
-        str | None, typer.Option("--provider", help="fireworks, openai or local.")
+        str | None,
+        typer.Option(
+            "--provider",
+            help="fireworks, openai, local, or solver (the env's reference solver, no model: "
+            "solved episodes for an SFT warm start).",
+        ),
     ] = None,
     base_url: Annotated[
         str | None,

@@ -19,7 +19,7 @@ from rk_agent.rollouts.policy import SamplingParams
 
 __all__ = ["FailurePolicy", "RolloutConfig", "load_rollout_config"]
 
-Provider = Literal["fireworks", "openai", "local"]
+Provider = Literal["fireworks", "openai", "local", "solver"]
 
 
 class FailurePolicy(BaseModel):
@@ -47,7 +47,9 @@ class RolloutConfig(BaseModel):
         env_kwargs: keyword arguments for the environment's constructor.
         tasks: a JSONL dataset of tasks instead of the environment's generator.
         model: model name, hub id or local folder; ``None`` is the embedded default model.
-        provider: ``fireworks``, ``openai`` or ``local``; ``None`` picks from the other options.
+        provider: ``fireworks``, ``openai`` or ``local``; ``solver`` plays the environment's
+            reference solver (no model: solved episodes for an SFT warm start, or to check an
+            environment); ``None`` picks from the other options.
         base_url: an OpenAI-compatible server (vLLM, SGLang, Ollama, llama.cpp, ...).
         api_key_env: the environment variable holding the API key (the key is never saved).
         n: number of tasks.

@@ -93,7 +93,12 @@ def prepare_run(
         run_dir.repair()
         done = {t.id for t in run_dir.read_trajectories()}
     make_env, env_name = build_env_factory(config)
-    uses_embedded = policy is None and config.model is None and not config.base_url
+    uses_embedded = (
+        policy is None
+        and config.model is None
+        and not config.base_url
+        and config.provider != "solver"
+    )
     if policy is None:
         policy = build_policy(config, api_key=api_key)
     if resume is None:
@@ -135,12 +140,24 @@ def _reward_key(spec: str) -> str:
 
 
 def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy:
-    """The policy the config names: an OpenAI-compatible server, or a local model.
+    """The policy the config names: an OpenAI-compatible server, a local model, or the
+    environment's reference solver (``provider: solver``).
 
     Raises:
-        ConfigError: a provider that needs a key has none, or the model cannot be placed.
+        ConfigError: a provider that needs a key has none, the model cannot be placed, or the
+            environment has no reference solver.
     """
     provider = config.provider
+    if provider == "solver":
+        from rk_agent.envs.registry import get_solver
+        from rk_agent.rollouts.testing import FunctionPolicy
+
+        if config.model is not None or config.base_url is not None:
+            raise ConfigError(
+                "--provider solver plays the environment's reference solver; leave out "
+                "--model and --base-url."
+            )
+        return FunctionPolicy(get_solver(config.env), name=f"{config.env}-reference-solver")
     if config.base_url or provider in ("fireworks", "openai"):
         from rk_agent.rollouts.openai_policy import make_policy
 

@@ -78,6 +78,22 @@ def test_tools_episodes_record_tool_calls(stub: StubServer, tmp_path: Path) -> N
     assert "turn 0" in shown.stdout and "-> calculator(" in shown.stdout
 
 
+@pytest.mark.parametrize("env_name", ["tools", "math", "guess"])
+def test_the_reference_solver_plays_without_a_model(tmp_path: Path, env_name: str) -> None:
+    out = rk("rollout", "--env", env_name, "--provider", "solver", "--n", "4",
+             "--output", str(tmp_path / "run"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    trajectories = lines(tmp_path / "run")
+    assert len(trajectories) == 4 and all(t["success"] for t in trajectories)
+    assert {t["model"] for t in trajectories} == {f"{env_name}-reference-solver"}
+    refused = rk("rollout", "--env", env_name, "--provider", "solver", "--model", "m",
+                 "--output", str(tmp_path / "other"))  # fmt: skip
+    assert refused.returncode == 2
+    assert "--provider solver plays the environment's reference solver; leave out --model" in (
+        refused.stderr
+    )
+
+
 def test_endpoint_failures_are_recorded_with_their_kind(tmp_path: Path) -> None:
     with StubServer(["Answer: 1"], failure_rate=1.0) as server:
         out = rk(
