@@ -159,7 +159,8 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
                 "activation_checkpointing": False,
                 "num_generations": a.group_size, "max_completion_length": a.budget,
                 "learning_rate": a.grpo_lr, "temperature": a.temperature,
-                "lr_scheduler_type": "constant", "beta": 0.0}  # fmt: skip
+                "lr_scheduler_type": "constant", "beta": 0.0,
+                "scale_rewards": a.scale_rewards}  # fmt: skip
     args = _cpu_args(GRPOConfig, out / "grpo", settings)
     groups_per_step = a.grpo_batch // a.group_size
     trainer = grpo_trainer(
@@ -247,6 +248,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--grpo-batch", type=int, default=8, help="episodes per GRPO step")
     parser.add_argument("--group-size", type=int, default=4, help="num_generations")
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--scale-rewards", default="group", choices=["group", "batch", "none"],
+                        help="GRPOConfig.scale_rewards: what divides the advantages")
     parser.add_argument("--budget", type=int, default=288, help="max_completion_length")
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
