@@ -248,8 +248,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--grpo-batch", type=int, default=8, help="episodes per GRPO step")
     parser.add_argument("--group-size", type=int, default=4, help="num_generations")
     parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--scale-rewards", default="group", choices=["group", "batch", "none"],
-                        help="GRPOConfig.scale_rewards: what divides the advantages")
+    parser.add_argument(
+        "--scale-rewards",
+        default="group",
+        choices=["group", "batch", "none"],
+        help="GRPOConfig.scale_rewards: what divides the advantages",
+    )
     parser.add_argument("--budget", type=int, default=288, help="max_completion_length")
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
