@@ -171,8 +171,10 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
         seed=GRPO_SEED,
         env_kwargs={"max_turns": a.max_turns, **ENV_KWARGS},
         max_tokens_per_turn=64,
+        step_weight=a.step_weight,
     )
     trainer.train()
+    flat = _zero_variance_groups(out / "grpo" / "trajectories.jsonl", a.grpo_batch, a.step_weight)
     steps = []
     for log in trainer.state.log_history:
         if "reward" not in log:
@@ -181,7 +183,7 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
             "step": int(log.get("step", len(steps) + 1)),
             "reward": float(log["reward"]),
             "success": float(log.get("episodes/success_rate", math.nan)),
-            "zero_std_groups": float(log.get("frac_reward_zero_std", math.nan)),
+            "zero_std_groups": flat.get(len(steps), math.nan),
             "step_time": float(log.get("step_time", math.nan)),
         }
         steps.append(row)
@@ -189,6 +191,25 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
               f"zero-std groups {row['zero_std_groups']:.2f} "
               f"step_time {row['step_time']:.0f}s", flush=True)  # fmt: skip
     return str(save_final(trainer, out / "grpo")), steps
+
+
+def _zero_variance_groups(path: Path, per_step: int, step_weight: float) -> dict[int, float]:
+    """Per GRPO step (0-based), the fraction of groups whose rewards were all equal, from the
+    episodes the steps played (``trajectories.jsonl``, ``per_step`` episodes per step in order; a
+    group is one task's samples). Counted here rather than read from TRL's
+    ``frac_reward_zero_std``, which compares the group's std to 0 with ``isclose`` and so misses
+    groups whose std is a float residue (sums of 0.05 leave ~1e-8)."""
+    episodes = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    flat: dict[int, float] = {}
+    for step in range(len(episodes) // per_step):
+        groups: dict[str, list[float]] = {}
+        for episode in episodes[step * per_step : (step + 1) * per_step]:
+            step_sum = sum(float(turn.get("reward") or 0.0) for turn in episode["turns"])
+            score = float((episode.get("episode") or {}).get("score") or 0.0)
+            groups.setdefault(str(episode["task"]["id"]), []).append(score + step_weight * step_sum)
+        equal = [max(rewards) - min(rewards) < 1e-6 for rewards in groups.values()]
+        flat[step] = sum(equal) / len(equal)
+    return flat
 
 
 def _z_two(p1: float, p2: float, n: int) -> float:
@@ -253,6 +274,12 @@ def _arguments() -> argparse.Namespace:
         default="group",
         choices=["group", "batch", "none"],
         help="GRPOConfig.scale_rewards: what divides the advantages",
+    )
+    parser.add_argument(
+        "--step-weight",
+        type=float,
+        default=1.0,
+        help="weight of the summed per-step rewards in the GRPO reward (0: the episode score only)",
     )
     parser.add_argument("--budget", type=int, default=288, help="max_completion_length")
     parser.add_argument("--max-turns", type=int, default=5)

@@ -4,7 +4,8 @@ Main names:
     answer_match: ``"answer_match"``, 1.0 when the final ``Answer: <value>`` line equals the
         ground truth (numbers within a tolerance; text ignoring case, accents, end punctuation).
     tool_efficiency: tool calls needed / made (capped at 1), with call and turn metrics.
-    tool_use_reward: per-step shaping, +0.05 for successful tool calls, -0.1 for failed ones.
+    tool_use_reward: per-step shaping, +0.05 for successful tool calls the task needs, -0.1 for
+        failed ones.
     extract_final_answer: the final answer of a reply, by the rule `answer_match` uses.
 
 They are plain decorated rewards (``@reward_function``): the ``tools`` environment uses them,
@@ -169,20 +170,39 @@ def tool_efficiency(
 
 @reward_function(
     name="tool_use",
-    description="+0.05 for a step whose tool calls succeed, -0.1 for one whose calls fail",
+    description="+0.05 for a step whose needed tool calls succeed, -0.1 for one whose calls fail",
 )
 def tool_use_reward(
-    tool_calls: list[ToolCallRecord] | None = None, **kwargs: Any
+    tool_calls: list[ToolCallRecord] | None = None,
+    messages: list[Message] | None = None,
+    metadata: dict[str, Any] | None = None,
+    **kwargs: Any,
 ) -> EvaluateResult:
     """Per-step shaping for tool use: the mean over the step's calls of +0.05 (success) or -0.1
     (bad arguments, unknown tool, an exception or timeout in the tool). 0 for a step without
-    tool calls."""
+    tool calls.
+
+    Only the calls the task needs earn the bonus: when ``metadata["min_tool_calls"]`` is known,
+    a successful call beyond that many calls in the episode (``messages``, this step's included)
+    earns 0. Without that cap GRPO learnt to farm the bonus: on the learning benchmark a fourth,
+    needless lookup instead of an answer paid 0.20, more than a wrong answer after the three
+    needed calls (0.15), and within 20 steps the policy stopped answering (held-out success
+    0.48 -> 0.00). With it, not answering never pays more than answering.
+    """
     if not tool_calls:
         return EvaluateResult(score=0.0, reason="no tool calls in this step")
     failed = [r for r in tool_calls if not r.result.ok]
     ok = len(tool_calls) - len(failed)
-    score = (SUCCESS_BONUS * ok - FAILURE_PENALTY * len(failed)) / len(tool_calls)
+    paid = ok
     reason = f"{ok} tool call(s) succeeded, {len(failed)} failed"
+    needed = (metadata or {}).get("min_tool_calls")
+    if needed is not None and messages is not None:
+        made = sum(len(m.tool_calls or []) for m in messages if m.role == "assistant")
+        before = max(0, made - len(tool_calls))
+        paid = min(ok, max(0, int(needed) - before))
+        if paid < ok:
+            reason += f"; {ok - paid} beyond the {needed} the task needs earn nothing"
+    score = (SUCCESS_BONUS * paid - FAILURE_PENALTY * len(failed)) / len(tool_calls)
     if failed:
         reason += " (" + ", ".join(str(r.result.error_kind) for r in failed) + ")"
     return EvaluateResult(score=score, reason=reason)

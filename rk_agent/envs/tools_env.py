@@ -19,8 +19,9 @@ Rewards:
         calls and turns as metrics.
     step ``tool_use``: `tool_use_reward`, +0.05 for a step whose tool calls all succeed, -0.1
         for one whose calls all fail (bad arguments, unknown tool, an error inside the tool),
-        the mean over the step's calls otherwise. A policy cannot farm it: at most
-        0.05 x max_turns, far below a correct answer.
+        the mean over the step's calls otherwise. Only the calls the task needs earn the bonus
+        (``min_tool_calls``; needless extra calls earn 0), so a policy cannot farm it: an
+        episode that never answers earns at most what one that answers wrongly does.
 
 JSONL tasks: ``{"prompt": "...", "ground_truth": 0.81, "tolerance": 0.01, "min_tool_calls": 3}``
 (the system prompt is added when the task has none).

@@ -171,3 +171,51 @@ def test_answer_match_without_ground_truth_is_invalid() -> None:
 def test_tool_efficiency_needs_min_tool_calls() -> None:
     result = tool_efficiency([{"role": "assistant", "content": "Answer: 1"}], metadata={})
     assert not result.is_score_valid and result.metrics["tool_calls_made"].score == 0.0
+
+
+def test_tool_calls_beyond_what_the_task_needs_earn_no_step_bonus() -> None:
+    # A policy that keeps looking things up instead of answering must not out-earn one that
+    # answers wrongly after the needed calls: GRPO found and farmed exactly that gap.
+    def play(actions: list[dict[str, Any]]) -> tuple[list[float], float]:
+        env = ToolsEnv(max_turns=5)
+        env.reset(options={"task": {"id": "t", "messages": [{"role": "user", "content": QUESTION}],
+                                    "ground_truth": 192670000,
+                                    "metadata": {"min_tool_calls": 3}}})  # fmt: skip
+        rewards = []
+        for action in actions:
+            _, reward, terminated, truncated, info = env.step(action)
+            rewards.append(reward)
+            if terminated or truncated:
+                return rewards, info["episode"].score
+        raise AssertionError("the episode did not end")
+
+    lookups = [call("lookup", {"name": country, "attribute": "population"}, f"c{i}")
+               for i, country in enumerate(["France", "Japan", "France", "Japan"])]  # fmt: skip
+    total = call("calculator", {"expression": "68170000 + 124500000"}, "c9")
+    farming, farming_score = play([*lookups, total])  # five calls, never answers
+    wrong, wrong_score = play([*lookups[:2], total, {"role": "assistant", "content": "Answer: 5"}])
+    assert farming == pytest.approx([0.05, 0.05, 0.05, 0.0, 0.0])
+    assert wrong == pytest.approx([0.05, 0.05, 0.05, 0.0])
+    assert farming_score == wrong_score == 0.0
+    assert sum(farming) <= sum(wrong)
+
+
+def test_the_step_bonus_counts_calls_across_the_episode_and_in_one_step() -> None:
+    env = ToolsEnv(max_turns=5)
+    env.reset(options={"task": {"id": "t", "messages": [{"role": "user", "content": QUESTION}],
+                                "ground_truth": 192670000,
+                                "metadata": {"min_tool_calls": 3}}})  # fmt: skip
+    two = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "function": {"name": "lookup",
+                                 "arguments": {"name": "France", "attribute": "population"}}},
+        {"id": "b", "function": {"name": "lookup",
+                                 "arguments": {"name": "Japan", "attribute": "population"}}},
+    ]}  # fmt: skip
+    _, first, *_ = env.step(two)
+    assert first == pytest.approx(0.05)  # both needed
+    _, second, *_ = env.step(two)  # one more is needed, the other is not
+    assert second == pytest.approx(0.025)
+    env.step(two)
+    step = env.state.steps[-1]
+    assert step.reward == 0.0
+    assert "2 beyond the 3 the task needs earn nothing" in (step.metrics["tool_use"].reason or "")
