@@ -20,7 +20,7 @@ phase) to ``--out``.
 
 Runs:
 - ``uv run python benchmarks/bench_learning.py``: the whole pipeline with the documented
-  settings (about 40 minutes on 2 cores);
+  settings (about 35 minutes on 2 cores);
 - ``--quick``: a few-minute smoke run of the pipeline;
 - ``--sft-model DIR --skip-before``: GRPO only, from an SFT checkpoint made by an earlier run
   (``<out>/sft/final``); its held-out result is read from ``DIR/heldout.json`` when an earlier
@@ -258,20 +258,20 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/bench-learning")
     parser.add_argument("--eval-tasks", type=int, default=128)
-    parser.add_argument("--eval-batch", type=int, default=16, help="episodes evaluated together")
-    parser.add_argument("--sft-tasks", type=int, default=8)
+    parser.add_argument("--eval-batch", type=int, default=32, help="episodes evaluated together")
+    parser.add_argument("--sft-tasks", type=int, default=24)
     parser.add_argument("--sft-epochs", type=float, default=2.0)
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--sft-model", help="skip SFT: start GRPO from this checkpoint")
     parser.add_argument("--skip-before", action="store_true", help="do not evaluate the base")
-    parser.add_argument("--grpo-steps", type=int, default=16)
+    parser.add_argument("--grpo-steps", type=int, default=20)
     parser.add_argument("--grpo-lr", type=float, default=2e-5)
     parser.add_argument("--grpo-batch", type=int, default=8, help="episodes per GRPO step")
     parser.add_argument("--group-size", type=int, default=4, help="num_generations")
-    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument(
         "--scale-rewards",
-        default="group",
+        default="batch",
         choices=["group", "batch", "none"],
         help="GRPOConfig.scale_rewards: what divides the advantages",
     )
