@@ -159,7 +159,8 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
                 "activation_checkpointing": False,
                 "num_generations": a.group_size, "max_completion_length": a.budget,
                 "learning_rate": a.grpo_lr, "temperature": a.temperature,
-                "lr_scheduler_type": "constant", "beta": 0.0,
+                "lr_scheduler_type": "constant_with_warmup", "warmup_steps": a.warmup_steps,
+                "beta": a.beta,
                 "scale_rewards": a.scale_rewards}  # fmt: skip
     args = _cpu_args(GRPOConfig, out / "grpo", settings)
     groups_per_step = a.grpo_batch // a.group_size
@@ -281,6 +282,8 @@ def _arguments() -> argparse.Namespace:
         default=1.0,
         help="weight of the summed per-step rewards in the GRPO reward (0: the episode score only)",
     )
+    parser.add_argument("--warmup-steps", type=int, default=0, help="GRPO learning-rate warm-up")
+    parser.add_argument("--beta", type=float, default=0.0, help="GRPO KL penalty (0: no reference)")
     parser.add_argument("--budget", type=int, default=288, help="max_completion_length")
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
