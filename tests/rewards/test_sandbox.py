@@ -72,7 +72,7 @@ def test_stdin_to_stdout() -> None:
     assert (result.stdout, result.stderr, result.exit_code) == ("42\n", "", 0)
     assert result.reason == "ok"
     assert not result.timed_out
-    assert 0 < result.wall_time_s < 5
+    assert result.wall_time_s > 0
 
 
 def test_exception_is_an_error_with_the_users_traceback_only() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,29 @@ def echo(messages: list[dict[str, Any]], **kwargs: Any) -> EvaluateResult:
 async def async_sleepy(response: str, delay: float = 0.0) -> float:
     await asyncio.sleep(delay)
     return 1.0
+
+
+BATCH_IN_FLIGHT = {"now": 0, "peak": 0}  # the server's event loop runs every call
+
+
+@reward_function
+async def counted_sleepy(response: str) -> float:
+    BATCH_IN_FLIGHT["now"] += 1
+    BATCH_IN_FLIGHT["peak"] = max(BATCH_IN_FLIGHT["peak"], BATCH_IN_FLIGHT["now"])
+    await asyncio.sleep(0.3)
+    BATCH_IN_FLIGHT["now"] -= 1
+    return 1.0
+
+
+RELEASE_SLOW = threading.Event()
+
+
+@reward_function
+def held(response: str, ground_truth: str) -> float:
+    """Blocks its worker thread on ``ground_truth="slow"`` until the test releases it."""
+    if ground_truth == "slow":
+        RELEASE_SLOW.wait(timeout=30)
+    return float(response.strip() == ground_truth)
 
 
 @reward_function
@@ -121,13 +145,11 @@ def test_batch_scores_each_sample_on_its_own(url: str) -> None:
 
 
 def test_batch_runs_samples_concurrently() -> None:
-    with serving(async_sleepy) as url:
-        started = time.perf_counter()
-        sample = {"messages": CHAT, "kwargs": {"delay": 0.3}}
-        response = post(url + "/batch", {"samples": [sample] * 20})
-        elapsed = time.perf_counter() - started
+    BATCH_IN_FLIGHT.update(now=0, peak=0)
+    with serving(counted_sleepy) as url:
+        response = post(url + "/batch", {"samples": [{"messages": CHAT}] * 20})
     assert [r["score"] for r in response.json()["results"]] == [1.0] * 20
-    assert elapsed < 1.5  # 20 x 0.3 s one after the other would take 6 s
+    assert BATCH_IN_FLIGHT["peak"] == 20  # all at once, not one after the other
 
 
 # --- failures ----------------------------------------------------------------------------------
@@ -208,27 +230,29 @@ def test_wrong_method_and_unknown_path(url: str) -> None:
 # --- concurrency and timeouts --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("slow_body", [
-    {"messages": CHAT, "ground_truth": "slow"},  # sync: time.sleep(1.0) in a worker thread
-], ids=["sync"])  # fmt: skip
-def test_a_slow_reward_does_not_stall_other_requests(url: str, slow_body: dict) -> None:
-    async def run() -> tuple[float, list[float]]:
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+def test_a_slow_reward_does_not_stall_other_requests() -> None:
+    # The slow request holds its worker thread until the fast ones are all answered.
+    RELEASE_SLOW.clear()
 
-            async def timed(body: dict) -> float:
-                started = time.perf_counter()
-                response = await client.post("/evaluate", json=body)
-                assert response.status_code == 200
-                return time.perf_counter() - started
-
-            slow = asyncio.create_task(timed(slow_body))
+    async def run() -> tuple[list[int], bool, int]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            slow = asyncio.create_task(
+                client.post("/evaluate", json={"messages": CHAT, "ground_truth": "slow"})
+            )
             await asyncio.sleep(0.05)
-            fast = [await timed({"messages": CHAT, "ground_truth": "4"}) for _ in range(5)]
-            return await slow, fast
+            fast = [
+                (await client.post("/evaluate", json={"messages": CHAT, "ground_truth": "4"}))
+                for _ in range(5)
+            ]
+            slow_still_running = not slow.done()
+            RELEASE_SLOW.set()
+            return [r.status_code for r in fast], slow_still_running, (await slow).status_code
 
-    slow_s, fast_s = asyncio.run(run())
-    assert slow_s >= 1.0
-    assert sum(fast_s) < 0.5  # answered one after the other while the slow one ran
+    with serving(held) as url:
+        fast_codes, slow_still_running, slow_code = asyncio.run(run())
+    assert fast_codes == [200] * 5
+    assert slow_still_running  # answered one after the other while the slow one ran
+    assert slow_code == 200
 
 
 def test_a_slow_async_reward_does_not_stall_other_requests() -> None:
