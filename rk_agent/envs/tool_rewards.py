@@ -136,6 +136,11 @@ def answer_match(
     )
 
 
+def _calls_made(messages: list[Message]) -> int:
+    """The tool calls the assistant made in ``messages``."""
+    return sum(len(m.tool_calls or []) for m in messages if m.role == "assistant")
+
+
 @reward_function(
     name="tool_efficiency",
     description="minimum tool calls needed / tool calls made (capped at 1), with call metrics",
@@ -148,7 +153,7 @@ def tool_efficiency(
     ``needed`` is ``metadata["min_tool_calls"]``; without it the score is invalid (the metrics
     are still there). Metrics: ``tool_calls_made``, ``tool_calls_failed``, ``turns``.
     """
-    made = sum(len(m.tool_calls or []) for m in messages if m.role == "assistant")
+    made = _calls_made(messages)
     failed = sum(1 for m in messages if m.role == "tool" and m.text.startswith("Error"))
     turns = sum(1 for m in messages if m.role == "assistant")
     metrics = {
@@ -197,8 +202,7 @@ def tool_use_reward(
     reason = f"{ok} tool call(s) succeeded, {len(failed)} failed"
     needed = (metadata or {}).get("min_tool_calls")
     if needed is not None and messages is not None:
-        made = sum(len(m.tool_calls or []) for m in messages if m.role == "assistant")
-        before = max(0, made - len(tool_calls))
+        before = max(0, _calls_made(messages) - len(tool_calls))
         paid = min(ok, max(0, int(needed) - before))
         if paid < ok:
             reason += f"; {ok - paid} beyond the {needed} the task needs earn nothing"
