@@ -170,7 +170,7 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
         args=args,
         n_tasks=a.grpo_steps * groups_per_step,  # every step meets new tasks
         seed=GRPO_SEED,
-        env_kwargs={"max_turns": a.max_turns, **ENV_KWARGS},
+        env_kwargs={"max_turns": a.max_turns, **ENV_KWARGS, **_episode_rewards(a.answer_weight)},
         max_tokens_per_turn=64,
         step_weight=a.step_weight,
     )
@@ -192,6 +192,20 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
               f"zero-std groups {row['zero_std_groups']:.2f} "
               f"step_time {row['step_time']:.0f}s", flush=True)  # fmt: skip
     return str(save_final(trainer, out / "grpo")), steps
+
+
+def _episode_rewards(answer_weight: float) -> dict[str, Any]:
+    """The env's episode rewards, plus `answer_given` at ``answer_weight`` when it is above 0:
+    a final answer, right or wrong, then earns more than running out of turns."""
+    if answer_weight <= 0:
+        return {}
+    from rk_agent.envs.tool_rewards import answer_given, answer_match, tool_efficiency
+
+    return {
+        "episode_rewards": {"answer": answer_match, "efficiency": tool_efficiency,
+                            "answer_given": answer_given},
+        "episode_weights": {"answer": 1.0, "efficiency": 0.0, "answer_given": answer_weight},
+    }  # fmt: skip
 
 
 def _zero_variance_groups(path: Path, per_step: int, step_weight: float) -> dict[int, float]:
@@ -281,6 +295,12 @@ def _arguments() -> argparse.Namespace:
         type=float,
         default=1.0,
         help="weight of the summed per-step rewards in the GRPO reward (0: the episode score only)",
+    )
+    parser.add_argument(
+        "--answer-weight",
+        type=float,
+        default=0.0,
+        help="weight of `answer_given` (any 'Answer:' line) in the episode reward (0: not used)",
     )
     parser.add_argument("--warmup-steps", type=int, default=0, help="GRPO learning-rate warm-up")
     parser.add_argument("--beta", type=float, default=0.0, help="GRPO KL penalty (0: no reference)")

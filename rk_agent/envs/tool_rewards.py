@@ -3,6 +3,9 @@
 Main names:
     answer_match: ``"answer_match"``, 1.0 when the final ``Answer: <value>`` line equals the
         ground truth (numbers within a tolerance; text ignoring case, accents, end punctuation).
+    answer_given: ``"answer_given"``, 1.0 when the last reply ends the episode with an
+        ``Answer: <value>`` line, right or wrong: a shaping term that makes answering worth more
+        than running out of turns.
     tool_efficiency: tool calls needed / made (capped at 1), with call and turn metrics.
     tool_use_reward: per-step shaping, +0.05 for successful tool calls the task needs, -0.1 for
         failed ones.
@@ -33,6 +36,7 @@ from rk_agent.types import EvaluateResult, Message, MetricResult
 __all__ = [
     "FAILURE_PENALTY",
     "SUCCESS_BONUS",
+    "answer_given",
     "answer_match",
     "extract_final_answer",
     "tool_efficiency",
@@ -134,6 +138,32 @@ def answer_match(
             "correct": MetricResult(score=float(correct), success=correct, reason=reason),
         },
     )
+
+
+@reward_function(
+    name="answer_given",
+    description="1.0 when the last reply gives an 'Answer: ...' line, right or wrong",
+)
+def answer_given(messages: list[Message], **kwargs: Any) -> EvaluateResult:
+    """Score 1.0 when the last assistant message has an ``Answer: <value>`` line.
+
+    Right or wrong: weighted low next to `answer_match`, it makes a well-formed final answer
+    worth more than no answer at all, so a policy is not paid the same for running out of turns
+    as for answering wrongly.
+
+    Example:
+        >>> answer_given([{"role": "assistant", "content": "Answer: 12"}]).score
+        1.0
+        >>> answer_given([{"role": "assistant", "content": "Let me look that up."}]).score
+        0.0
+    """
+    reply = last_reply(messages)
+    if reply is None:
+        return no_reply("answer_given")
+    answer, marked = extract_final_answer(reply.text)
+    given = answer is not None and marked
+    reason = "an 'Answer:' line was given" if given else "no 'Answer: <value>' line"
+    return EvaluateResult(score=float(given), reason=reason)
 
 
 def _calls_made(messages: list[Message]) -> int:

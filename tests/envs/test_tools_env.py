@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from rk_agent.envs import Task, Tool, play_episode, tool
-from rk_agent.envs.tool_rewards import answer_match, extract_final_answer, tool_efficiency
+from rk_agent.envs.tool_rewards import (
+    answer_given,
+    answer_match,
+    extract_final_answer,
+    tool_efficiency,
+)
 from rk_agent.envs.tools_env import SYSTEM_PROMPT, ToolsEnv, solve
 from rk_agent.types import Message
 
@@ -166,6 +171,30 @@ def test_answer_match(reply: str, truth: Any, tolerance: float, score: float) ->
 def test_answer_match_without_ground_truth_is_invalid() -> None:
     result = answer_match([{"role": "assistant", "content": "Answer: 1"}])
     assert not result.is_score_valid
+
+
+@pytest.mark.parametrize(
+    ("messages", "score"),
+    [
+        ([{"role": "assistant", "content": "The sum is 31.\nAnswer: 31"}], 1.0),
+        ([{"role": "assistant", "content": "Answer: a wrong value"}], 1.0),
+        ([{"role": "assistant", "content": "31"}], 0.0),  # unmarked: not the asked format
+        (
+            [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "lookup", "arguments": "{}"}}]}],
+            0.0,
+        ),  # ran out of turns on a tool call
+    ],
+)  # fmt: skip
+def test_answer_given_pays_any_marked_answer_and_nothing_else(
+    messages: list[dict[str, Any]], score: float
+) -> None:
+    assert answer_given(messages).score == score
+
+
+def test_answer_given_without_a_reply_is_invalid() -> None:
+    assert not answer_given([{"role": "user", "content": "hi"}]).is_score_valid
 
 
 def test_tool_efficiency_needs_min_tool_calls() -> None:
