@@ -46,14 +46,23 @@ class TaskRow:
     seed: int
 
 
-def task_rows(env: ChatEnv, n: int | None = None, seed: int = 0) -> list[TaskRow]:
-    """The first ``n`` tasks of ``env``: task ``i`` reset with seed ``seed + i``.
+MAX_DRAWS_PER_TASK = 20
+"""A generator gets this many seeds per task asked for to come up with distinct tasks."""
 
-    With a dataset (``tasks=``), task ``i`` is row ``i`` (``n`` defaults to all rows); with a
-    generator, ``n`` is required.
+
+def task_rows(env: ChatEnv, n: int | None = None, seed: int = 0) -> list[TaskRow]:
+    """The first ``n`` tasks of ``env``, each with the seed its episodes reset with.
+
+    With a dataset (``tasks=``), task ``i`` is row ``i``, reset with seed ``seed + i`` (``n``
+    defaults to all rows). With a generator (``n`` required), the tasks are the first ``n``
+    distinct ones drawn with seeds ``seed``, ``seed + 1``, ...: a seed whose task repeats an
+    earlier one is skipped, since a group trained twice on one question in a run is not what
+    "``n`` tasks" asks for.
 
     Raises:
         ConfigError: ``n`` is missing for a generated task set, or is not positive.
+        DataError: a dataset repeats a task id, or a generator cannot come up with ``n``
+            distinct tasks.
     """
     if n is None:
         if env.dataset is None:
@@ -63,19 +72,33 @@ def task_rows(env: ChatEnv, n: int | None = None, seed: int = 0) -> list[TaskRow
         n = len(env.dataset)
     if n < 1:
         raise ConfigError(f"the number of tasks must be at least 1, got {n}.")
-    rows = []
-    for i in range(n):
-        options = {"task_index": i} if env.dataset is not None else None
-        _, info = env.reset(seed=seed + i, options=options)
-        rows.append(TaskRow(task=info["task"], seed=seed + i))
-    ids = [r.task.id for r in rows]
-    if len(set(ids)) != len(ids):
-        duplicate = next(i for i in ids if ids.count(i) > 1)
-        raise DataError(
-            f"task id {duplicate!r} appears more than once among the {n} training tasks; "
-            "give every task a distinct id (or train on fewer generated tasks)."
-        )
-    return rows
+    if env.dataset is not None:
+        rows = [_row(env, seed + i, {"task_index": i}) for i in range(n)]
+        ids = [r.task.id for r in rows]
+        if len(set(ids)) != len(ids):
+            duplicate = next(i for i in ids if ids.count(i) > 1)
+            raise DataError(
+                f"task id {duplicate!r} appears more than once among the {n} training tasks; "
+                "give every task a distinct id."
+            )
+        return rows
+    found: dict[str, TaskRow] = {}
+    draws = n * MAX_DRAWS_PER_TASK
+    for draw in range(draws):
+        row = _row(env, seed + draw, None)
+        found.setdefault(row.task.id, row)
+        if len(found) == n:
+            return list(found.values())
+    raise DataError(
+        f"{type(env).__name__} came up with only {len(found)} distinct tasks in {draws} draws "
+        f"(seeds {seed}..{seed + draws - 1}), fewer than the {n} asked for; train on fewer tasks "
+        "or widen the task space (e.g. more kinds)."
+    )
+
+
+def _row(env: ChatEnv, seed: int, options: dict[str, Any] | None) -> TaskRow:
+    _, info = env.reset(seed=seed, options=options)
+    return TaskRow(task=info["task"], seed=seed)
 
 
 def _prompt(task: Task) -> list[dict[str, Any]]:
