@@ -276,6 +276,8 @@ class RewardEndpoints:
                 await _reply(
                     send, 413, _detail(self._too_large(f"over {self.max_body_bytes} bytes"))
                 )
+            elif (problem := _not_utf8(body)) is not None:
+                await _reply(send, 400, _detail(problem))
             else:
                 status, payload = await (self._batch(body) if path == "/batch" else self._one(body))
                 await _reply(send, status, payload)
@@ -336,6 +338,18 @@ class RewardEndpoints:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def _not_utf8(body: bytes) -> str | None:
+    """What is wrong with a body that is not UTF-8 text (JSON must be), else ``None``."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return (
+            f"request body is not valid UTF-8: byte 0x{body[exc.start]:02x} at offset "
+            f"{exc.start} ({exc.reason}); send the JSON body encoded as UTF-8."
+        )
+    return None
 
 
 def _detail(message: str) -> bytes:

@@ -321,6 +321,20 @@ def test_api_key_auth() -> None:
         assert SECRET not in response.text and "not-the-key" not in response.text
 
 
+@pytest.mark.parametrize("path", ["/evaluate", "/batch"])
+def test_a_body_that_is_not_utf8_gets_a_400_that_says_so(path: str) -> None:
+    body = b'{"messages": [{"role": "user", "content": "\xff\xfe"}], "ground_truth": "4"}'
+    with serving(exact) as url:
+        response = httpx.post(
+            url + path, content=body, headers={"content-type": "application/json"}, timeout=10
+        )
+    assert response.status_code == 400  # a 4xx: the remote client does not retry it
+    assert response.json() == {
+        "detail": "request body is not valid UTF-8: byte 0xff at offset 43 (invalid start "
+        "byte); send the JSON body encoded as UTF-8."
+    }
+
+
 def test_body_size_limit() -> None:
     with serving(exact, max_body_bytes=2000) as url:
         small = post(url + "/evaluate", {"messages": CHAT, "ground_truth": "4"})
