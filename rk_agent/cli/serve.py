@@ -77,7 +77,13 @@ def serve(
     Any RL service, or RewardFunction(mode="remote", endpoint="http://HOST:PORT/evaluate"),
     can call it. Stop it with Ctrl-C or SIGTERM: requests in flight finish first.
     """
-    from rk_agent.rewards.server import check_bind, is_loopback, load_served_reward, serve_rewards
+    from rk_agent.rewards.server import (
+        check_bind,
+        check_port,
+        is_loopback,
+        load_served_reward,
+        serve_rewards,
+    )
 
     key = api_key if api_key and api_key.strip() else None
     if max_body_mb <= 0:
@@ -89,6 +95,7 @@ def serve(
     if threads is not None and threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {threads}.")
     check_bind(host, key, allow_public)
+    check_port(host, port)
     loaded = load_served_reward(reward, config)
     shown_host = f"[{host}]" if ":" in host else host
     auth = "auth on (bearer key)" if key else "auth off"

@@ -57,12 +57,14 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
 import ipaddress
 import json
 import logging
 import os
+import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
@@ -92,6 +94,7 @@ __all__ = [
     "BatchResponse",
     "EvaluateRequest",
     "check_bind",
+    "check_port",
     "create_app",
     "is_loopback",
     "load_served_reward",
@@ -251,6 +254,35 @@ def check_bind(host: str, api_key: str | None, allow_public: bool) -> None:
     )
 
 
+def check_port(host: str, port: int) -> None:
+    """Refuse a port outside 1..65535 or one this host cannot bind (in use, or privileged).
+
+    Binds a throw-away socket the way uvicorn will (``SO_REUSEADDR``), so the problem is one
+    line before anything claims to be serving.
+
+    Raises:
+        ConfigError: what was asked, what went wrong, and what to do.
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ConfigError(f"--port must be a TCP port from 1 to 65535, got {port!r}.")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host.strip("[]"), port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            why = "it is already in use (is another server running?)"
+        elif exc.errno == errno.EACCES:
+            why = "this user may not bind it (ports below 1024 need privileges)"
+        else:
+            why = exc.strerror or str(exc)
+        raise ConfigError(
+            f"cannot serve on {host}:{port}: {why}. Pick another port with --port, or stop "
+            "the process that holds it."
+        ) from None
+
+
 @dataclass(frozen=True)
 class _Settings:
     """What each uvicorn worker needs to build the app (travels as JSON in an env var)."""
@@ -336,6 +368,7 @@ def serve_rewards(
         api_key = None
     check_bind(host, api_key, allow_public)
     _check_settings(api_key, max_body_bytes, timeout_s, threads)
+    check_port(host, port)
     if not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an int >= 1, got {workers!r}.")
     if workers > 1 and reward is not None and not isinstance(reward, str):

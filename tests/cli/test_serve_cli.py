@@ -134,12 +134,28 @@ def test_refuses_a_public_address_without_a_key() -> None:
         (["formt"], "error: unknown reward 'formt'. Did you mean 'format'?"),
         (["format", "--config", "r.yaml"], "error: give the reward to serve"),
         (["format", "--max-body-mb", "0"], "error: --max-body-mb must be > 0, got 0."),
+        (["format", "--port", "-5"], "error: --port must be a TCP port from 1 to 65535, got -5."),
+        (["format", "--port", "70000"], "error: --port must be a TCP port from 1 to 65535"),
     ],
-    ids=["unknown-name", "name-and-config", "body-limit"],
+    ids=["unknown-name", "name-and-config", "body-limit", "negative-port", "port-too-big"],
 )
 def test_bad_arguments_fail_before_serving(args: list[str], message: str) -> None:
     out = rk("serve", *args)
     assert out.returncode == 2 and out.stderr.startswith(message), out.stderr
+    assert "Serving" not in out.stdout
+
+
+def test_a_port_in_use_is_one_line_before_serving() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        out = rk("serve", "format", "--port", str(port))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        f"error: cannot serve on 127.0.0.1:{port}: it is already in use (is another server "
+        "running?). Pick another port with --port, or stop the process that holds it."
+    )
     assert "Serving" not in out.stdout
 
 
