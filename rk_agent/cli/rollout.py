@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 EXIT_INTERRUPTED = 130
+EXIT_ALL_FAILED = 1
 
 # Config keys whose flag is named differently, for error messages.
 _FLAGS = {
@@ -152,6 +153,13 @@ def rollout(
             f"`rk-agent rollout --resume {run.run_dir.path}`.", style="yellow"
         )  # fmt: skip
         raise typer.Exit(EXIT_INTERRUPTED)
+    if summary.episodes and summary.failed == summary.episodes:
+        kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.failures.items()))
+        console.print(
+            f"Every episode failed ({kinds}): see why with `rk-agent show {run.run_dir.path} "
+            "--failed`.", style="red"
+        )  # fmt: skip
+        raise typer.Exit(EXIT_ALL_FAILED)
 
 
 def _play(run: Any, console: Console, total: int) -> str:

@@ -281,6 +281,58 @@ class OpenAIPolicy:
             f"provider={self.provider!r})"
         )
 
+    def check_endpoint(self, timeout_s: float = 15.0) -> None:
+        """Ask the server for its models once (``GET <base_url>/models``) before a run starts.
+
+        Every OpenAI-compatible server (vLLM, SGLang, Ollama, OpenAI, Fireworks) answers it,
+        so a wrong or unreachable ``--base-url``, or a refused key, is one clear error here
+        instead of a run whose every episode fails.
+
+        Raises:
+            EndpointError: what was tried, what came back, and how to fix it (never the key).
+        """
+        import httpx
+
+        url = f"{self.base_url}/models"
+        key = self._endpoint.key
+        try:
+            response = httpx.get(
+                url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s,
+                verify=_ssl_context(),
+            )  # fmt: skip
+        except httpx.HTTPError as exc:
+            reason = redact(str(exc), key) or type(exc).__name__
+            raise EndpointError(
+                f"cannot reach the model server: GET {url} failed ({reason}). Is the server "
+                "running, and is --base-url right? OpenAI-compatible servers serve under /v1, "
+                "e.g. --base-url http://localhost:8000/v1.",
+                retryable=True,
+                url=url,
+            ) from None
+        status = response.status_code
+        if status < 400:
+            return
+        if status in (401, 403) and self.key_source == "none":
+            fix = "the server wants an API key; pass it with --api-key."
+        elif status in (401, 403):
+            fix = (
+                f"the API key (from {self.key_source}) was refused; pass the right one with "
+                "--api-key or its environment variable."
+            )
+        elif status == 404:
+            fix = (
+                "there is no OpenAI-compatible API at this URL; base URLs usually end in /v1, "
+                "e.g. --base-url http://localhost:8000/v1."
+            )
+        else:
+            fix = f"the server said: {redact(response.text[:300], key).strip() or '(no body)'}."
+        raise EndpointError(
+            f"the model server answered {status} to GET {url}: {fix}",
+            status=status,
+            retryable=status >= 500,
+            url=url,
+        )
+
     # ------------------------------------------------------------------------------------
     # The Policy protocol
 

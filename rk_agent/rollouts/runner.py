@@ -85,6 +85,8 @@ def prepare_run(
     Raises:
         ConfigError: unknown environment or reward (with did-you-mean), a missing API key,
             an unreadable dataset, a run directory that already holds a run.
+        EndpointError: the model server does not answer ``GET <base-url>/models`` (wrong or
+            unreachable ``--base-url``, a refused key); checked before the run directory is made.
     """
     done: set[str] = set()
     if resume is not None:
@@ -146,6 +148,8 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
     Raises:
         ConfigError: a provider that needs a key has none, the model cannot be placed, or the
             environment has no reference solver.
+        EndpointError: a served model's server does not answer ``GET <base-url>/models``
+            (wrong or unreachable ``--base-url``, a refused key).
     """
     provider = config.provider
     if provider == "solver":
@@ -167,13 +171,15 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
                 "--model is required with --base-url or --provider fireworks/openai "
                 "(e.g. --model accounts/fireworks/models/llama-v3p1-8b-instruct)."
             )
-        return make_policy(
+        served = make_policy(
             provider=provider if provider != "local" else None,
             model=config.model,
             base_url=config.base_url,
             api_key=key,
             max_concurrency=config.concurrency,
         )
+        served.check_endpoint()  # reachable, and with a key it accepts, before any episode
+        return served
     model = config.model
     if model is not None and provider is None and not Path(model).exists():
         raise ConfigError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -100,11 +101,50 @@ def test_endpoint_failures_are_recorded_with_their_kind(tmp_path: Path) -> None:
             "rollout", "--env", "math", "--base-url", server.base_url, "--model", "m",
             "--n", "2", "--output", str(tmp_path / "run"),
         )  # fmt: skip
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1, out.stderr  # every episode failed: not a success
     trajectories = lines(tmp_path / "run")
     assert {t["failure"]["kind"] for t in trajectories} == {"model_error"}
     assert {t["stop_reason"] for t in trajectories} == {"error"}
     assert "model_error=2" in out.stdout
+    assert (
+        f"Every episode failed (model_error x2): see why with `rk-agent show {tmp_path / 'run'} "
+        "--failed`." in " ".join(out.stdout.split())
+    )
+
+
+def test_an_unreachable_base_url_is_one_line_before_any_episode(tmp_path: Path) -> None:
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    out = rk("rollout", "--base-url", url, "--model", "m", "--output", str(tmp_path / "run"))
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"error: cannot reach the model server: GET {url}/models failed")
+    assert "is --base-url right? OpenAI-compatible servers serve under /v1" in out.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_base_url_without_the_api_and_a_refused_key_are_named(tmp_path: Path) -> None:
+    with StubServer(["Answer: 1"], api_key=SECRET) as server:
+        root = server.base_url.removesuffix("/v1")
+        wrong_path = rk("rollout", "--base-url", root + "/api", "--model", "m",
+                        "--api-key", SECRET, "--output", str(tmp_path / "a"))  # fmt: skip
+        wrong_key = rk("rollout", "--base-url", server.base_url, "--model", "m",
+                       "--api-key", "not-the-key", "--output", str(tmp_path / "b"))  # fmt: skip
+        requests = len(server.chat_requests)
+    assert wrong_path.returncode == 2
+    assert wrong_path.stderr.startswith(
+        f"error: the model server answered 404 to GET {root}/api/models: there is no "
+        "OpenAI-compatible API at this URL; base URLs usually end in /v1"
+    )
+    assert wrong_key.returncode == 2
+    assert wrong_key.stderr.startswith(
+        f"error: the model server answered 401 to GET {server.base_url}/models: the API key "
+        "(from argument) was refused"
+    )
+    assert "not-the-key" not in wrong_key.stderr
+    assert requests == 0  # no episode was played
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_bad_input_fails_before_any_work(tmp_path: Path) -> None:
