@@ -1,16 +1,22 @@
-"""How the sandbox caps the number of processes a run may have (fork bombs).
+"""How the sandbox bounds a whole run: its number of processes (fork bombs) and its memory.
 
 Main names:
-    process_cgroup: a fresh ``pids`` cgroup for one run, its members killed and it removed after.
+    run_cgroup: fresh ``pids`` and ``memory`` cgroups for one run, members killed and removed after.
+    RunCgroup: those cgroups: the files a process writes its pid to, and what they recorded.
+    cgroup_controllers: which of ``pids`` and ``memory`` this process may create cgroups for.
     nproc_limit: the ``RLIMIT_NPROC`` value that allows a run ``n`` more tasks, where enforced.
-    process_limit_backend: which of the two works on this machine.
+    process_limit_backend: how ``max_processes`` is enforced here.
 
-``RLIMIT_NPROC`` is not enforced for root (in the first user namespace), so where this process
-may create cgroups (root on a cgroup-v1 ``pids`` hierarchy mounted at ``/sys/fs/cgroup/pids``, or
-a delegated cgroup-v2 subtree with the ``pids`` controller) each run gets its own ``pids`` cgroup
-with ``pids.max``. Its members, including processes that left the run's process group with
-``setsid()``, are killed when the run ends. Elsewhere ``RLIMIT_NPROC`` is used: it counts every
-task of the user, so the limit is the user's current task count plus the run's allowance.
+Where this process may create cgroups (root on cgroup-v1 hierarchies mounted at
+``/sys/fs/cgroup/<controller>``, or a delegated cgroup-v2 subtree with the controller enabled)
+each run gets its own cgroup per controller: ``pids.max`` bounds its tasks, and
+``memory.max`` (v2) or ``memory.limit_in_bytes`` (v1) bounds all its memory: processes, the
+pages of its private work directory (a tmpfs) and the kernel's inodes for its files. Members,
+including processes that left the run's session with ``setsid()``, are killed when the run ends.
+
+Elsewhere ``RLIMIT_NPROC`` caps the tasks (enforced for non-root users only), and the memory of
+a run is bounded by the per-process limit times the process cap (see
+`rk_agent.rewards.sandbox.SandboxLimits.memory_bound_mb`).
 """
 
 from __future__ import annotations
@@ -24,14 +30,23 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["kill_members", "nproc_limit", "pids_max_hit", "process_cgroup", "process_limit_backend"]
+__all__ = [
+    "RunCgroup",
+    "cgroup_controllers",
+    "nproc_limit",
+    "process_limit_backend",
+    "run_cgroup",
+]
 
 logger = logging.getLogger("rk_agent.rewards.sandbox")
 
+Controller = Literal["pids", "memory"]
 _CGROUP_PREFIX = "rk-sandbox-"
+_ROOT = Path("/sys/fs/cgroup")
 _runs = itertools.count()
 
 
@@ -40,28 +55,29 @@ def process_limit_backend() -> Literal["cgroup", "rlimit", "none"]:
 
     ``"cgroup"``: a ``pids`` cgroup per run (the strongest: also catches ``setsid()`` escapes).
     ``"rlimit"``: ``RLIMIT_NPROC``. ``"none"``: neither works (root without a writable
-    ``pids`` cgroup); only the process-group kill and the time limits remain.
+    ``pids`` cgroup); only the kill at the end of the run and the time limits remain.
 
     Example:
         >>> process_limit_backend() in ("cgroup", "rlimit", "none")
         True
     """
-    with process_cgroup(1) as cgroup:
-        if cgroup is not None:
-            return "cgroup"
-    return "rlimit" if nproc_limit(1) is not None else "none"
+    if "pids" in cgroup_controllers():
+        return "cgroup"
+    return "rlimit" if nproc_enforced() else "none"
 
 
 def nproc_limit(max_processes: int | None) -> int | None:
     """The ``RLIMIT_NPROC`` allowing ``max_processes`` more tasks, or ``None`` where useless."""
-    if max_processes is None or not hasattr(os, "geteuid") or not _nproc_enforced():
+    if max_processes is None or not hasattr(os, "geteuid") or not nproc_enforced():
         return None
     existing = _count_tasks(os.getuid())
     return None if existing is None else existing + max_processes
 
 
-def _nproc_enforced() -> bool:
+def nproc_enforced() -> bool:
     """Whether the kernel enforces RLIMIT_NPROC for us (not for root in the first namespace)."""
+    if not hasattr(os, "geteuid"):
+        return False
     if os.geteuid() != 0:
         return True
     try:
@@ -91,27 +107,48 @@ def _count_tasks(uid: int) -> int | None:
 
 
 # --------------------------------------------------------------------------------------------
-# The pids cgroup of a run
+# Finding where we may create cgroups
 
-_cgroup_lock = threading.Lock()
-_cgroup_parent: Path | None = None
-_cgroup_checked = False
+_lock = threading.Lock()
+_parents: dict[Controller, Path] | None = None
 
 
-def _find_cgroup_parent() -> Path | None:
-    """The writable ``pids`` cgroup directory this process is in, if any."""
+def cgroup_controllers() -> frozenset[Controller]:
+    """The controllers this process can give each run a cgroup of (``pids``, ``memory``).
+
+    Example:
+        >>> cgroup_controllers() <= {"pids", "memory"}
+        True
+    """
+    return frozenset(_cgroup_parents())
+
+
+def _cgroup_parents() -> dict[Controller, Path]:
+    global _parents
+    with _lock:
+        if _parents is None:
+            _parents = {}
+            for controller in ("pids", "memory"):
+                parent = _find_parent(controller)
+                if parent is not None and _usable(parent, controller):
+                    _parents[controller] = parent
+        return _parents
+
+
+def _find_parent(controller: Controller) -> Path | None:
+    """The writable cgroup directory of ``controller`` this process is in, if any."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            candidate = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
-        elif controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
-            candidate = Path("/sys/fs/cgroup") / path.lstrip("/")
+        if controller in controllers.split(","):
+            candidate = _ROOT / controller / path.lstrip("/")
+        elif controllers == "" and (_ROOT / "cgroup.controllers").exists():
+            candidate = _ROOT / path.lstrip("/")
             try:
-                if "pids" not in (candidate / "cgroup.subtree_control").read_text().split():
+                if controller not in (candidate / "cgroup.subtree_control").read_text().split():
                     continue
             except OSError:
                 continue
@@ -122,49 +159,121 @@ def _find_cgroup_parent() -> Path | None:
     return None
 
 
-def _cgroup_base() -> Path | None:
-    global _cgroup_parent, _cgroup_checked
-    with _cgroup_lock:
-        if not _cgroup_checked:
-            _cgroup_parent = _find_cgroup_parent()
-            _cgroup_checked = True
-            if _cgroup_parent is not None:
-                _remove_stale_cgroups(_cgroup_parent)
-        return _cgroup_parent
-
-
-def _remove_stale_cgroups(parent: Path) -> None:
-    """Remove empty cgroups left behind by sandboxing processes that died."""
+def _usable(parent: Path, controller: Controller) -> bool:
+    """Remove stale cgroups of dead sandboxing processes; check that a new one can be made."""
     for child in parent.glob(f"{_CGROUP_PREFIX}*"):
         owner = child.name[len(_CGROUP_PREFIX) :].split("-")[0]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             with contextlib.suppress(OSError):
                 child.rmdir()
+    probe = parent / f"{_CGROUP_PREFIX}{os.getpid()}-probe-{next(_runs)}"
+    try:
+        probe.mkdir()
+        _write_limit(probe, controller, 1 << 30 if controller == "memory" else 1)
+    except OSError as exc:
+        logger.info("no %s cgroup for the sandbox (%s)", controller, exc)
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            probe.rmdir()
+    return True
+
+
+def _write_limit(cgroup: Path, controller: Controller, value: int) -> None:
+    if controller == "pids":
+        (cgroup / "pids.max").write_text(str(value))
+    elif (cgroup / "memory.max").exists():  # v2
+        (cgroup / "memory.max").write_text(str(value))
+        with contextlib.suppress(OSError):
+            (cgroup / "memory.swap.max").write_text("0")
+    else:  # v1
+        (cgroup / "memory.limit_in_bytes").write_text(str(value))
+        with contextlib.suppress(OSError):  # absent without swap accounting
+            (cgroup / "memory.memsw.limit_in_bytes").write_text(str(value))
+
+
+# --------------------------------------------------------------------------------------------
+# The cgroups of one run
+
+
+@dataclass(frozen=True)
+class RunCgroup:
+    """The cgroups of one run (one directory per controller; one in all on cgroup v2).
+
+    Attributes:
+        dirs: controller -> its cgroup directory.
+    """
+
+    dirs: dict[Controller, Path]
+
+    @property
+    def procs_files(self) -> list[Path]:
+        """The ``cgroup.procs`` files a process joins the run by writing its pid to."""
+        return sorted({d / "cgroup.procs" for d in self.dirs.values()})
+
+    def kill(self) -> None:
+        """SIGKILL every process in the run's cgroups."""
+        for directory in set(self.dirs.values()):
+            _kill_members(directory)
+
+    def pids_max_hit(self) -> bool:
+        """Whether a fork in the run was refused because of ``pids.max``."""
+        if "pids" not in self.dirs:
+            return False
+        try:
+            events = (self.dirs["pids"] / "pids.events").read_text().split()
+        except OSError:
+            return False
+        return len(events) >= 2 and events[0] == "max" and events[1] != "0"
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the run for going over its memory limit."""
+        if "memory" not in self.dirs:
+            return False
+        directory = self.dirs["memory"]
+        for name in ("memory.events", "memory.oom_control"):
+            try:
+                fields = (directory / name).read_text().split()
+            except OSError:
+                continue
+            counts = dict(zip(fields[::2], fields[1::2], strict=False))
+            return counts.get("oom_kill", "0") != "0"
+        return False
 
 
 @contextlib.contextmanager
-def process_cgroup(max_processes: int | None) -> Iterator[Path | None]:
-    """A fresh ``pids`` cgroup limited to ``max_processes`` tasks, removed on exit."""
-    global _cgroup_parent
-    base = _cgroup_base() if max_processes is not None else None
-    if base is None:
-        yield None
-        return
-    cgroup = base / f"{_CGROUP_PREFIX}{os.getpid()}-{next(_runs)}"
+def run_cgroup(max_tasks: int | None, memory_bytes: int | None) -> Iterator[RunCgroup | None]:
+    """Fresh cgroups bounding a run's tasks and memory, removed on exit; ``None`` when none.
+
+    A controller whose limit is ``None`` is not used; the run is still in a ``pids`` cgroup
+    when one can be made, so that everything it started can be found and killed.
+    """
+    parents = _cgroup_parents()
+    wanted: dict[Controller, int | None] = {"pids": max_tasks, "memory": memory_bytes}
+    dirs: dict[Controller, Path] = {}
+    name = f"{_CGROUP_PREFIX}{os.getpid()}-{next(_runs)}"
     try:
-        cgroup.mkdir()
-        (cgroup / "pids.max").write_text(str(max_processes))
+        for controller, parent in parents.items():
+            limit = wanted[controller]
+            if limit is None and controller != "pids":
+                continue
+            directory = parent / name
+            if directory not in dirs.values():
+                directory.mkdir()
+            dirs[controller] = directory
+            if limit is not None:
+                _write_limit(directory, controller, limit)
     except OSError as exc:
-        logger.info("no pids cgroup for the sandbox (%s); using RLIMIT_NPROC", exc)
-        with contextlib.suppress(OSError):
-            cgroup.rmdir()
-        _cgroup_parent = None  # don't try again
+        logger.warning("could not set up the sandbox's cgroups (%s); using rlimits only", exc)
+        for directory in set(dirs.values()):
+            _remove_cgroup(directory)
         yield None
         return
     try:
-        yield cgroup
+        yield RunCgroup(dirs) if dirs else None
     finally:
-        _remove_cgroup(cgroup)
+        for directory in set(dirs.values()):
+            _remove_cgroup(directory)
 
 
 def _remove_cgroup(cgroup: Path) -> None:
@@ -179,12 +288,11 @@ def _remove_cgroup(cgroup: Path) -> None:
             if exc.errno != errno.EBUSY or time.monotonic() > deadline:
                 logger.warning("could not remove sandbox cgroup %s: %s", cgroup, exc)
                 return
-        kill_members(cgroup)
+        _kill_members(cgroup)
         time.sleep(0.005)
 
 
-def kill_members(cgroup: Path) -> None:
-    """SIGKILL every process in the cgroup."""
+def _kill_members(cgroup: Path) -> None:
     try:
         pids = (cgroup / "cgroup.procs").read_text().split()
     except OSError:
@@ -192,12 +300,3 @@ def kill_members(cgroup: Path) -> None:
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(int(pid), signal.SIGKILL)
-
-
-def pids_max_hit(cgroup: Path) -> bool:
-    """Whether a fork in the cgroup was refused because of ``pids.max``."""
-    try:
-        events = (cgroup / "pids.events").read_text().split()
-    except OSError:
-        return False
-    return len(events) >= 2 and events[0] == "max" and events[1] != "0"

