@@ -216,7 +216,10 @@ class EvaluateResult(_RkModel):
             is visible: a high score with a failing component stands out.
         step_outputs: per-step rewards of a multi-turn episode.
         error: set when the reward could not be computed (``"ValueError: ..."``).
-        is_score_valid: ``False`` when ``score`` must not be trained on.
+        is_score_valid: ``False`` when ``score`` must not be trained on. A result built with an
+            ``error`` is invalid unless ``is_score_valid=True`` is passed explicitly: a reward
+            written the Reward Kit way (``EvaluateResult(score=0.0, error="judge timed out")``)
+            is not trained on as a real 0.0.
         weights: for combined rewards, the weight of each component.
 
     Example:
@@ -237,6 +240,13 @@ class EvaluateResult(_RkModel):
     @classmethod
     def _loose_metrics(cls, value: Any) -> Any:
         return _metrics_from_loose(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_error_is_not_a_score(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("error") and "is_score_valid" not in data:
+            return {**data, "is_score_valid": False}
+        return data
 
     @classmethod
     def invalid(cls, error: str, *, reason: str | None = None) -> EvaluateResult:

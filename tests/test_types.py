@@ -110,6 +110,19 @@ def test_invalid_result_and_dict_access() -> None:
         result["nope"]
 
 
+def test_a_result_with_an_error_is_invalid_unless_said_otherwise() -> None:
+    reward_kit_way = EvaluateResult(score=0.0, error="judge endpoint timed out")
+    assert not reward_kit_way.is_score_valid
+    from_json = EvaluateResult.model_validate_json('{"score": 0.0, "error": "boom"}')
+    assert not from_json.is_score_valid
+    explicit = EvaluateResult(score=0.5, error="one judge of three timed out", is_score_valid=True)
+    assert explicit.is_score_valid
+    assert EvaluateResult(score=0.0).is_score_valid  # no error: a real 0.0
+    assert EvaluateResult(score=0.0, error="").is_score_valid
+    # A round trip keeps what was decided.
+    assert EvaluateResult.model_validate_json(explicit.model_dump_json()).is_score_valid
+
+
 def test_old_names_are_aliases() -> None:
     assert RewardOutput is EvaluateResult
     assert MetricRewardOutput is MetricResult
