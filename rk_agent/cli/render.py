@@ -38,6 +38,12 @@ def render_summary(summary: RunSummary, console: Console, title: str = "Summary"
         ("parse-error rate", _fmt(summary.parse_error_rate)),
         ("stop reasons", ", ".join(f"{k}={v}" for k, v in summary.stop_reasons.items())),
         ("failures", ", ".join(f"{k}={v}" for k, v in summary.failures.items()) or "none"),
+        *(
+            ("reward error" if i == 0 else "", f"{count} x {error}")
+            for i, (error, count) in enumerate(
+                sorted(summary.reward_errors.items(), key=lambda kv: -kv[1])
+            )
+        ),
         ("tokens", f"prompt {summary.prompt_tokens}, completion {summary.completion_tokens}"),
         (
             "model latency",

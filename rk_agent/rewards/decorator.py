@@ -32,8 +32,10 @@ import functools
 import inspect
 import logging
 import math
+import threading
 import types
 import typing
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, overload
@@ -450,8 +452,27 @@ def _failed(plan: _CallPlan, exc: Exception) -> EvaluateResult:
             f"It takes: {', '.join(sorted(plan.accepted)) or '(no named parameters)'}."
         ) from exc
     error = f"{type(exc).__name__}: {exc}"
-    logger.warning("reward %r raised %s", name, error, exc_info=exc)
+    _log_raised(name, error, exc)
     return EvaluateResult.invalid(error, reason=f"reward {name!r} raised {error}")
+
+
+_RAISED: Counter[tuple[str, str]] = Counter()
+_RAISED_LOCK = threading.Lock()
+_RAISED_KEPT = 4096  # distinct errors remembered; past it the tally starts again
+
+
+def _log_raised(name: str, error: str, exc: Exception) -> None:
+    """Log a reward's error once with its traceback, then again (without) at the 10th, 100th,
+    1000th ... time: a reward that raises on every sample must not flood the log."""
+    with _RAISED_LOCK:
+        if len(_RAISED) >= _RAISED_KEPT and (name, error) not in _RAISED:
+            _RAISED.clear()
+        _RAISED[name, error] += 1
+        count = _RAISED[name, error]
+    if count == 1:
+        logger.warning("reward %r raised %s", name, error, exc_info=exc)
+    elif math.log10(count).is_integer():
+        logger.warning("reward %r raised %s (%d times so far)", name, error, count)
 
 
 def standardize_result(out: Any, *, name: str = "reward") -> EvaluateResult:

@@ -13,7 +13,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.rollouts.trajectory import Trajectory
@@ -65,6 +65,7 @@ class RunSummary(BaseModel):
     parse_error_rate: float | None
     stop_reasons: dict[str, int]
     failures: dict[str, int]
+    reward_errors: dict[str, int] = Field(default_factory=dict)
     prompt_tokens: int
     completion_tokens: int
     model_latency: LatencyStats
@@ -101,6 +102,9 @@ def summarize(trajectories: Sequence[Trajectory], group_size: int | None = None)
         ),
         stop_reasons=dict(Counter(t.stop_reason.value for t in trajectories)),
         failures=dict(Counter(t.failure.kind.value for t in trajectories if t.failure)),
+        reward_errors=dict(
+            Counter(t.episode.error[:200] for t in trajectories if t.episode and t.episode.error)
+        ),
         prompt_tokens=sum(t.usage.prompt_tokens for t in trajectories),
         completion_tokens=sum(t.usage.completion_tokens for t in trajectories),
         model_latency=_latency([turn.model_latency_s for turn in turns]),

@@ -218,6 +218,30 @@ def test_exception_is_an_invalid_score_and_logged(caplog: pytest.LogCaptureFixtu
     assert caplog.records[0].exc_info is not None  # the traceback is logged
 
 
+def test_an_error_repeated_on_every_call_is_logged_once_then_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    @reward_function
+    def always_broken(messages: list[Message]) -> float:
+        raise ValueError("the judge's answer has no score")
+
+    @reward_function
+    def broken_otherwise(messages: list[Message]) -> float:
+        raise KeyError("score")
+
+    with caplog.at_level(logging.WARNING, logger="rk_agent.rewards"):
+        for _ in range(25):
+            assert not always_broken(CHAT).is_score_valid
+        broken_otherwise(CHAT)
+    lines = [(r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert lines == [
+        ("reward 'always_broken' raised ValueError: the judge's answer has no score", True),
+        ("reward 'always_broken' raised ValueError: the judge's answer has no score "
+         "(10 times so far)", False),
+        ("reward 'broken_otherwise' raised KeyError: 'score'", True),  # another error: logged
+    ]  # fmt: skip
+
+
 def test_keyboard_interrupt_is_not_swallowed() -> None:
     @reward_function
     def r(messages: Any) -> float:

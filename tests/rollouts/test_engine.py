@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rk_agent import reward_function
 from rk_agent.errors import ContextOverflowError, EndpointError
 from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
 from rk_agent.rollouts.engine import plan_slots, run_rollouts
@@ -223,3 +224,23 @@ def test_summary_of_a_run() -> None:
     assert summary.stop_reasons == {"answered": 10}
     assert summary.turns_mean == 2.0
     assert summary.metric_means["answer"] == 1.0
+
+
+@reward_function
+def broken_judge(messages: list[Message], **kwargs: Any) -> float:
+    raise TimeoutError("judge endpoint timed out")
+
+
+def test_the_summary_counts_reward_errors_by_message() -> None:
+    config = RolloutConfig(env="add", n=3)
+    result = asyncio.run(
+        run_rollouts(
+            config,
+            policy=FunctionPolicy(solver),
+            make_env=lambda: AddEnv(episode_rewards={"answer": "math", "judge": broken_judge}),
+            env_name="add",
+        )
+    )
+    summary = summarize(result.trajectories)
+    assert summary.reward_errors == {"judge: TimeoutError: judge endpoint timed out": 3}
+    assert summary.episode_reward.invalid == 3  # never trained on as a 0.0
