@@ -22,6 +22,7 @@ _FLAGS = {
     "sampling.temperature": "--temperature", "sampling.max_tokens": "--max-tokens",
     "failure_policy.action": "--failure-policy",
     "group_size": "--group-size", "base_url": "--base-url", "max_turns": "--max-turns",
+    "env_kwargs.sandbox": "--sandbox",
 }  # fmt: skip
 
 
@@ -111,6 +112,14 @@ def rollout(
     resume: Annotated[
         Path | None, typer.Option("--resume", help="Finish an interrupted run directory.")
     ] = None,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            "--sandbox",
+            help="Where envs that run model code (code) run it: bwrap (isolated, the default) "
+            "or process (no isolation; opt-in). See `rk-agent doctor`.",
+        ),
+    ] = None,
 ) -> None:
     """Play episodes of an environment with a model and write trajectories and a summary."""
     from rich.console import Console
@@ -126,6 +135,7 @@ def rollout(
         "episode_timeout_s": timeout, "rewards": reward or None, "tasks": tasks, "seed": seed,
         "sampling.temperature": temperature, "sampling.max_tokens": max_tokens,
         "failure_policy.action": failure_policy, "output": output,
+        "env_kwargs.sandbox": sandbox,
     }  # fmt: skip
     if resume is not None:
         given = [_FLAGS.get(k, k) for k, v in overrides.items() if v is not None]

@@ -6,8 +6,10 @@ Caesar shift, digit sums in a base), with its parameters (divisor, separator, wo
 base, ...) drawn from the seed. The prompt shows one example; the hidden tests are 6 calls with
 inputs drawn from the seed and expected values computed by a reference implementation.
 
-The model replies with the function in a ```` ```python ```` block. The code runs in the sandbox
-(`rk_agent.rewards.code_execution`, one process for all 6 tests, about 50 ms); when a test fails,
+The model replies with the function in a ```` ```python ```` block. The code runs isolated in the
+sandbox (`rk_agent.rewards.sandbox`, mode ``bwrap`` unless ``sandbox="process"`` is asked for; one
+process computes the 6 calls' values, which the env compares with the expected ones outside the
+sandbox, about 60 ms in all); when a test fails,
 the failure report (which test, expected vs got, or the error) comes back as feedback for
 another turn, until the tests pass or ``max_turns`` (4 by default) is reached.
 
@@ -38,7 +40,7 @@ from rk_agent.envs.task import Task
 from rk_agent.rewards.code_execution import code_execution_reward
 from rk_agent.rewards.decorator import RewardFn, reward_function
 from rk_agent.rewards.registry import RewardLike
-from rk_agent.rewards.sandbox import SandboxLimits
+from rk_agent.rewards.sandbox import SandboxLimits, SandboxMode, require_sandbox, sandbox_mode
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = ["SYSTEM_PROMPT", "TEST_LIMITS", "CodeEnv", "solve"]
@@ -334,7 +336,13 @@ class CodeEnv(ChatEnv):
 
     Args:
         limits: sandbox limits per hidden test (default `TEST_LIMITS`: 2 s, 512 MiB).
+        sandbox: ``"bwrap"`` (isolated, the default) or ``"process"`` (no isolation, an explicit
+            opt-in); recorded in the episode metric ``tests.sandbox``.
         **kwargs: see `ChatEnv`.
+
+    Raises:
+        SandboxError: mode ``bwrap`` cannot isolate code on this machine (names the cause and
+            the fix), checked when the env is made, not at the first reply.
 
     Example:
         >>> env = CodeEnv()
@@ -348,8 +356,16 @@ class CodeEnv(ChatEnv):
     reference_solver = staticmethod(solve)
     env_name: ClassVar[str] = "code"
 
-    def __init__(self, *, limits: SandboxLimits | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        limits: SandboxLimits | None = None,
+        sandbox: SandboxMode | str = SandboxMode.BWRAP,
+        **kwargs: Any,
+    ) -> None:
         self.limits = limits or TEST_LIMITS
+        self.sandbox = sandbox_mode(sandbox)
+        require_sandbox(self.sandbox)
         self._checked: tuple[str, str, EvaluateResult] | None = None
         if kwargs.get("episode_rewards") is None:
             kwargs["episode_rewards"] = {"tests": self._tests_reward()}
@@ -402,7 +418,9 @@ class CodeEnv(ChatEnv):
         key = json.dumps(ground_truth, sort_keys=True, default=str)
         if self._checked is not None and self._checked[:2] == (reply, key):
             return self._checked[2]
-        result = code_execution_reward(messages, ground_truth=ground_truth, limits=self.limits)
+        result = code_execution_reward(
+            messages, ground_truth=ground_truth, limits=self.limits, sandbox=self.sandbox
+        )
         self._checked = (reply, key, result)
         return result
 

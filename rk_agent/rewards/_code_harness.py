@@ -1,17 +1,24 @@
-"""The program that runs call-style test cases inside the sandbox (stdlib only, never imported).
+"""The program that runs a solution's probes inside the sandbox (stdlib only, never imported).
 
-`rk_agent.rewards.code_execution` sends this file's source to `run_python` as the program, and on
-stdin a random token line, then one JSON line: ``{"source", "specs", "start", "timeout",
-"tolerance"}``. It loads the solution as module ``solution``, runs ``specs[start:]`` one by
-one, each under its own time limit, and writes one line per result to fd 1:
-``<token>[index, passed, reason]`` (``index`` is ``"loaded"`` or ``"load"`` for loading the
-solution). A case that kills the process leaves its line unwritten; the parent blames it and
-runs the rest in a fresh process.
+`rk_agent.rewards.code_execution` sends this file's source to `run_python` as the program, with
+``data_channel=True``, and on stdin one JSON line, the job. The harness holds **no expected
+value and no verdict**: it computes values and reports them; the parent judges.
 
-Specs: ``{"exec": code}`` passes when the statements raise nothing (``==`` in them is strict,
-see `strict_eq`); ``{"eval": expr, "expected": v, "unwrap": b}`` and ``{"fn": name, "args":
-[...], "expected": v, "unwrap": b}`` pass when the value is plain data equal to ``v`` (or to
-``v[0]`` when ``unwrap`` and ``v`` is a one-item list).
+Two kinds of job:
+
+* ``{"source", "probes", "start", "timeout"}``: load the solution as module ``solution``, then
+  for each probe from ``start`` on (``{"fn": name, "args": [...]}`` or ``{"eval": expr}``), each
+  under its own time limit, report ``[index, "value", <encoded value>]`` or
+  ``[index, "error", reason]``. A probe that kills the process leaves its record unwritten;
+  the parent blames it and runs the rest in a fresh process.
+* ``{"source", "exec", "timeout"}``: a test the parent cannot judge: run its statements after
+  loading the solution; report ``["done"]`` when they raise nothing, else
+  ``["failed", reason]``. This verdict comes from inside the sandbox, so the code under test
+  could forge it; the parent counts such tests as judged inside.
+
+Records go to fd 3 (the data channel) as JSON lines, after ``["loaded"]`` or
+``["load", reason]``. Values are encoded as plain data (`encode`): an object's own ``__eq__``
+never reaches the parent, only the numbers, strings and containers it is made of.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ import ast
 import builtins
 import contextlib
 import copy
+import decimal
+import fractions
 import json
-import math
 import os
 import signal
 import sys
@@ -31,18 +39,63 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-EQ_NAME = "_rk_strict_eq_"
-"""The name test code's ``==`` is rewritten to call."""
-
+CHANNEL_FD = 3
 WATCHDOG_EXIT = 124
-"""The exit status of a harness killed by its watchdog: the running case timed out."""
+"""The exit status of a harness killed by its watchdog: the running probe timed out."""
 
-_deadline = [0.0]  # monotonic time after which the running case is killed; 0.0: none running
+EQ_NAME = "_rk_strict_eq_"
+_MAX_DEPTH = 100
+_deadline = [0.0]  # monotonic time after which the running probe is killed; 0.0: none running
 
 
 class CaseTimeout(BaseException):
-    """Raised by SIGALRM in a case that ran past its time limit (not an `Exception`, so a
+    """Raised by SIGALRM in a probe that ran past its time limit (not an `Exception`, so a
     solution's ``except Exception`` cannot swallow it)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Values as plain data
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON-able plain data; containers and numbers read through their base types'
+    own methods (an ``int`` subclass counts as the int it holds), anything else is opaque."""
+    if depth > _MAX_DEPTH:
+        return {"opaque": "a value nested too deeply"}
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, int):
+        number = int.__index__(value)
+        return number if abs(number) < 10**4000 else {"int": hex(number)}
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, complex):
+        return {"complex": [complex.__complex__(value).real, complex.__complex__(value).imag]}
+    if isinstance(value, (bytes, bytearray)):
+        return {"bytes": bytes(value).hex()}
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in list.__iter__(value)]
+    if isinstance(value, tuple):
+        return {"tuple": [encode(v, depth + 1) for v in tuple.__iter__(value)]}
+    if isinstance(value, dict):
+        items = dict.items(value)
+        return {"dict": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in items]}
+    if isinstance(value, (set, frozenset)):
+        members = set.__iter__(value) if isinstance(value, set) else frozenset.__iter__(value)
+        return {"set": [encode(v, depth + 1) for v in members]}
+    if type(value) is fractions.Fraction:
+        return {"fraction": [value.numerator, value.denominator]}
+    if type(value) is decimal.Decimal:
+        return {"decimal": str(value)}
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return encode(value.tolist(), depth + 1)
+    return {"opaque": type(value).__name__}
+
+
+# --------------------------------------------------------------------------------------------
+# Test statements judged inside (``exec`` jobs)
 
 
 class _Unique:
@@ -62,7 +115,7 @@ def _truthy(value: Any) -> bool:
 
 def strict_eq(left: Any, right: Any) -> Any:
     """``left == right``, except that an object equal to a brand-new object (an ``__eq__``
-    that always answers True, a known reward hack) equals nothing."""
+    that always answers True) equals nothing."""
     _last_compared[:] = [left, right]
     result = left == right
     if _truthy(result) and (_truthy(left == _UNIQUE) or _truthy(right == _UNIQUE)):
@@ -80,8 +133,8 @@ class _StrictEq(ast.NodeTransformer):
 
 
 def compile_test(code: str) -> types.CodeType:
-    """Compile test statements with every single ``a == b`` routed through `strict_eq`; a
-    lone comparison (``"f(1) == 2"``) is asserted."""
+    """Test statements with every ``a == b`` routed through `strict_eq`; a lone comparison
+    (``"f(1) == 2"``) is asserted."""
     tree = ast.parse(code, "<test>")
     only = tree.body[0] if len(tree.body) == 1 else None
     if isinstance(only, ast.Expr) and isinstance(only.value, ast.Compare):
@@ -90,53 +143,29 @@ def compile_test(code: str) -> types.CodeType:
     return compile(tree, "<test>", "exec")
 
 
-def same(got: Any, want: Any, tol: float | None) -> bool:
-    """Whether ``got`` is plain data equal to the JSON value ``want`` (tuples count as lists)."""
-    kind = type(got)
-    if kind in (list, tuple):
-        return (
-            type(want) is list
-            and len(got) == len(want)
-            and all(same(g, w, tol) for g, w in zip(got, want, strict=True))
-        )
-    if kind is dict:
-        return (
-            type(want) is dict
-            and all(type(k) is str for k in got)
-            and got.keys() == want.keys()
-            and all(same(got[k], want[k], tol) for k in got)
-        )
-    if kind in (int, float) and type(want) in (int, float):
-        if got == want:
-            return True
-        return tol is not None and math.isclose(got, want, rel_tol=tol, abs_tol=tol)
-    return kind in (type(None), bool, str) and type(want) is kind and got == want
+# --------------------------------------------------------------------------------------------
+# Running one probe or test
 
 
-def run_case(spec: dict[str, Any], ns: dict[str, Any], tol: float | None) -> tuple[bool, str]:
-    """Run one spec in the solution's namespace."""
-    if "exec" in spec:
-        code = compile_test(spec["exec"])
-        ns[EQ_NAME] = strict_eq
-        exec(code, ns)
-        return True, ""
+def probe(spec: dict[str, Any], ns: dict[str, Any]) -> tuple[str, Any]:
+    """Compute one probe's value in the solution's namespace."""
     if "fn" in spec:
         fn = ns.get(spec["fn"])
         if fn is None and isinstance(ns.get("Solution"), type):
             fn = getattr(ns["Solution"](), spec["fn"], None)  # LeetCode style
         if not callable(fn):
-            return False, f"the solution defines no function {spec['fn']!r}"
+            return "error", f"the solution defines no function {spec['fn']!r}"
         got = fn(*copy.deepcopy(spec["args"]))
     else:
         got = eval(compile(spec["eval"], "<test>", "eval"), ns)
-    if "expected" not in spec:
-        return True, ""
-    want = spec["expected"]
-    if same(got, want, tol):
-        return True, ""
-    if spec.get("unwrap") and type(want) is list and len(want) == 1 and same(got, want[0], tol):
-        return True, ""
-    return False, f"expected {short(want)}, got {short(got)}"
+    return "value", encode(got)
+
+
+def run_test(code: str, ns: dict[str, Any]) -> tuple[str, Any]:
+    """Run test statements judged inside; ``("done", None)`` when they raise nothing."""
+    ns[EQ_NAME] = strict_eq
+    exec(compile_test(code), ns)
+    return "done", None
 
 
 def short(value: Any) -> str:
@@ -153,7 +182,7 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def _watchdog() -> None:
-    """Kill the process when a case outlives its deadline (its code swallowed the alarm)."""
+    """Kill the process when a probe outlives its deadline (its code swallowed the alarm)."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # the alarm is the main thread's
     while True:
         time.sleep(0.05)
@@ -161,7 +190,7 @@ def _watchdog() -> None:
             os._exit(WATCHDOG_EXIT)
 
 
-def guarded(timeout: float, run: Callable[..., tuple[bool, str]], *args: Any) -> tuple[bool, str]:
+def guarded(timeout: float, run: Callable[..., tuple[str, Any]], *args: Any) -> tuple[str, Any]:
     """``run(*args)`` under a wall-clock limit (SIGALRM raises `CaseTimeout`), with two
     backstops that kill the process: the watchdog thread half a second later, and SIGPROF
     after ``timeout + 1`` CPU seconds (C code that holds the GIL stops both the others)."""
@@ -177,64 +206,67 @@ def guarded(timeout: float, run: Callable[..., tuple[bool, str]], *args: Any) ->
             signal.setitimer(signal.ITIMER_PROF, 0)
             _deadline[0] = 0.0
     except CaseTimeout:
-        return False, f"timed out after {timeout:g} s"
+        return "error", f"timed out after {timeout:g} s"
     except MemoryError:
-        return False, "memory limit exceeded (MemoryError)"
+        return "error", "memory limit exceeded (MemoryError)"
     except AssertionError as exc:
         if exc.args:
-            return False, f"assertion failed: {short(exc.args[0])}"
+            return "error", f"assertion failed: {short(exc.args[0])}"
         if _last_compared:
             left, right = _last_compared
-            return False, f"assertion failed: {short(left)} != {short(right)}"
-        return False, "assertion failed"
+            return "error", f"assertion failed: {short(left)} != {short(right)}"
+        return "error", "assertion failed"
     except SystemExit as exc:
-        return False, f"the code called exit({exc.code!r})"
+        return "error", f"the code called exit({exc.code!r})"
     except BaseException as exc:
-        return False, f"{type(exc).__name__}: {exc}"[:300]
+        return "error", f"{type(exc).__name__}: {exc}"[:300]
 
 
-def _load(source: str, ns: dict[str, Any]) -> tuple[bool, str]:
+def _load(source: str, ns: dict[str, Any]) -> tuple[str, Any]:
     exec(compile(source, "solution.py", "exec"), ns)
-    return True, ""
+    return "loaded", None
 
 
 def _flush() -> None:
-    # The solution may have broken its own stdout; reports go to fd 1 directly anyway.
     with contextlib.suppress(BaseException):
         sys.stdout.flush()
 
 
 def main() -> None:
-    """Read the token and the job from stdin, run the cases, report each one."""
-    token = sys.stdin.readline().strip()
+    """Read the job from stdin, run it, report each result on the data channel."""
     job = json.loads(sys.stdin.readline())
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # the solution reads an empty stdin
     os.close(null)
-    owner = os.getpid()
+    owner, write, dumps, exit_now = os.getpid(), os.write, json.dumps, os._exit
 
     def report(*record: Any) -> None:
         if os.getpid() != owner:
-            os._exit(0)  # a process forked by the solution never reports
-        data = ("\n" + token + json.dumps(record) + "\n").encode()
+            exit_now(0)  # a process forked by the solution never reports
+        data = (dumps(record) + "\n").encode()
         while data:
-            data = data[os.write(1, data) :]
+            data = data[write(CHANNEL_FD, data) :]
 
     ns: dict[str, Any] = {"__name__": "solution", "__builtins__": builtins}
     signal.signal(signal.SIGALRM, _alarm)
     threading.Thread(target=_watchdog, name="rk-watchdog", daemon=True).start()
-    timeout, tol = job["timeout"], job["tolerance"]
-    ok, why = guarded(timeout, _load, job["source"], ns)
+    timeout = job["timeout"]
+    kind, why = guarded(timeout, _load, job["source"], ns)
     _flush()
-    if not ok:
-        report("load", False, why)
+    if kind != "loaded":
+        report("load", why)
         return
-    report("loaded", True, "")
-    specs = job["specs"]
-    for index in range(job["start"], len(specs)):
-        ok, why = guarded(timeout, run_case, specs[index], ns, tol)
+    report("loaded")
+    if "exec" in job:
+        kind, why = guarded(timeout, run_test, job["exec"], ns)
         _flush()
-        report(index, ok, why)
+        report("done") if kind == "done" else report("failed", why)
+        exit_now(0)  # no exit hooks of the solution run after the verdict
+    probes = job["probes"]
+    for index in range(job["start"], len(probes)):
+        kind, value = guarded(timeout, probe, probes[index], ns)
+        _flush()
+        report(index, kind, value)
 
 
 if __name__ == "__main__":

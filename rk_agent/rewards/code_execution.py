@@ -60,7 +60,6 @@ import functools
 import json
 import math
 import re
-import secrets
 import textwrap
 import threading
 import warnings
@@ -71,9 +70,17 @@ from typing import Any
 from rk_agent.errors import ConfigError
 from rk_agent.rewards._code_cases import CodeTestCase, parse_test_cases
 from rk_agent.rewards._code_harness import WATCHDOG_EXIT
+from rk_agent.rewards._code_judge import BadValue, Check, Probe, decode, plan_case
 from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
-from rk_agent.rewards.sandbox import SandboxLimits, SandboxResult, SandboxStatus, run_python
+from rk_agent.rewards.sandbox import (
+    SandboxLimits,
+    SandboxMode,
+    SandboxResult,
+    SandboxStatus,
+    run_python,
+    sandbox_mode,
+)
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
 __all__ = [
@@ -193,14 +200,24 @@ def _looks_like_code(code: str) -> bool:
 class _Outcome:
     passed: bool
     reason: str = ""
+    inside: bool = False  # judged inside the sandbox (by test code the parent cannot split)
 
 
-def _run_stdio(code: str, case: CodeTestCase, limits: SandboxLimits, tol: float | None) -> _Outcome:
-    result = run_python(code, stdin=case.input or "", limits=limits)
+@dataclass(frozen=True)
+class _Run:
+    """How the code is run: the limits per test and the sandbox mode."""
+
+    limits: SandboxLimits
+    mode: SandboxMode
+    tol: float | None
+
+
+def _run_stdio(code: str, case: CodeTestCase, run: _Run) -> _Outcome:
+    result = run_python(code, stdin=case.input or "", limits=run.limits, sandbox=run.mode)
     if not result.ok:
         return _Outcome(False, _failure(result))
     expected = case.expected_output or ""
-    if _same_output(result.stdout, expected, tol):
+    if _same_output(result.stdout, expected, run.tol):
         return _Outcome(True)
     return _Outcome(False, f"expected {_short(expected)}, got {_short(result.stdout)}")
 
@@ -235,63 +252,95 @@ def _failure(result: SandboxResult) -> str:
     return result.reason
 
 
-def _run_calls(
-    code: str, cases: list[CodeTestCase], limits: SandboxLimits, tol: float | None
-) -> list[_Outcome]:
-    specs = [case.harness_spec() for case in cases]
-    outcomes: list[_Outcome | None] = [None] * len(cases)
+def _harness(job: dict[str, Any], run: _Run, budget_cases: int) -> SandboxResult:
+    budget = run.limits.timeout_s * (budget_cases + 1) + 1.0
+    limits = run.limits.model_copy(update={"timeout_s": budget, "cpu_time_s": budget})
+    return run_python(
+        _harness_source(),
+        stdin=json.dumps(job) + "\n",
+        limits=limits,
+        sandbox=run.mode,
+        data_channel=True,
+    )
+
+
+def _run_probes(code: str, probes: list[Probe], run: _Run) -> list[tuple[str, Any]]:
+    """Each probe's ``("value", decoded)`` or ``("error", reason)``, computed in the sandbox."""
+    specs = [p.spec for p in probes]
+    results: list[tuple[str, Any] | None] = [None] * len(probes)
     start = 0
-    while start < len(cases):
-        nonce = secrets.token_hex(16)
-        budget = limits.timeout_s * (len(cases) - start + 1) + 1.0
-        run_limits = limits.model_copy(update={"timeout_s": budget, "cpu_time_s": budget})
-        job = {
-            "source": code,
-            "specs": specs,
-            "start": start,
-            "timeout": limits.timeout_s,
-            "tolerance": tol,
-        }
-        stdin = f"{nonce}\n{json.dumps(job)}\n"
-        result = run_python(_harness_source(), stdin=stdin, limits=run_limits)
-        loaded, load_error = _collect(result.stdout, nonce, outcomes)
+    while start < len(probes):
+        job = {"source": code, "probes": specs, "start": start, "timeout": run.limits.timeout_s}
+        result = _harness(job, run, len(probes) - start)
+        loaded, load_error = _read_records(result.data, results)
         if not loaded:
-            reason = load_error or _crash(result, loading=True)
-            return [
-                o or _Outcome(False, f"the solution failed to load: {reason}") for o in outcomes
-            ]
-        missing = next((i for i in range(start, len(cases)) if outcomes[i] is None), None)
+            reason = f"the solution failed to load: {load_error or _crash(result, loading=True)}"
+            return [r or ("error", reason) for r in results]
+        missing = next((i for i in range(start, len(probes)) if results[i] is None), None)
         if missing is None:
             break
-        outcomes[missing] = _Outcome(False, _crash(result))
+        results[missing] = ("error", _crash(result))
         start = missing + 1
-    return [o or _Outcome(False, "not run") for o in outcomes]
+    return [r or ("error", "not run") for r in results]
+
+
+def _read_records(data: str, results: list[tuple[str, Any] | None]) -> tuple[bool, str | None]:
+    """Record the harness's reports, the first one per probe; ``(loaded, load error)``."""
+    loaded, load_error = False, None
+    for line in data.splitlines():
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(record, list) or not record:
+            continue
+        if record == ["loaded"]:
+            loaded = True
+        elif record[0] == "load" and len(record) == 2:
+            load_error = str(record[1])[:300]
+        elif len(record) == 3 and type(record[0]) is int and 0 <= record[0] < len(results):
+            index, kind, payload = record
+            if results[index] is None:
+                results[index] = _reported(kind, payload)
+    return loaded, load_error
+
+
+def _reported(kind: Any, payload: Any) -> tuple[str, Any]:
+    if kind == "value":
+        try:
+            return "value", decode(payload)
+        except (BadValue, RecursionError) as exc:
+            return "error", f"the sandbox reported a malformed value ({exc})"[:300]
+    return "error", str(payload)[:300]
+
+
+def _run_inside(code: str, case: CodeTestCase, run: _Run) -> _Outcome:
+    """A test the parent cannot judge: its own process; the verdict comes from inside."""
+    job = {"source": code, "exec": case.call or "", "timeout": run.limits.timeout_s}
+    result = _harness(job, run, 1)
+    records = [json.loads(line) for line in result.data.splitlines() if _is_json(line)]
+    first = records[0] if records else None
+    if isinstance(first, list) and len(first) == 2 and first[0] == "load":
+        return _Outcome(False, f"the solution failed to load: {str(first[1])[:300]}", True)
+    verdict = records[1] if len(records) > 1 else None
+    if verdict == ["done"] and result.ok:
+        return _Outcome(True, inside=True)
+    if isinstance(verdict, list) and len(verdict) == 2 and verdict[0] == "failed":
+        return _Outcome(False, str(verdict[1])[:300], True)
+    return _Outcome(False, _crash(result), True)
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 @functools.cache
 def _harness_source() -> str:
     return resources.files("rk_agent.rewards").joinpath("_code_harness.py").read_text("utf-8")
-
-
-def _collect(stdout: str, nonce: str, outcomes: list[_Outcome | None]) -> tuple[bool, str | None]:
-    """Record the harness's tagged results; ``(loaded, load error)``."""
-    loaded, load_error = False, None
-    for line in stdout.splitlines():
-        at = line.find(nonce)
-        if at < 0:
-            continue
-        try:
-            record = json.loads(line[at + len(nonce) :])
-            index, passed, reason = record
-        except (ValueError, TypeError):
-            continue
-        if index == "loaded":
-            loaded = True
-        elif index == "load":
-            load_error = str(reason)
-        elif isinstance(index, int) and 0 <= index < len(outcomes) and outcomes[index] is None:
-            outcomes[index] = _Outcome(bool(passed), str(reason))
-    return loaded, load_error
 
 
 def _crash(result: SandboxResult, *, loading: bool = False) -> str:
@@ -303,6 +352,41 @@ def _crash(result: SandboxResult, *, loading: bool = False) -> str:
         what = "loading" if loading else "this case"
         return f"the program exited (status 0) before {what} finished"
     return _failure(result)
+
+
+def _run_all(code: str, cases: list[CodeTestCase], run: _Run) -> list[_Outcome]:
+    outcomes: dict[int, _Outcome] = {}
+    probes: list[Probe] = []
+    planned: dict[int, list[tuple[int, Check]]] = {}
+    for index, case in enumerate(cases):
+        if case.is_stdio:
+            continue
+        plan = plan_case(case)
+        if plan is None:
+            outcomes[index] = _run_inside(code, case, run)
+            continue
+        planned[index] = [(len(probes) + i, check) for i, (_, check) in enumerate(plan)]
+        probes += [probe for probe, _ in plan]
+    values = _run_probes(code, probes, run) if probes else []
+    for index, checks in planned.items():
+        outcomes[index] = _judge(checks, values, run.tol)
+    for index, case in enumerate(cases):
+        if case.is_stdio:
+            outcomes[index] = _run_stdio(code, case, run)
+    return [outcomes[i] for i in range(len(cases))]
+
+
+def _judge(
+    checks: list[tuple[int, Check]], values: list[tuple[str, Any]], tol: float | None
+) -> _Outcome:
+    for probe, check in checks:
+        kind, value = values[probe]
+        if kind != "value":
+            return _Outcome(False, str(value))
+        passed, reason = check.judge(value, tol)
+        if not passed:
+            return _Outcome(False, reason)
+    return _Outcome(True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -320,6 +404,7 @@ def code_execution_reward(
     test_cases: Any = None,
     limits: SandboxLimits | None = None,
     float_tolerance: float | None = None,
+    sandbox: SandboxMode | str = SandboxMode.BWRAP,
     **kwargs: Any,
 ) -> EvaluateResult:
     """Score the code in the last assistant message by the fraction of test cases it passes.
@@ -331,11 +416,20 @@ def code_execution_reward(
         limits: sandbox limits for each test case (``DEFAULT_LIMITS``: 5 s, 1 GiB).
         float_tolerance: when set, numbers in outputs and values match within this absolute or
             relative tolerance.
+        sandbox: ``"bwrap"`` (isolated, the default) or ``"process"`` (no isolation, opt-in);
+            see `rk_agent.rewards.sandbox`.
         **kwargs: ignored (dataset columns passed along by trainers).
 
     Returns:
-        ``score`` = pass rate; metrics ``pass_rate`` and ``extracted``; ``reason`` names the
-        first failing case and why. Missing or malformed test cases give an invalid result.
+        ``score`` = pass rate; ``reason`` names the first failing case and why. Metrics:
+        ``pass_rate``; ``extracted``; ``judged_outside`` (the fraction of test cases whose
+        verdict was made outside the sandbox); ``sandbox`` (1.0 when the code ran isolated,
+        ``bwrap``, 0.0 in mode ``process``; its reason names the mode). Missing or malformed
+        test cases give an invalid result.
+
+    Raises:
+        SandboxError: isolation does not work here (names the cause and the fix).
+        ConfigError: a bad ``float_tolerance`` or ``sandbox``.
 
     Example:
         >>> msgs = [{"role": "assistant", "content": "```python\\nprint(int(input()) + 1)\\n```"}]
@@ -345,6 +439,7 @@ def code_execution_reward(
     """
     if float_tolerance is not None and not float_tolerance >= 0:
         raise ConfigError(f"float_tolerance must be >= 0 or None, got {float_tolerance!r}")
+    mode = sandbox_mode(sandbox)
     raw = test_cases if test_cases is not None else ground_truth
     if raw is None or (isinstance(raw, (str, list, tuple)) and not raw):
         return EvaluateResult.invalid(
@@ -360,10 +455,11 @@ def code_execution_reward(
         return no_reply("code_execution")
     extracted = extract_code(reply.text)
     if extracted is None:
-        return _zero("no Python code found in the response", extracted=False)
+        return _zero("no Python code found in the response", mode, extracted=False)
     if extracted.syntax_error is not None:
-        return _zero(f"the code does not parse: {extracted.syntax_error}", extracted=True)
-    outcomes = _run_all(extracted.code, cases, limits or DEFAULT_LIMITS, float_tolerance)
+        return _zero(f"the code does not parse: {extracted.syntax_error}", mode, extracted=True)
+    run = _Run(limits or DEFAULT_LIMITS, mode, float_tolerance)
+    outcomes = _run_all(extracted.code, cases, run)
     passed = sum(o.passed for o in outcomes)
     rate = passed / len(outcomes)
     first = next(((i, o) for i, o in enumerate(outcomes) if not o.passed), None)
@@ -378,31 +474,37 @@ def code_execution_reward(
         metrics={
             "pass_rate": MetricResult(score=rate, success=passed == len(outcomes), reason=reason),
             "extracted": MetricResult(score=1.0, success=True, reason=extracted.origin),
+            "judged_outside": _judged_outside(outcomes),
+            "sandbox": _sandbox_metric(mode),
         },
     )
 
 
-def _run_all(
-    code: str, cases: list[CodeTestCase], limits: SandboxLimits, tol: float | None
-) -> list[_Outcome]:
-    outcomes: dict[int, _Outcome] = {}
-    calls = [i for i, case in enumerate(cases) if not case.is_stdio]
-    if calls:
-        results = _run_calls(code, [cases[i] for i in calls], limits, tol)
-        outcomes.update(zip(calls, results, strict=True))
-    for index, case in enumerate(cases):
-        if case.is_stdio:
-            outcomes[index] = _run_stdio(code, case, limits, tol)
-    return [outcomes[i] for i in range(len(cases))]
+def _judged_outside(outcomes: list[_Outcome]) -> MetricResult:
+    inside = sum(o.inside for o in outcomes)
+    outside = len(outcomes) - inside
+    reason = f"{outside}/{len(outcomes)} test cases judged outside the sandbox"
+    if inside:
+        reason += (
+            f"; {inside} judged inside it (test code that is not a plain comparison with a "
+            "literal: the code under test could forge that verdict)"
+        )
+    return MetricResult(score=outside / len(outcomes), success=inside == 0, reason=reason)
 
 
-def _zero(reason: str, *, extracted: bool) -> EvaluateResult:
+def _sandbox_metric(mode: SandboxMode) -> MetricResult:
+    isolated = mode is SandboxMode.BWRAP
+    return MetricResult(score=float(isolated), success=isolated, reason=mode.value)
+
+
+def _zero(reason: str, mode: SandboxMode, *, extracted: bool) -> EvaluateResult:
     return EvaluateResult(
         score=0.0,
         reason=reason,
         metrics={
             "pass_rate": MetricResult(score=0.0, success=False, reason=reason),
             "extracted": MetricResult(score=float(extracted), success=extracted, reason=reason),
+            "sandbox": _sandbox_metric(mode),
         },
     )
 

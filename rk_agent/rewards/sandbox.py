@@ -90,6 +90,7 @@ __all__ = [
     "SandboxStatus",
     "isolation_report",
     "process_limit_backend",
+    "require_sandbox",
     "run_python",
     "run_python_async",
     "sandbox_mode",
@@ -340,11 +341,7 @@ def run_python(
         >>> run_python("while True: pass", limits=SandboxLimits(timeout_s=1)).status.value
         'timeout'
     """
-    mode = sandbox_mode(sandbox)
-    if mode is SandboxMode.BWRAP:
-        _bwrap.require_bwrap()
-    else:
-        _require_posix()
+    mode = require_sandbox(sandbox)
     limits = limits or SandboxLimits()
     extra_tasks = _BWRAP_TASKS if mode is SandboxMode.BWRAP else 0
     tasks = None if limits.max_processes is None else limits.max_processes + extra_tasks
@@ -355,7 +352,7 @@ def run_python(
     ):
         config = {
             "rlimits": _rlimits(limits, mode, pids_cgroup=cgroup is not None and tasks is not None),
-            "channel": channel[1] if channel else None,
+            "channel": channel.write if channel else None,
         }
         command = [sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOTSTRAP, json.dumps(config)]
         if mode is SandboxMode.BWRAP:
@@ -365,11 +362,12 @@ def run_python(
                 disk_bytes=None if limits.max_disk_mb is None else limits.max_disk_mb * _MIB,
                 files={"solution.py": space.code_fd} if space.code_fd is not None else None,
             )
-        pass_fds = [fd for fd in (space.code_fd, channel[1] if channel else None) if fd is not None]
+        ends = (space.code_fd, channel.write if channel else None)
+        pass_fds = [fd for fd in ends if fd is not None]
         started = time.monotonic()
         proc = _start(_join_cgroup(command, cgroup), space, env, pass_fds)
         if channel:
-            os.close(channel[1])
+            channel.close(channel.write)  # the child holds it now: EOF when the run ends
         try:
             stopped, out, err, data = _collect(proc, stdin, limits, started, channel)
         finally:
@@ -412,6 +410,26 @@ async def run_python_async(
 # Setting up a run
 
 
+def require_sandbox(sandbox: SandboxMode | str = SandboxMode.BWRAP) -> SandboxMode:
+    """Check at start-up that ``sandbox`` can run code here (mode ``bwrap``: one real isolated
+    run, once per process); the mode if so.
+
+    Raises:
+        SandboxError: it cannot; the message names the cause and the fix.
+        ConfigError: not a known mode.
+
+    Example:
+        >>> require_sandbox("process")
+        <SandboxMode.PROCESS: 'process'>
+    """
+    mode = sandbox_mode(sandbox)
+    if mode is SandboxMode.BWRAP:
+        _bwrap.require_bwrap()
+    else:
+        _require_posix()
+    return mode
+
+
 def _require_posix() -> None:
     if sys.platform == "win32" or not hasattr(os, "killpg"):
         raise SandboxError(
@@ -448,18 +466,31 @@ def _workspace(mode: SandboxMode, code: str) -> Iterator[_Space]:
         os.close(fd)
 
 
+class _Channel:
+    """The data channel's pipe. Each end is closed exactly once: a second ``close`` of a
+    number another thread has meanwhile reused would close that thread's file."""
+
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe()
+        self._open = {self.read, self.write}
+
+    def close(self, fd: int) -> None:
+        if fd in self._open:
+            self._open.discard(fd)
+            os.close(fd)
+
+
 @contextlib.contextmanager
-def _channel(wanted: bool) -> Iterator[tuple[int, int] | None]:
+def _channel(wanted: bool) -> Iterator[_Channel | None]:
     if not wanted:
         yield None
         return
-    read, write = os.pipe()
+    channel = _Channel()
     try:
-        yield read, write
+        yield channel
     finally:
-        for fd in (read, write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        channel.close(channel.read)
+        channel.close(channel.write)
 
 
 def _child_env(home: str, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -541,7 +572,7 @@ def _collect(
     stdin: str,
     limits: SandboxLimits,
     started: float,
-    channel: tuple[int, int] | None,
+    channel: _Channel | None,
 ) -> tuple[str | None, Capped, Capped, Capped]:
     if proc.stdout is None or proc.stderr is None:
         raise SandboxError("the sandbox child was started without its pipes")
@@ -549,7 +580,7 @@ def _collect(
     out, err, data = Capped(cap), Capped(cap), Capped(cap)
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
     if channel:
-        streams[channel[0]] = data
+        streams[channel.read] = data
     payload = stdin.encode(errors="replace")
     stopped = pump(proc, payload, streams, started + limits.timeout_s)
     return stopped, out, err, data

@@ -210,3 +210,24 @@ def test_envs_list() -> None:
     assert out.returncode == 0
     for name in ("tools", "math", "code", "guess"):
         assert name in out.stdout
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "process"])
+def test_the_code_env_records_its_sandbox_mode(tmp_path: Path, mode: str) -> None:
+    from tests.rewards.sandbox_support import BWRAP_PROBLEM
+
+    if BWRAP_PROBLEM is not None and mode == "bwrap":
+        pytest.skip(f"bubblewrap cannot isolate here: {BWRAP_PROBLEM}")
+    args = ["--sandbox", mode] if mode == "process" else []
+    out = rk("rollout", "--env", "code", "--provider", "solver", "--n", "2", *args,
+             "--output", str(tmp_path / "run"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    trajectories = lines(tmp_path / "run")
+    assert all(t["success"] for t in trajectories)
+    assert {t["episode"]["metrics"]["tests.sandbox"]["reason"] for t in trajectories} == {mode}
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert "tests.sandbox" in json.dumps(summary)
+    bad = rk("rollout", "--env", "code", "--provider", "solver", "--sandbox", "docker",
+             "--output", str(tmp_path / "bad"))  # fmt: skip
+    assert bad.returncode == 2
+    assert "unknown sandbox mode 'docker'" in bad.stderr

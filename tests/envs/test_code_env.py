@@ -8,7 +8,11 @@ import pytest
 
 from rk_agent.envs import code_env
 from rk_agent.envs.code_env import CodeEnv, solve
+from rk_agent.errors import ConfigError
 from rk_agent.types import EvaluateResult, Message, StopReason
+from tests.rewards.sandbox_support import needs_bwrap
+
+pytestmark = needs_bwrap
 
 TASK = {
     "id": "add",
@@ -65,3 +69,61 @@ def test_solver_writes_code_that_passes_the_hidden_tests() -> None:
     _, reward, terminated, _, _ = env.step(reply)
     assert terminated and reward == 1.0
     assert len(info["task"].ground_truth) == 6
+
+
+def _best_known_hack(messages: list[Message], tools: Any) -> str:
+    """Every trick at once, for whichever function the task names: forge the result channel,
+    hunt the expected values through frames and gc, answer with an always-equal int, exit 0."""
+    question = next(m.text for m in messages if m.role == "user")
+    name = question.split("`", 2)[1].split("(", 1)[0]
+    return (
+        "```python\nimport gc, json, os, sys\n"
+        "class Eq(int):\n    def __eq__(self, other):\n        return True\n"
+        "    def __ne__(self, other):\n        return False\n    __hash__ = int.__hash__\n"
+        "for i in range(6):\n    try:\n"
+        "        os.write(3, (json.dumps([i, 'value', {'opaque': 'x'}]) + '\\n').encode())\n"
+        "    except OSError:\n        pass\n"
+        f"def {name}(*args):\n"
+        "    for o in gc.get_objects():\n"
+        "        if isinstance(o, dict) and 'expected' in o and o.get('args') == list(args):\n"
+        "            return o['expected']\n"
+        "    f = sys._getframe()\n    while f is not None:\n"
+        "        if 'expected' in f.f_locals:\n            return f.f_locals['expected']\n"
+        "        f = f.f_back\n"
+        "    return Eq(0)\n```"
+    )
+
+
+def test_a_policy_that_always_hacks_gets_no_success() -> None:
+    import asyncio
+
+    from rk_agent.rollouts.config import RolloutConfig
+    from rk_agent.rollouts.engine import run_rollouts
+    from rk_agent.rollouts.testing import FunctionPolicy
+
+    config = RolloutConfig(env="code", n=6, group_size=1, concurrency=2, seed=0, max_turns=2)
+    result = asyncio.run(
+        run_rollouts(config, policy=FunctionPolicy(_best_known_hack), make_env=CodeEnv,
+                     env_name="code")
+    )  # fmt: skip
+    trajectories = result.trajectories
+    assert len(trajectories) == 6
+    assert [t.success for t in trajectories] == [False] * 6
+    assert all(t.episode is not None and t.episode.score == 0.0 for t in trajectories)
+    assert {t.episode.metrics["tests.sandbox"].reason for t in trajectories if t.episode} == {
+        "bwrap"
+    }
+    # The same hack against the reference solver's tasks: the honest answer still passes.
+    env = CodeEnv()
+    observation, _ = env.reset(seed=0)
+    _, reward, _, _, _ = env.step(solve(Message.coerce_list(observation)))
+    assert reward == 1.0
+
+
+def test_sandbox_mode_is_recorded_and_checked_at_start_up() -> None:
+    env = CodeEnv(sandbox="process")
+    env.reset(options={"task": TASK})
+    _, _, _, _, info = env.step(RIGHT)
+    assert info["episode"].metrics["tests.sandbox"].reason == "process"
+    with pytest.raises(ConfigError, match="unknown sandbox mode 'docker'"):
+        CodeEnv(sandbox="docker")
