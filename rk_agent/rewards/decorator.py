@@ -40,13 +40,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
-from rk_agent.errors import ConfigError, RewardInputError
+from rk_agent.errors import ConfigError, RewardInputError, did_you_mean
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
 __all__ = [
     "AsyncRewardFn",
     "RewardFn",
     "RewardSpec",
+    "check_options",
     "is_reward_function",
     "reward_function",
     "standardize_result",
@@ -252,6 +253,36 @@ def _wrap(
     wrapper.requirements = list(requirements)
     wrapper.deploy = functools.partial(_deploy, wrapper)
     return wrapper
+
+
+def check_options(reward: Any, options: Mapping[str, Any]) -> None:
+    """Refuse options bound to a reward (``RewardFunction("format", tags=...)``, a config's
+    ``kwargs:``) that it does not take.
+
+    An option the reward has no parameter for is refused when the reward takes no
+    ``**kwargs``, and also when it does but the name is close to one it has (``tagz`` next to
+    ``tags``): a misspelt option must not be silently swallowed.
+
+    Raises:
+        ConfigError: the option, the closest one, and what the reward takes.
+    """
+    func = getattr(reward, "__wrapped__", reward)
+    name = getattr(getattr(reward, "reward_spec", None), "name", getattr(func, "__name__", "?"))
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return  # nothing to check against
+    var_keyword = any(p.kind is p.VAR_KEYWORD for p in params)
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for option in options:
+        if option in named:
+            continue
+        hint = did_you_mean(option, named)
+        if var_keyword and not hint:
+            continue
+        raise ConfigError(
+            f"reward {name!r} has no option {option!r}.{hint} It takes: {', '.join(named)}."
+        )
 
 
 def _plan(func: Callable[..., Any], name: str) -> _CallPlan:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from rk_agent.errors import ConfigError, RewardInputError
-from rk_agent.rewards.decorator import AnyRewardFn
+from rk_agent.rewards.decorator import AnyRewardFn, check_options
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.types import EvaluateResult, Message
 
@@ -84,6 +84,7 @@ class RewardFunction:
         self._func: AnyRewardFn | None = None
         if spec is not None:
             self._func = get_reward_function(spec)
+            check_options(self._func, bound_kwargs)
         if mode == "local":
             if self._func is None:
                 raise ConfigError(

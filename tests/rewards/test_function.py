@@ -174,3 +174,37 @@ def test_fireworks_hosted_builds_the_endpoint(monkeypatch: pytest.MonkeyPatch) -
     rf = RewardFunction(mode="fireworks_hosted", model_id="my-eval")
     assert rf.endpoint == "https://api.fireworks.ai/v1/models/my-eval/reward"
     assert SECRET not in repr(rf)
+
+
+@pytest.mark.parametrize(
+    ("reward", "options", "message"),
+    [
+        ("format", {"tagz": ["answer"]},
+         "reward 'format' has no option 'tagz'. Did you mean 'tags'? It takes: messages, "
+         "ground_truth, pattern, tags, partial_credit, allow_outside_text."),
+        ("length", {"target_char": 400}, "Did you mean 'target_chars'?"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_option_is_refused_with_did_you_mean(
+    reward: str, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        RewardFunction(reward, **options)
+
+
+def test_options_a_reward_has_no_parameter_for() -> None:
+    def strict(response: str, ground_truth: str, bonus: float = 0.0) -> float:
+        return float(response == ground_truth) + bonus
+
+    with pytest.raises(
+        ConfigError, match=re.escape("reward 'strict' has no option 'weight'. It takes: ")
+    ):
+        RewardFunction(strict, weight=2.0)
+    assert (
+        RewardFunction(strict, bonus=0.5)(
+            [{"role": "assistant", "content": "4"}], ground_truth="4"
+        ).score
+        == 1.5
+    )
+    # A reward with **kwargs takes fields it does not name (a dataset's columns): not refused.
+    assert RewardFunction("format", source="gsm8k").bound_kwargs == {"source": "gsm8k"}
