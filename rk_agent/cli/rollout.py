@@ -208,9 +208,13 @@ def show(
         list[str] | None, typer.Option("--episode", help="Episode id(s) to render, e.g. 3-0.")
     ] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Render the failed episodes.")] = False,
-    limit: Annotated[int, typer.Option("--limit", help="Render at most this many episodes.")] = 3,
+    limit: Annotated[
+        int, typer.Option("--limit", help="Render at most this many episodes (0: none, -1: all).")
+    ] = 3,
 ) -> None:
     """Print a run's summary and render chosen episodes turn by turn."""
+    if limit < -1:
+        raise ConfigError(f"--limit must be -1 (all), 0 or more, got {limit}.")
     from rich.console import Console
 
     from rk_agent.cli.render import render_summary, render_trajectory
@@ -230,5 +234,9 @@ def show(
             raise ConfigError(f"no episode {sorted(missing)} in {run_dir}; ids look like '0-0'.")
     elif failed:
         chosen = [t for t in trajectories if t.failure is not None]
-    for trajectory in chosen[:limit]:
+        if not chosen:
+            console.print(f"No failed episodes in {run_dir} ({len(trajectories)} episodes).")
+    for trajectory in chosen if limit == -1 else chosen[:limit]:
         render_trajectory(trajectory, console)
+    if limit != -1 and len(chosen) > limit:
+        console.print(f"Showed {limit} of {len(chosen)} episodes; --limit -1 shows all.")

@@ -95,6 +95,22 @@ def test_the_reference_solver_plays_without_a_model(tmp_path: Path, env_name: st
     )
 
 
+def test_show_limits_all_and_a_run_without_failures(tmp_path: Path) -> None:
+    run = str(tmp_path / "run")
+    assert rk("rollout", "--env", "math", "--provider", "solver", "--n", "5",
+              "--output", run).returncode == 0  # fmt: skip
+    every = rk("show", run, "--limit", "-1")
+    some = rk("show", run, "--limit", "2")
+    failed = rk("show", run, "--failed")
+    bad = rk("show", run, "--limit", "-2")
+    assert every.returncode == 0 and every.stdout.count("turn 0") == 5
+    assert "Showed" not in every.stdout
+    assert some.stdout.count("turn 0") == 2
+    assert "Showed 2 of 5 episodes; --limit -1 shows all." in some.stdout
+    assert "No failed episodes in" in failed.stdout and "(5 episodes)" in failed.stdout
+    assert bad.returncode == 2 and "--limit must be -1 (all), 0 or more, got -2." in bad.stderr
+
+
 def test_endpoint_failures_are_recorded_with_their_kind(tmp_path: Path) -> None:
     with StubServer(["Answer: 1"], failure_rate=1.0) as server:
         out = rk(
