@@ -100,7 +100,7 @@ def deploy(
 
     from rk_agent.fireworks.evaluators import deploy_reward
 
-    console = Console()
+    console = Console(soft_wrap=True)  # a URL is never broken across lines
     client = _client(dry_run, console)
     with client, console.status("deploying", spinner="dots") as spinner:
         deployment = deploy_reward(
@@ -247,7 +247,7 @@ def rft(
         WandbConfig,
     )
 
-    console = Console()
+    console = Console(soft_wrap=True)  # a URL is never broken across lines
     try:
         config = RFTJobConfig(
             training=TrainingConfig(
@@ -360,7 +360,7 @@ def status(
     if as_json:
         typer.echo(json.dumps(redact_json(found.to_api()), indent=2))
         return
-    _render_job(found, Console())
+    _render_job(found, Console(soft_wrap=True))
 
 
 def _render_job(job: RFTJob, console: Console) -> None:
@@ -394,7 +394,7 @@ def cancel(job: Annotated[str, typer.Argument(help="The job id (or its full name
 
     with FireworksClient() as client:
         found = cancel_rft_job(client, job)
-    Console().print(f"Cancelling job {found.id}: now {found.short_state}.")
+    Console(soft_wrap=True).print(f"Cancelling job {found.id}: now {found.short_state}.")
 
 
 @app.command("list")
@@ -450,7 +450,7 @@ def preview(
         rows.append(line.value)
     if not rows:
         raise ConfigError(f"{samples} has no samples.")
-    console = Console()
+    console = Console(soft_wrap=True)  # a URL is never broken across lines
     with _client(dry_run, console) as client:
         result = preview_evaluator(reward, rows, max_samples=max_samples, client=client)
     if dry_run:

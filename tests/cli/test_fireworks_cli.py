@@ -83,6 +83,22 @@ def test_rft_from_a_run_directory_to_a_completed_job(
     assert body["wandbConfig"] == {"enabled": True, "apiKey": WANDB, "project": "rft"}
 
 
+def test_dry_run_never_breaks_a_url_in_a_narrow_terminal(
+    fake: FakeFireworks, env: dict[str, str], reward: str, tmp_path: Path
+) -> None:
+    run = make_run(tmp_path / "run", tasks=2)
+    out = rk(
+        "fireworks", "rft", "--from", str(run.path), "--reward", reward,
+        "--base-model", "qwen3-0p6b", "--job-id", "j", "--dry-run",
+        env={**env, "FIREWORKS_API_KEY": "", "COLUMNS": "60"},
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    urls = re.findall(r"^(?:GET|POST|PUT|DELETE) (\S+)", out.output, re.MULTILINE)
+    long = [u for u in urls if len(u) > 60]
+    assert long and all(u.startswith(fake.url) for u in long)
+    assert f"{fake.url}/v1/accounts/ACCOUNT_ID/evaluators/exact:getUploadEndpoint" in urls
+
+
 def test_rft_dry_run_prints_every_request_and_sends_none(
     fake: FakeFireworks, env: dict[str, str], reward: str, tmp_path: Path
 ) -> None:
