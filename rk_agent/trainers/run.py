@@ -18,6 +18,7 @@ Main names: `run_training`, `TrainOutcome`.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rk_agent.config_files import validation_problems
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, RkAgentError
 from rk_agent.rollouts.local_model import DEFAULT_MODEL
 from rk_agent.trainers.allocator import return_freed_memory
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_config
@@ -103,6 +104,7 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
             f"CPU and no max_steps/num_train_epochs given: training {CPU_SMOKE_STEPS} steps "
             "(a smoke run); set --max_steps N for a real run."
         )
+    fresh = not output_dir.exists()
     saved = save_train_config(config, output_dir)
     say(f"run folder: {output_dir} (config: {saved.name})")
     earlier = previous_run_note(output_dir)
@@ -112,7 +114,12 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         say(f"resuming from {resumed_from}")
     record = RunRecord.start()
     write_run_record(output_dir, record)
-    trainer = _grpo(config, args) if config.kind == "grpo" else _sft(config, args, say)
+    try:
+        trainer = _grpo(config, args) if config.kind == "grpo" else _sft(config, args, say)
+    except RkAgentError:
+        if fresh:  # nothing trained: leave no empty run folder behind
+            shutil.rmtree(output_dir, ignore_errors=True)
+        raise
     from rk_agent.trainers.callbacks import RunRecordCallback, attach
 
     recorder = RunRecordCallback(output_dir, record)

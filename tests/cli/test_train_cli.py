@@ -146,6 +146,7 @@ def test_sft_from_a_rollout_run(tmp_path: Path, tiny_model_dir: Path) -> None:
     refused = rk(*common, env=_env(tmp_path))
     assert refused.returncode == 2
     assert "0 of 3 trajectories passed the filter" in refused.stderr
+    assert not out.exists()  # nothing trained: no empty run folder left behind
     trained = rk(*common, "--include-unsuccessful", env=_env(tmp_path))
     assert trained.returncode == 0, trained.stderr
     assert "SFT data: kept 3 of 3 trajectories" in trained.stdout
