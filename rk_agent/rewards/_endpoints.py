@@ -276,8 +276,8 @@ class RewardEndpoints:
                 await _reply(
                     send, 413, _detail(self._too_large(f"over {self.max_body_bytes} bytes"))
                 )
-            elif (problem := _not_utf8(body)) is not None:
-                await _reply(send, 400, _detail(problem))
+            elif (encoding := _not_utf8(body)) is not None:
+                await _reply(send, 400, _detail(encoding))
             else:
                 status, payload = await (self._batch(body) if path == "/batch" else self._one(body))
                 await _reply(send, status, payload)
