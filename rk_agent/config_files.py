@@ -1,6 +1,6 @@
 """Reading YAML configuration files, with errors that name the file and the problem.
 
-Main names: `read_yaml_mapping`, `validation_problems`.
+Main names: `read_yaml_mapping`, `rebase_paths`, `validation_problems`, `apply_overrides`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError
 
-__all__ = ["apply_overrides", "read_yaml_mapping", "validation_problems"]
+__all__ = ["apply_overrides", "read_yaml_mapping", "rebase_paths", "validation_problems"]
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
@@ -62,3 +62,67 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> d
             target = target.setdefault(parent, {})
         target[leaf] = value
     return data
+
+
+def rebase_paths(
+    data: dict[str, Any],
+    config_path: str | Path,
+    *,
+    specs: tuple[str, ...] = (),
+    files: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Read the relative paths a config file names from the file's own folder, in place.
+
+    A path in a config means the same thing wherever the command runs from: a relative path
+    is taken from the config's folder when it exists there, and otherwise left as written (from
+    the working directory, as before). Flags given on the command line are not touched (apply
+    them afterwards): they are relative to where the user typed them.
+
+    Args:
+        data: the config mapping.
+        config_path: the YAML file it came from.
+        specs: keys holding ``file.py::name`` specs (rewards, envs): a string, a list of them,
+            or reward mappings (``{name: ..., kwargs: ...}``, ``{combine: {...}, gate: ...}``).
+        files: keys holding plain file or folder paths (``tasks``, ``trajectories``).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (folder / "my_rewards.py").write_text("")
+        >>> data = rebase_paths({"rewards": ["my_rewards.py::exact", "math"]},
+        ...                     folder / "run.yaml", specs=("rewards",))
+        >>> data["rewards"][0] == f"{folder / 'my_rewards.py'}::exact", data["rewards"][1]
+        (True, 'math')
+    """
+    base = Path(config_path).parent
+    for key in specs:
+        if key in data:
+            data[key] = _rebase_spec(data[key], base)
+    for key in files:
+        if isinstance(data.get(key), str):
+            data[key] = _rebase_file(data[key], base)
+    return data
+
+
+def _rebase_spec(value: Any, base: Path) -> Any:
+    if isinstance(value, str):
+        path, sep, name = value.partition("::")
+        return f"{_rebase_file(path, base)}{sep}{name}" if sep else value
+    if isinstance(value, list):
+        return [_rebase_spec(item, base) for item in value]
+    if isinstance(value, dict):
+        out = dict(value)
+        for key in ("name", "gate"):
+            if key in out:
+                out[key] = _rebase_spec(out[key], base)
+        if isinstance(out.get("combine"), dict):
+            out["combine"] = {k: _rebase_spec(v, base) for k, v in out["combine"].items()}
+        return out
+    return value
+
+
+def _rebase_file(text: str, base: Path) -> str:
+    path = Path(text).expanduser()
+    if path.is_absolute() or not (base / path).exists():
+        return text
+    return str(base / path)

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rk_agent.config_files import read_yaml_mapping, validation_problems
+from rk_agent.config_files import read_yaml_mapping, rebase_paths, validation_problems
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.compose import CombineMethod, combine
 from rk_agent.rewards.decorator import AnyRewardFn
@@ -130,10 +130,12 @@ _FORMS = (
 def load_reward_config(path: str | Path) -> AnyRewardFn:
     """Build the reward under the ``reward:`` key of a YAML file.
 
+    Relative ``file.py::fn`` paths are read from the file's folder (`rebase_paths`).
+
     Raises:
         ConfigError: the file cannot be read, is not YAML, or has no ``reward:`` key.
     """
-    data = read_yaml_mapping(path)
+    data = rebase_paths(read_yaml_mapping(path), path, specs=("reward",))
     if "reward" not in data:
         raise ConfigError(f"config {path} has no 'reward:' key. {_FORMS}")
     return build_reward(data["reward"])

@@ -13,7 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rk_agent.config_files import apply_overrides, read_yaml_mapping, validation_problems
+from rk_agent.config_files import (
+    apply_overrides,
+    read_yaml_mapping,
+    rebase_paths,
+    validation_problems,
+)
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.policy import SamplingParams
 
@@ -98,7 +103,11 @@ def load_rollout_config(
         ConfigError: the file cannot be read or parsed, or an option is unknown or invalid
             (the message names the option).
     """
-    data = read_yaml_mapping(path) if path is not None else {}
+    data = {}
+    if path is not None:  # its relative paths are read from its folder
+        data = rebase_paths(
+            read_yaml_mapping(path), path, specs=("env", "rewards"), files=("tasks",)
+        )
     apply_overrides(data, overrides)
     try:
         return RolloutConfig.model_validate(data)

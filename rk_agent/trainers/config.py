@@ -27,7 +27,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from rk_agent.config_files import apply_overrides, read_yaml_mapping, validation_problems
+from rk_agent.config_files import (
+    apply_overrides,
+    read_yaml_mapping,
+    rebase_paths,
+    validation_problems,
+)
 from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.trainers.wandb_setup import redact, secret_values
 
@@ -162,7 +167,12 @@ def load_train_config(
             mean") or invalid (named), a TRL option has the wrong type or is
             out of range, or TRL options do not fit together.
     """
-    data = read_yaml_mapping(path) if path is not None else {}
+    data = {}
+    if path is not None:  # its relative paths are read from its folder
+        data = rebase_paths(
+            read_yaml_mapping(path), path, specs=("env", "rewards"),
+            files=("tasks", "trajectories", "model"),
+        )  # fmt: skip
     apply_overrides(data, overrides)
     where = f" in {path}" if path else ""
     trl = data.get("trl") or {}

@@ -66,3 +66,22 @@ def test_errors_name_the_problem(tmp_path: Path) -> None:
         load_reward_config(empty)
     with pytest.raises(ConfigError, match="cannot read config"):
         load_reward_config(tmp_path / "missing.yaml")
+
+
+def test_a_reward_file_is_read_from_the_config_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    (project / "configs").mkdir(parents=True)
+    (project / "configs" / "my_rewards.py").write_text(
+        "from rk_agent import reward_function\n\n"
+        "@reward_function\ndef exact(response: str, ground_truth: str) -> float:\n"
+        "    return float(response == ground_truth)\n"
+    )
+    (project / "configs" / "reward.yaml").write_text(
+        "reward:\n  combine:\n    hit: my_rewards.py::exact\n    fmt: {name: format, weight: 0.5}\n"
+    )
+    monkeypatch.chdir(tmp_path)  # run from elsewhere: the config still finds its file
+    reward = load_reward_config(project / "configs" / "reward.yaml")
+    result = reward([{"role": "assistant", "content": "4"}], ground_truth="4")
+    assert result.metrics["hit"].score == 1.0

@@ -37,3 +37,24 @@ def test_unknown_and_invalid_options_are_named(tmp_path: Path) -> None:
 def test_bundled_configs_are_valid() -> None:
     for path in sorted((ROOT / "configs" / "rollout").glob("*.yaml")):
         load_rollout_config(path)
+
+
+def test_paths_in_a_config_are_read_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "exp"
+    folder.mkdir()
+    (folder / "tasks.jsonl").write_text('{"prompt": "2+2?", "ground_truth": "4"}\n')
+    (folder / "scoring.py").write_text("")
+    (folder / "run.yaml").write_text(
+        "env: math\ntasks: tasks.jsonl\nrewards: [scoring.py::exact, math]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    config = load_rollout_config(folder / "run.yaml")
+    assert config.tasks == str(folder / "tasks.jsonl")
+    assert config.rewards == [f"{folder / 'scoring.py'}::exact", "math"]
+    # A flag is relative to where it was typed; a path missing next to the config stays as is.
+    flagged = load_rollout_config(folder / "run.yaml", {"tasks": "other.jsonl"})
+    assert flagged.tasks == "other.jsonl"
+    (folder / "run.yaml").write_text("tasks: elsewhere/tasks.jsonl\n")
+    assert load_rollout_config(folder / "run.yaml").tasks == "elsewhere/tasks.jsonl"

@@ -42,6 +42,18 @@ def test_yaml_flags_and_trl_flags(tmp_path: Path) -> None:
     assert (config.multi_turn, config.resume, config.rewards) == (True, "auto", [])
 
 
+def test_paths_in_a_train_config_are_read_from_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "exp"
+    (folder / "episodes").mkdir(parents=True)
+    (folder / "run.yaml").write_text("kind: sft\ntrajectories: episodes\nmodel: HuggingFaceTB/x\n")
+    monkeypatch.chdir(tmp_path)
+    config = load_train_config(folder / "run.yaml", {}, {"output_dir": str(tmp_path / "o")})
+    assert config.trajectories == str(folder / "episodes")
+    assert config.model == "HuggingFaceTB/x"  # a hub id, not a folder next to the config
+
+
 @pytest.mark.parametrize(
     ("kind", "env", "name"),
     [("grpo", "tools", "train-grpo-tools"), ("grpo", "my_pkg.envs:Maze-v1", "train-grpo-Maze-v1"),
