@@ -227,4 +227,13 @@ def _sft(config: TrainConfig, args: Any, say: Callable[[str], None]) -> Any:
         raise ConfigError(f"invalid sft_filter: {validation_problems(exc)}.") from exc
     data = build_sft_data(str(config.trajectories), filter=rules)
     say(f"SFT data: {data.report}")
-    return build_sft_trainer(config.model or DEFAULT_MODEL, None, data.dataset, args)
+    fit = "max_length" not in config.trl  # TRL's default (1024) would cut long episodes
+    trainer = build_sft_trainer(
+        config.model or DEFAULT_MODEL, None, data.dataset, args, fit_max_length=fit
+    )
+    if fit:
+        say(
+            f"max_length: {getattr(trainer.args, 'max_length', None)} tokens, the longest "
+            "conversation, so none is cut (set --max_length to cap it)"
+        )
+    return trainer

@@ -50,6 +50,7 @@ def build_sft_trainer(
     callbacks: list[TrainerCallback] | None = None,
     *,
     assistant_only_loss: bool = True,
+    fit_max_length: bool = False,
 ) -> SFTTrainer:
     """A TRL ``SFTTrainer`` that trains on the assistant's tokens of each conversation.
 
@@ -65,6 +66,8 @@ def build_sft_trainer(
             how many.
         callbacks: ``transformers`` callbacks (progress, logging).
         assistant_only_loss: train on the assistant's tokens only (``False``: on every token).
+        fit_max_length: set ``max_length`` to the longest conversation's length in tokens, so
+            that none is cut (the CLI does this when the user sets no ``max_length``).
 
     Raises:
         ConfigError: the dataset has no ``messages`` column, the tokenizer has no chat
@@ -85,8 +88,12 @@ def build_sft_trainer(
                 "assistant_only_loss=False to train on plain text."
             )
         template = training_chat_template(tokenizer)
-    if args.max_length is not None and "messages" in (dataset.column_names or []):
-        _warn_if_truncated(dataset, tokenizer, template, args.max_length)
+    if "messages" in (dataset.column_names or []) and (fit_max_length or args.max_length):
+        lengths = _conversation_lengths(dataset, tokenizer, template)
+        if fit_max_length and lengths:
+            args.max_length = max(lengths)
+        elif args.max_length is not None:
+            _warn_if_truncated(lengths, args.max_length)
     loaded_or_path: Any = model
     if isinstance(model, (str, os.PathLike)):
         from rk_agent.rollouts.local_model import resolve_model
@@ -162,12 +169,12 @@ def _load_tokenizer(
     return loaded
 
 
-def _warn_if_truncated(
-    dataset: Dataset, tokenizer: PreTrainedTokenizerBase, template: str | None, max_length: int
-) -> None:
-    """Log how many conversations TRL will cut at ``max_length`` (their ends are lost)."""
+def _conversation_lengths(
+    dataset: Dataset, tokenizer: PreTrainedTokenizerBase, template: str | None
+) -> list[int]:
+    """Each conversation's length in tokens, as the chat template renders it for training."""
     render: Any = tokenizer.apply_chat_template
-    lengths = [
+    return [
         len(
             render(
                 row["messages"],
@@ -179,6 +186,10 @@ def _warn_if_truncated(
         )
         for row in dataset
     ]
+
+
+def _warn_if_truncated(lengths: list[int], max_length: int) -> None:
+    """Log how many conversations TRL will cut at ``max_length`` (their ends are lost)."""
     over = [n for n in lengths if n > max_length]
     if over:
         logger.warning(

@@ -237,3 +237,21 @@ def test_conversations_longer_than_max_length_are_reported(
         "trained on. Raise max_length in the SFT settings, or set it to None."
     ]
     assert all(len(r["input_ids"]) == limit for r in trainer.train_dataset)
+
+
+def test_fit_max_length_keeps_every_conversation_whole(
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    embedded_tok: Any,
+    solved: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    short = _args(tmp_path, max_length=16)  # would cut everything, but is replaced
+    with caplog.at_level(logging.WARNING, logger="rk_agent.trainers"):
+        trainer = build_sft_trainer(
+            tiny_model_dir, embedded_tok, solved, short, fit_max_length=True
+        )
+    kept = [len(r["input_ids"]) for r in trainer.train_dataset]
+    assert trainer.args.max_length == max(kept) > 16
+    assert short.max_length == 16  # the caller's settings are left as they were
+    assert caplog.messages == []
