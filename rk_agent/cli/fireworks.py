@@ -110,6 +110,16 @@ def deploy(
             on_update=lambda e: spinner.update(f"evaluator {e.id or evaluator_id}: {e.state}"),
         )  # fmt: skip
     package = deployment.package
+    if package.left_out:
+        console.print(
+            f"Left out (they look like secrets): {', '.join(package.left_out)}. Name a file "
+            "with --include on its own to pack it anyway.", style="yellow"
+        )  # fmt: skip
+    if package.user_dir:
+        console.print(
+            f"Your files are under {package.user_dir}/ in the package: one of them is named "
+            "like a file the package needs (main.py, requirements.txt or rk_agent/)."
+        )
     if dry_run:
         console.print(
             f"Would upload {package.archive_name} ({len(package.archive):,} bytes): "
@@ -117,6 +127,13 @@ def deploy(
             f"requirements: {', '.join(package.requirements)}."
         )
         return
+    old = deployment.replaced
+    if old is not None:
+        console.print(
+            f"Replaced evaluator {old.name} (display name {old.display_name!r}, state "
+            f"{old.state}, code {str(old.commit_hash)[:12]}): --force deleted it.",
+            style="yellow",
+        )
     evaluator = deployment.evaluator
     console.print(
         f"Evaluator {evaluator.name} {deployment.action} ({evaluator.state}); entry point "

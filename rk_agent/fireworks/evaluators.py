@@ -99,11 +99,13 @@ class Deployment:
         evaluator: the evaluator (``ACTIVE`` when waited for).
         package: what was (or would have been) uploaded.
         action: ``"created"``, ``"replaced"`` or ``"unchanged"`` (same code already deployed).
+        replaced: the evaluator that ``force`` deleted (``action == "replaced"``).
     """
 
     evaluator: Evaluator
     package: EvaluatorPackage
     action: str
+    replaced: Evaluator | None = None
 
 
 def validate_resource_id(value: str, kind: str) -> str:
@@ -121,14 +123,41 @@ def validate_resource_id(value: str, kind: str) -> str:
     return value
 
 
-def evaluator_id_for(reward_name: str) -> str:
+_GENERIC_NAMES = frozenset({"evaluate", "reward", "rewards", "main", "score", "reward_fn"})
+
+
+def evaluator_id_for(reward_name: str, source_file: str | None = None) -> str:
     """The default evaluator id for a reward: its name, made a valid id.
+
+    Reward Kit's rewards are all called ``evaluate``: for a generic name the id comes from the
+    file that defines it instead, and for a generic file name (``main.py``, as in a metric
+    folder) from its folder, so two deployments do not collide.
 
     Example:
         >>> evaluator_id_for("exact_match")
         'exact-match'
+        >>> evaluator_id_for("evaluate", "metrics/relevance/main.py")
+        'relevance'
+        >>> evaluator_id_for("evaluate", "my_checks.py")
+        'my-checks'
     """
-    return _slug(reward_name) or "reward"
+    name = reward_name
+    if source_file and reward_name.lower() in _GENERIC_NAMES:
+        path = Path(source_file).resolve()
+        name = path.stem
+        if name.lower() in _GENERIC_NAMES and path.parent.name:
+            name = path.parent.name
+    return _slug(name) or "reward"
+
+
+def _source_file(fn: Any) -> str | None:
+    """The file that defines a reward, when there is one."""
+    import inspect
+
+    try:
+        return inspect.getsourcefile(inspect.unwrap(fn))
+    except TypeError:
+        return None
 
 
 def _slug(text: str) -> str:
@@ -294,13 +323,14 @@ def deploy_reward(
     """
     fn = get_reward_function(reward)
     evaluator_id = validate_resource_id(
-        evaluator_id or evaluator_id_for(fn.reward_spec.name), "evaluator"
+        evaluator_id or evaluator_id_for(fn.reward_spec.name, _source_file(fn)), "evaluator"
     )
     package = package_reward(fn, directory=evaluator_id, requirements=requirements, include=include)
+    package.check_imports()  # a package that cannot even be imported is never uploaded
     own_client = client is None
     client = client or FireworksClient()
     try:
-        action = "created"
+        action, replaced = "created", None
         existing = get_evaluator(client, evaluator_id)
         if existing is not None:
             if existing.commit_hash == package.digest and existing.state != "BUILD_FAILED":
@@ -321,7 +351,7 @@ def deploy_reward(
                 )
             delete_evaluator(client, evaluator_id)
             _wait_gone(client, evaluator_id, poll_s=min(poll_s, 2.0), timeout_s=timeout_s)
-            action = "replaced"
+            action, replaced = "replaced", existing
         try:
             evaluator = create_evaluator(
                 client, evaluator_id, package, display_name=display_name,
@@ -337,7 +367,7 @@ def deploy_reward(
             evaluator = wait_for_evaluator(
                 client, evaluator_id, poll_s=poll_s, timeout_s=timeout_s, on_update=on_update
             )
-        return Deployment(evaluator, package, action)
+        return Deployment(evaluator, package, action, replaced)
     finally:
         if own_client:
             client.close()

@@ -10,6 +10,12 @@ top directory named after the evaluator::
     <dir>/<your_file>.py     the file that defines the reward (and files you include)
     <dir>/rk_agent/...       the parts of rk-agent a reward needs (its decorator, types, rewards)
 
+When one of your files would land on a name the package needs (a reward file called
+``main.py``, as Reward Kit's metric folders have, a ``requirements.txt``, an ``rk_agent``
+folder), all your files move under ``<dir>/user/`` instead, so nothing is overwritten. Files
+that look like secrets (``.env*``, ``*.pem``, ``*.key``, ``auth.ini``, credentials files) in an
+included folder are left out (``EvaluatorPackage.left_out``) unless named one by one.
+
 ``main.py`` loads the reward and exposes it in the reward-kit evaluator contract: ``evaluate``
 returns ``{"score", "reason", "is_score_valid", "metrics": {name: {"score", "is_score_valid",
 "reason"}}, ...}``. It also has ``evaluate_row(row)`` for the eval-protocol contract (a row with
@@ -28,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import hashlib
 import importlib
@@ -52,6 +59,12 @@ ENTRY_POINT = "main.py::evaluate"
 BASE_REQUIREMENTS = ("pydantic>=2.7",)
 """What the vendored part of rk-agent needs."""
 
+_RESERVED = ("main.py", "requirements.txt")  # and the vendored rk_agent/ folder
+_USER_DIR = "user"  # where your files go when one of them would take a reserved name
+_SECRET_PATTERNS = (
+    ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
+    "auth.ini", "credentials", "credentials.*", "*credentials*.json", ".netrc", ".pypirc",
+)  # fmt: skip
 _SKIP_DIRS = {"__pycache__", ".git", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 _VENDORED = ("rewards",)  # rk_agent subpackages every package carries (besides top-level modules)
 
@@ -69,6 +82,9 @@ class EvaluatorPackage:
         archive: the ``.tar.gz`` bytes.
         digest: the archive's SHA-256 (hex); stored as the evaluator's ``commitHash`` so an
             unchanged reward is recognised.
+        left_out: files of included folders that look like secrets and were not packed.
+        user_dir: the folder (inside the archive's directory) holding your files: ``""``, or
+            ``"user"`` when one of them would have taken a name the package needs.
     """
 
     reward_name: str
@@ -78,6 +94,8 @@ class EvaluatorPackage:
     entry_point: str = ENTRY_POINT
     archive: bytes = field(default=b"", repr=False)
     digest: str = ""
+    left_out: tuple[str, ...] = ()
+    user_dir: str = ""
 
     @property
     def archive_name(self) -> str:
@@ -97,6 +115,45 @@ class EvaluatorPackage:
     def user_files(self) -> dict[str, str]:
         """The files that are not the vendored copy of rk-agent (for listings and previews)."""
         return {k: v for k, v in self.files.items() if not k.startswith("rk_agent/")}
+
+    def check_imports(self, timeout_s: float = 120.0) -> None:
+        """Import the package's ``main.py`` in a fresh interpreter, as the service will.
+
+        A module the reward needs that is missing here but listed in its requirements is
+        not an error (it is installed where the evaluator runs).
+
+        Raises:
+            ConfigError: the package cannot be imported, with the error's last line.
+        """
+        import subprocess
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="rk-evaluator-") as folder:
+            for name, text in self.files.items():
+                target = Path(folder, name)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-I", "-c",
+                     f"import sys; sys.path.insert(0, {folder!r}); import main"], cwd=folder,
+                    capture_output=True, text=True, timeout=timeout_s,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                raise ConfigError(
+                    f"importing the evaluator package for reward {self.reward_name!r} took "
+                    f"over {timeout_s:g} s; does the reward's file do work at import time?"
+                ) from None
+        if done.returncode == 0:
+            return
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        missing = last.split("No module named ", 1)[-1].strip("'\"").split(".")[0]
+        if last.startswith("ModuleNotFoundError") and _required(missing, self.requirements):
+            return
+        raise ConfigError(
+            f"the evaluator package for reward {self.reward_name!r} cannot be imported: {last}. "
+            "Fix the reward's file (or --include what it imports) before deploying."
+        )
 
 
 def package_reward(
@@ -120,17 +177,22 @@ def package_reward(
     """
     fn = get_reward_function(reward)
     source = _locate(fn)
-    files: dict[str, str] = {}
-    files.update(_vendored_files(source.vendor_extra))
-    files.update(source.files)
+    user = dict(source.files)
+    left_out: list[str] = []
     for extra in include:
-        files.update(_included(Path(extra), source.root))
+        user.update(_included(Path(extra), source.root, left_out))
+    # Your files never take a name the package needs: on a clash, all of them move to user/.
+    clash = any(name in _RESERVED or name.startswith("rk_agent/") for name in user)
+    user_dir = _USER_DIR if clash else ""
+    files = _vendored_files(source.vendor_extra)
+    files.update({f"{user_dir}/{k}" if user_dir else k: v for k, v in user.items()})
     needed = [*BASE_REQUIREMENTS, *fn.reward_spec.requirements, *requirements]
     reqs = tuple(dict.fromkeys(r.strip() for r in needed if r and r.strip()))
     files["requirements.txt"] = "".join(f"{r}\n" for r in reqs)
     files["main.py"] = _MAIN_TEMPLATE.format(
         version=__version__,
         reward_name=fn.reward_spec.name,
+        user_dir=user_dir,
         file=source.file,
         module=source.module,
         attr=source.attr,
@@ -143,7 +205,19 @@ def package_reward(
         requirements=reqs,
         archive=archive,
         digest=hashlib.sha256(archive).hexdigest(),
+        left_out=tuple(left_out),
+        user_dir=user_dir,
     )
+
+
+def _required(module: str, requirements: Sequence[str]) -> bool:
+    """Whether ``module`` is (by its usual name) one of ``requirements``."""
+    import re
+
+    wanted = module.lower().replace("_", "-")
+    names = {re.split(r"[\s<>=!~\[;@]", r, maxsplit=1)[0].lower().replace("_", "-")
+             for r in requirements}  # fmt: skip
+    return wanted in names
 
 
 # ---------------------------------------------------------------------------- finding the source
@@ -209,12 +283,17 @@ def _attribute(module: Any, fn: Any, target: Any) -> str:
     return str(qualname)
 
 
-def _included(path: Path, root: Path | None) -> dict[str, str]:
+def _included(path: Path, root: Path | None, left_out: list[str]) -> dict[str, str]:
+    """The files of an ``include`` entry; a folder's secret-looking files go to ``left_out``
+    (a file named on its own is packed whatever its name: the user asked for it)."""
     if not path.exists():
         raise ConfigError(f"cannot include {path} in the evaluator: it does not exist.")
     paths = [path] if path.is_file() else [p for p in _walk(path) if p.is_file()]
     out: dict[str, str] = {}
     for p in paths:
+        if p is not path and any(fnmatch.fnmatch(p.name, pat) for pat in _SECRET_PATTERNS):
+            left_out.append(str(p))
+            continue
         resolved = p.resolve()
         if root is not None and resolved.is_relative_to(root.resolve()):
             arcname = resolved.relative_to(root.resolve()).as_posix()
@@ -285,8 +364,10 @@ import threading
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))  # the vendored rk_agent and your files come first
+_USER = _HERE / {user_dir!r}  # your files (in user/ when one of them was called main.py)
+for _path in dict.fromkeys((str(_USER), str(_HERE))):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)  # the vendored rk_agent and your files come first
 
 from rk_agent.rewards.decorator import reward_function  # noqa: E402
 
@@ -298,7 +379,9 @@ _ATTR = {attr!r}
 def _load():
     if _FILE is not None:
         name = Path(_FILE).stem
-        spec = importlib.util.spec_from_file_location(name, _HERE / _FILE)
+        if name == "main":  # this entry point is `main`; your main.py gets another name
+            name = "user_main"
+        spec = importlib.util.spec_from_file_location(name, _USER / _FILE)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

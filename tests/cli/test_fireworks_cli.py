@@ -176,6 +176,30 @@ def test_deploy_dry_run(fake: FakeFireworks, env: dict[str, str], reward: str) -
     )
 
 
+def test_deploy_says_what_it_left_out_and_what_force_replaced(
+    fake: FakeFireworks, env: dict[str, str], reward: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "words.txt").write_text("a\n")
+    (data / ".env").write_text("FIREWORKS_API_KEY=fw-live-key\n")
+    dry = rk("deploy", reward, "--include", str(data), "--dry-run", env=env)
+    assert dry.exit_code == 0, dry.output
+    assert f"Left out (they look like secrets): {data / '.env'}. Name a file with --include" in (
+        " ".join(dry.output.split())
+    )
+    assert "data/words.txt" in dry.output and fake.requests == []
+    assert rk("deploy", "--id", "ev", reward, "--poll", "0.01", env=env).exit_code == 0
+    source = Path(reward.split("::")[0])
+    source.write_text(source.read_text().replace("1.0 when", "One when"))
+    forced = rk("deploy", "--id", "ev", reward, "--force", "--poll", "0.01", env=env)
+    assert forced.exit_code == 0, forced.output
+    assert "Replaced evaluator accounts/acme/evaluators/ev (display name 'ev', state ACTIVE, " in (
+        " ".join(forced.output.split())
+    )
+    assert "evaluators/ev replaced (ACTIVE)" in forced.output
+
+
 def test_status_cancel_and_list(
     fake: FakeFireworks, env: dict[str, str], reward: str, tmp_path: Path
 ) -> None:

@@ -84,6 +84,8 @@ def test_the_same_code_is_reused_and_other_code_needs_force(
     before = len(fake.requests)
     replaced = deploy_reward(spec, evaluator_id="ev", force=True, client=client, poll_s=0.01)
     assert replaced.action == "replaced"
+    assert replaced.replaced is not None and replaced.replaced.id == "ev"
+    assert replaced.replaced.commit_hash == again.package.digest  # what --force deleted
     assert fake.calls()[before : before + 4] == [
         "GET /v1/accounts/acme/evaluators/ev",
         "DELETE /v1/accounts/acme/evaluators/ev",
@@ -200,3 +202,22 @@ def test_a_create_whose_reply_was_lost_goes_on(
         "POST /v1/accounts/acme/evaluatorsV2",
         "GET /v1/accounts/acme/evaluators/exact",
     ]
+
+
+def test_reward_kit_evaluate_rewards_get_ids_from_their_folders(
+    fake: FakeFireworks, client: FireworksClient, tmp_path: Path
+) -> None:
+    for metric in ("relevance", "fluency"):
+        folder = tmp_path / "metrics" / metric
+        folder.mkdir(parents=True)
+        (folder / "main.py").write_text(
+            "from rk_agent import reward_function\n\n@reward_function\n"
+            f"def evaluate(response: str) -> float:\n    return {len(metric)}.0\n"
+        )
+    made = [
+        deploy_reward(f"{tmp_path / 'metrics' / m / 'main.py'}::evaluate", client=client,
+                      poll_s=0.01).evaluator.id
+        for m in ("relevance", "fluency")
+    ]  # fmt: skip
+    assert made == ["relevance", "fluency"]  # not both "evaluate": no collision
+    assert "evaluators/relevance" in fake.files and "evaluators/fluency" in fake.files

@@ -131,3 +131,93 @@ def test_a_reward_without_a_source_file_cannot_be_packaged() -> None:
 def test_a_missing_include_is_named(reward_file: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=re.escape("it does not exist")):
         package_reward(f"{reward_file}::exact", include=[tmp_path / "nope.py"])
+
+
+METRIC_MAIN = """from rk_agent import reward_function
+from relevance_helpers import overlap
+
+
+@reward_function
+def evaluate(messages, ground_truth=None, **kwargs):
+    return overlap(messages[-1]["content"], ground_truth or "")
+"""
+
+
+def test_a_reward_file_called_main_py_moves_under_user_and_runs(tmp_path: Path) -> None:
+    folder = tmp_path / "metrics" / "relevance"
+    folder.mkdir(parents=True)
+    (folder / "main.py").write_text(METRIC_MAIN)
+    (folder / "relevance_helpers.py").write_text(
+        "def overlap(a, b):\n    return float(bool(set(a.split()) & set(b.split())))\n"
+    )
+    package = package_reward(
+        f"{folder / 'main.py'}::evaluate", directory="relevance",
+        include=[folder / "relevance_helpers.py"],
+    )  # fmt: skip
+    assert package.user_dir == "user"
+    assert {"user/main.py", "user/relevance_helpers.py", "main.py"} <= set(package.files)
+    assert package.files["user/main.py"] == METRIC_MAIN  # the user's file, untouched
+    assert package.files["main.py"].startswith('"""Fireworks evaluator entry point')
+    package.check_imports()
+    extract(package.archive, tmp_path / "out")
+    out = run_main(tmp_path / "out" / "relevance", [
+        {"messages": CHAT, "ground_truth": "4"}, {"messages": CHAT, "ground_truth": "five"},
+    ])  # fmt: skip
+    assert [r["score"] for r in out["results"]] == [1.0, 0.0]  # no recursion, the real reward
+
+
+def test_secret_looking_files_of_an_included_folder_are_left_out(
+    reward_file: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "lexicon.txt").write_text("words\n")
+    for secret in (".env", ".env.local", "server.pem", "deploy.key", "auth.ini",
+                   "credentials.json"):  # fmt: skip
+        (data / secret).write_text("FIREWORKS_API_KEY=fw-live-secret\n")
+    package = package_reward(f"{reward_file}::exact", directory="e", include=[data])
+    assert "data/lexicon.txt" in package.files
+    assert not any("fw-live-secret" in text for text in package.files.values())
+    assert sorted(Path(p).name for p in package.left_out) == sorted(
+        [".env", ".env.local", "server.pem", "deploy.key", "auth.ini", "credentials.json"]
+    )
+    named = package_reward(f"{reward_file}::exact", directory="e", include=[data / ".env"])
+    assert named.left_out == () and any(k.endswith(".env") for k in named.files)
+
+
+def test_a_package_that_cannot_be_imported_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "scoring_helpers.py").write_text("def clean(t):\n    return t.strip()\n")
+    (tmp_path / "uses_helpers.py").write_text(
+        "from scoring_helpers import clean\nfrom rk_agent import reward_function\n\n"
+        "@reward_function\ndef tidy(response: str) -> float:\n"
+        "    return float(clean(response) == response)\n"
+    )
+    sys.path.insert(0, str(tmp_path))  # importable here, as the user's own machine has it
+    try:
+        package = package_reward(f"{tmp_path / 'uses_helpers.py'}::tidy", directory="t")
+    finally:
+        sys.path.remove(str(tmp_path))
+    message = (
+        "the evaluator package for reward 'tidy' cannot be imported: ModuleNotFoundError: No "
+        "module named 'scoring_helpers'. Fix the reward's file (or --include what it imports) "
+        "before deploying."
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        package.check_imports()
+    fixed = package_reward(
+        f"{tmp_path / 'uses_helpers.py'}::tidy", directory="t",
+        include=[tmp_path / "scoring_helpers.py"],
+    )  # fmt: skip
+    fixed.check_imports()
+    # A module the service installs from the requirements is not needed here.
+    (tmp_path / "needs_lib.py").write_text(
+        "import not_installed_here_lib\nfrom rk_agent import reward_function\n\n"
+        "@reward_function(requirements=['not-installed-here-lib>=1'])\n"
+        "def lib(response: str) -> float:\n    return 1.0\n"
+    )
+    sys.modules["not_installed_here_lib"] = type(sys)("not_installed_here_lib")
+    try:
+        remote_only = package_reward(f"{tmp_path / 'needs_lib.py'}::lib", directory="l")
+    finally:
+        del sys.modules["not_installed_here_lib"]
+    remote_only.check_imports()
