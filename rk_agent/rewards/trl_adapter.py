@@ -17,11 +17,12 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.errors import RewardInputError
+from rk_agent.errors import ConfigError, EndpointError, RewardInputError
 from rk_agent.types import EvaluateResult
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from rk_agent.rewards.registry import RewardLike
 
 __all__ = ["to_trl_reward"]
+
+logger = logging.getLogger("rk_agent.rewards")
 
 # Keyword arguments TRL adds for its own purposes; they are not sample fields.
 _TRL_CONTROL = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
@@ -40,6 +43,7 @@ def to_trl_reward(
     name: str | None = None,
     metric: str | None = None,
     log_components: bool = True,
+    max_failed_fraction: float = 0.5,
 ) -> Callable[..., Any]:
     """Wrap a reward as a TRL reward function.
 
@@ -54,6 +58,10 @@ def to_trl_reward(
             component makes TRL log and weight each separately).
         log_components: when TRL passes ``log_metric``, also log every component's batch mean
             as ``<name>/<metric>`` and the share of invalid scores as ``<name>/invalid_fraction``.
+        max_failed_fraction: a remote reward whose endpoint still fails after the client's
+            retries gives ``None`` for that sample (a warning counts them per batch); when more
+            than this share of a batch failed so, the training step stops with an
+            `EndpointError` that says so (the endpoint is down, not one sample bad).
 
     Returns:
         A function returning one ``float | None`` per sample: ``None`` where the score is
@@ -62,6 +70,10 @@ def to_trl_reward(
     """
     from rk_agent.rewards.function import RewardFunction
 
+    if not 0.0 <= max_failed_fraction <= 1.0:
+        raise ConfigError(
+            f"max_failed_fraction must be between 0 and 1, got {max_failed_fraction!r}."
+        )
     rf = reward if isinstance(reward, RewardFunction) else RewardFunction(reward)
     label = name or (f"{rf.name}.{metric}" if metric else rf.name)
 
@@ -75,6 +87,7 @@ def to_trl_reward(
         return [_row_kwargs(i, p, c, kwargs) for i, (p, c) in pairs]
 
     def finish(results: list[EvaluateResult], kwargs: dict[str, Any]) -> list[float | None]:
+        _check_unreached(label, results, max_failed_fraction)
         log_metric = kwargs.get("log_metric")
         if log_components and callable(log_metric) and results:
             _log_components(label, results, log_metric)
@@ -86,7 +99,7 @@ def to_trl_reward(
             prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
         ) -> list[float | None]:
             calls = rows(prompts, completions, kwargs)
-            results = await asyncio.gather(*(rf.acall(**call) for call in calls))
+            results = await asyncio.gather(*(_unreached_as_invalid(rf.acall(**c)) for c in calls))
             return finish(list(results), kwargs)
 
         adapter: Any = async_adapter
@@ -95,12 +108,48 @@ def to_trl_reward(
         def adapter(
             prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any
         ) -> list[float | None]:
-            return finish([rf(**call) for call in rows(prompts, completions, kwargs)], kwargs)
+            calls = rows(prompts, completions, kwargs)
+            return finish([_scored_or_unreached(rf, call) for call in calls], kwargs)
 
     adapter.__name__ = label
     adapter.__qualname__ = label
     adapter.__doc__ = f"TRL reward function for rk-agent reward {label!r}."
     return adapter
+
+
+_UNREACHED = "EndpointError: "
+
+
+def _scored_or_unreached(rf: RewardFunction, call: dict[str, Any]) -> EvaluateResult:
+    try:
+        return rf(**call)
+    except EndpointError as exc:  # the client already retried what may pass next time
+        return EvaluateResult.invalid(f"{_UNREACHED}{exc}")
+
+
+async def _unreached_as_invalid(scoring: Awaitable[EvaluateResult]) -> EvaluateResult:
+    try:
+        return await scoring
+    except EndpointError as exc:
+        return EvaluateResult.invalid(f"{_UNREACHED}{exc}")
+
+
+def _check_unreached(label: str, results: list[EvaluateResult], max_fraction: float) -> None:
+    """Count the samples an endpoint could not score; stop past ``max_fraction`` of a batch."""
+    failed = [r.error for r in results if r.error and r.error.startswith(_UNREACHED)]
+    if not failed:
+        return
+    share = len(failed) / len(results)
+    if share > max_fraction:
+        raise EndpointError(
+            f"TRL reward {label!r}: {len(failed)} of {len(results)} samples of this batch could "
+            f"not be scored, more than max_failed_fraction={max_fraction:g}; last error: "
+            f"{failed[-1].removeprefix(_UNREACHED)}. Is the reward endpoint up?"
+        )
+    logger.warning(
+        "TRL reward %r: %d of %d samples could not be scored (no score, left out of training): "
+        "%s", label, len(failed), len(results), failed[-1].removeprefix(_UNREACHED),
+    )  # fmt: skip
 
 
 def _row_kwargs(i: int, prompt: Any, completion: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

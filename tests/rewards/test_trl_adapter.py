@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rk_agent import EvaluateResult, Message, RewardFunction, reward_function
-from rk_agent.errors import RewardInputError
+from rk_agent.errors import ConfigError, EndpointError, RewardInputError
 
 
 @reward_function
@@ -140,3 +146,57 @@ def test_a_real_grpo_step_uses_the_adapter(tmp_path: Path, monkeypatch: pytest.M
     logged = trainer.state.log_history[0]
     assert "rewards/answer_is_seven/mean" in logged
     assert logged["answer_is_seven/nonempty"] >= 0.0
+
+
+class _FlakyEndpoint(BaseHTTPRequestHandler):
+    """A reward endpoint that is down (503) for replies containing 'unlucky'."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        down = "unlucky" in json.dumps(body["messages"])
+        payload = b'{"detail": "overloaded"}' if down else b'{"score": 1.0}'
+        self.send_response(503 if down else 200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.fixture
+def flaky_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FlakyEndpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/evaluate"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_remote_reward_that_fails_after_retries_gives_none_for_those_rows(
+    flaky_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = RewardFunction(mode="remote", endpoint=flaky_url).get_trl_adapter()
+    completions = ["fine", "unlucky", "fine", "fine"]
+    with caplog.at_level(logging.WARNING, logger="rk_agent.rewards"):
+        scores = adapter(prompts=["q"] * 4, completions=completions)
+    assert scores == [1.0, None, 1.0, 1.0]
+    assert "TRL reward 'remote_reward': 1 of 4 samples could not be scored" in caplog.text
+
+
+def test_a_remote_reward_that_is_mostly_down_stops_the_step(flaky_url: str) -> None:
+    adapter = RewardFunction(mode="remote", endpoint=flaky_url).get_trl_adapter(
+        max_failed_fraction=0.25
+    )
+    message = (
+        "2 of 4 samples of this batch could not be scored, more than max_failed_fraction=0.25; "
+        "last error: "
+    )
+    with pytest.raises(EndpointError, match=re.escape(message)) as caught:
+        adapter(prompts=["q"] * 4, completions=["fine", "unlucky", "unlucky", "fine"])
+    assert "Is the reward endpoint up?" in str(caught.value)
+    with pytest.raises(ConfigError, match="max_failed_fraction must be between 0 and 1"):
+        RewardFunction(mode="remote", endpoint=flaky_url).get_trl_adapter(max_failed_fraction=2)
