@@ -6,11 +6,15 @@ memory now) and ``memory/peak_rss_gb`` (the process's peak so far) to every log 
 log, the console and wandb show whether memory stays flat from step to step. It must run
 before the reporting callbacks (`attach`), since it adds its figures to the logs they send.
 
-Main names: `RunRecordCallback`, `attach`.
+`StepLines` says when each optimizer step starts, for output that is not a terminal (a pipe,
+a log file), where a progress bar shows nothing while a step's rollouts run for minutes.
+
+Main names: `RunRecordCallback`, `StepLines`, `attach`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,7 @@ from rk_agent.trainers.run_record import (
     write_run_record,
 )
 
-__all__ = ["RunRecordCallback", "attach"]
+__all__ = ["RunRecordCallback", "StepLines", "attach"]
 
 _GB = 1024**3
 
@@ -82,6 +86,17 @@ class RunRecordCallback(TrainerCallback):
     def _write(self, **changes: Any) -> None:
         self.record = self.record.refreshed(**changes)
         write_run_record(self.output_dir, self.record)
+
+
+class StepLines(TrainerCallback):
+    """One plain line as each optimizer step starts: ``step 3/20: rollouts and update``."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        total = f"/{state.max_steps}" if state.max_steps and state.max_steps > 0 else ""
+        self.say(f"step {state.global_step + 1}{total}: started")
 
 
 def attach(trainer: Any, callback: TrainerCallback) -> None:

@@ -19,6 +19,7 @@ Main names: `run_training`, `TrainOutcome`.
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,9 +95,13 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
     values = dict(config.trl)
     values.setdefault("report_to", plan.report_to)
     if config.kind == "grpo" and plan.report_to:
-        # The completions table (with the turn-by-turn `trajectory` column) goes to wandb.
+        # The completions table (with the turn-by-turn `trajectory` column) goes to wandb and
+        # <output_dir>/completions/, not to the terminal (one episode is hundreds of lines).
         values.setdefault("log_completions", True)
-        values.setdefault("num_completions_to_print", 1)
+        values.setdefault("num_completions_to_print", 0)
+    piped = not sys.stdout.isatty()
+    if piped:  # a progress bar shows nothing in a pipe: plain log lines instead
+        values.setdefault("disable_tqdm", True)
     args = build_trl_args(trl_config_class(config.kind), values, output_dir=output_dir)
     if _smoke_run(config, args):
         args.max_steps = CPU_SMOKE_STEPS
@@ -120,10 +125,12 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         if fresh:  # nothing trained: leave no empty run folder behind
             shutil.rmtree(output_dir, ignore_errors=True)
         raise
-    from rk_agent.trainers.callbacks import RunRecordCallback, attach
+    from rk_agent.trainers.callbacks import RunRecordCallback, StepLines, attach
 
     recorder = RunRecordCallback(output_dir, record)
     attach(trainer, recorder)
+    if piped:
+        trainer.add_callback(StepLines(say))
     for note in plan.notes:
         say(note)
     previous = apply_wandb(plan, resume=resumed_from is not None)

@@ -106,6 +106,10 @@ def test_wandb_without_a_key_logs_offline_and_says_how_to_sync(
     )
     assert run.returncode == 0, run.stderr
     assert "no API key, logging offline" in run.stdout and "wandb sync" in run.stdout
+    # Piped output: plain lines, no progress bar and no completions table in the terminal
+    # (the table goes to wandb, below).
+    assert "step 1/1: started" in run.stdout
+    assert "┏" not in run.stdout + run.stderr and "\r" not in run.stderr
     runs = list((out / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     # An offline run keeps its history in the .wandb file (protobuf; the names are plain bytes).
