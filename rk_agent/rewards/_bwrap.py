@@ -1,8 +1,8 @@
 """Bubblewrap: the isolation of the sandbox's default mode, and the check that it works here.
 
 Main names:
-    bwrap_argv: the command line that runs a command isolated (the namespaces, the read-only
-        view of the interpreter, the size-capped private work dir).
+    bwrap_argv, bwrap_options: the command line that runs a command isolated (the namespaces,
+        the read-only view of the interpreter, the size-capped private work dir).
     require_bwrap: check once per process that isolation works; `SandboxError` naming the cause
         and the fix otherwise (never a silent fallback).
     isolation_report: what works on this machine and why not, for ``rk-agent doctor``.
@@ -24,7 +24,15 @@ from pathlib import Path
 
 from rk_agent.errors import SandboxError
 
-__all__ = ["SANDBOX_GID", "SANDBOX_UID", "WORKDIR", "bwrap_argv", "bwrap_path", "require_bwrap"]
+__all__ = [
+    "SANDBOX_GID",
+    "SANDBOX_UID",
+    "WORKDIR",
+    "bwrap_argv",
+    "bwrap_options",
+    "bwrap_path",
+    "require_bwrap",
+]
 
 WORKDIR = "/sandbox"
 """The run's private, size-capped working directory (also ``HOME`` and ``/tmp``) inside."""
@@ -113,13 +121,7 @@ def bwrap_argv(
     disk_bytes: int | None,
     files: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """The command line running ``command`` under bubblewrap.
-
-    New user (uid/gid 65534), PID, network, IPC, UTS and cgroup namespaces; a read-only view of
-    the system dirs and the interpreter's prefixes only (no home, no project, no host ``/proc``,
-    no ``/sys``); a fresh ``/proc`` and minimal ``/dev``; a private tmpfs work dir of at most
-    ``disk_bytes`` (``/tmp`` points to it); exactly ``env`` as the environment; a new session;
-    killed when its parent dies.
+    """The command line running ``command`` under bubblewrap (see `bwrap_options`).
 
     Args:
         command: the program and its arguments, as seen inside.
@@ -127,8 +129,22 @@ def bwrap_argv(
         disk_bytes: the size cap of the work dir, or ``None`` for the tmpfs default.
         files: name in the work dir -> a readable fd whose content it gets (copied in).
     """
+    options = bwrap_options(env=env, disk_bytes=disk_bytes, files=files)
+    return [str(bwrap_path()), *options, "--", *command]
+
+
+def bwrap_options(
+    *, env: Mapping[str, str], disk_bytes: int | None, files: Mapping[str, int] | None = None
+) -> list[str]:
+    """bwrap's options for one run (what `bwrap_argv` puts between the binary and the command).
+
+    New user (uid/gid 65534), PID, network, IPC, UTS and cgroup namespaces; a read-only view of
+    the system dirs and the interpreter's prefixes only (no home, no project, no host ``/proc``,
+    no ``/sys``); a fresh ``/proc`` and minimal ``/dev``; a private tmpfs work dir of at most
+    ``disk_bytes`` (``/tmp`` points to it); exactly ``env`` as the environment; a new session;
+    killed when its parent dies.
+    """
     args = [
-        str(bwrap_path()),
         "--unshare-all", "--unshare-user", "--unshare-cgroup-try",
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
         "--hostname", "sandbox",
@@ -144,7 +160,7 @@ def bwrap_argv(
     args += ["--chdir", WORKDIR, "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
-    return [*args, "--", *command]
+    return args
 
 
 # --------------------------------------------------------------------------------------------

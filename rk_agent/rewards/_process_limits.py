@@ -1,8 +1,9 @@
 """How the sandbox bounds a whole run: its number of processes (fork bombs) and its memory.
 
 Main names:
-    run_cgroup: fresh ``pids`` and ``memory`` cgroups for one run, members killed and removed after.
-    RunCgroup: those cgroups: the files a process writes its pid to, and what they recorded.
+    new_run_cgroup: fresh ``pids`` and ``memory`` cgroups for one run.
+    RunCgroup: those cgroups: the files a process joins them by, their limits, what they
+        recorded, and their removal (members killed first).
     cgroup_controllers: which of ``pids`` and ``memory`` this process may create cgroups for.
     nproc_limit: the ``RLIMIT_NPROC`` value that allows a run ``n`` more tasks, where enforced.
     process_limit_backend: how ``max_processes`` is enforced here.
@@ -29,7 +30,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -37,9 +37,9 @@ from typing import Literal
 __all__ = [
     "RunCgroup",
     "cgroup_controllers",
+    "new_run_cgroup",
     "nproc_limit",
     "process_limit_backend",
-    "run_cgroup",
 ]
 
 logger = logging.getLogger("rk_agent.rewards.sandbox")
@@ -211,10 +211,26 @@ class RunCgroup:
         """The ``cgroup.procs`` files a process joins the run by writing its pid to."""
         return sorted({d / "cgroup.procs" for d in self.dirs.values()})
 
+    def set_limits(self, max_tasks: int | None, memory_bytes: int | None) -> None:
+        """Bound the run's tasks and memory, once, on fresh cgroups (``None``: no bound).
+
+        Raises:
+            OSError: a limit could not be written.
+        """
+        for controller, directory in self.dirs.items():
+            limit = max_tasks if controller == "pids" else memory_bytes
+            if limit is not None:
+                _write_limit(directory, controller, limit)
+
     def kill(self) -> None:
         """SIGKILL every process in the run's cgroups."""
         for directory in set(self.dirs.values()):
             _kill_members(directory)
+
+    def remove(self) -> None:
+        """Kill what is left in the cgroups and remove them."""
+        for directory in set(self.dirs.values()):
+            _remove_cgroup(directory)
 
     def pids_max_hit(self) -> bool:
         """Whether a fork in the run was refused because of ``pids.max``."""
@@ -241,39 +257,23 @@ class RunCgroup:
         return False
 
 
-@contextlib.contextmanager
-def run_cgroup(max_tasks: int | None, memory_bytes: int | None) -> Iterator[RunCgroup | None]:
-    """Fresh cgroups bounding a run's tasks and memory, removed on exit; ``None`` when none.
-
-    A controller whose limit is ``None`` is not used; the run is still in a ``pids`` cgroup
-    when one can be made, so that everything it started can be found and killed.
+def new_run_cgroup() -> RunCgroup | None:
+    """Fresh, empty cgroups for one run, one per controller available here (limits unset:
+    see `RunCgroup.set_limits`); ``None`` when there are none. `RunCgroup.remove` removes them.
     """
-    parents = _cgroup_parents()
-    wanted: dict[Controller, int | None] = {"pids": max_tasks, "memory": memory_bytes}
     dirs: dict[Controller, Path] = {}
     name = f"{_CGROUP_PREFIX}{os.getpid()}-{next(_runs)}"
     try:
-        for controller, parent in parents.items():
-            limit = wanted[controller]
-            if limit is None and controller != "pids":
-                continue
+        for controller, parent in _cgroup_parents().items():
             directory = parent / name
             if directory not in dirs.values():
                 directory.mkdir()
             dirs[controller] = directory
-            if limit is not None:
-                _write_limit(directory, controller, limit)
     except OSError as exc:
         logger.warning("could not set up the sandbox's cgroups (%s); using rlimits only", exc)
-        for directory in set(dirs.values()):
-            _remove_cgroup(directory)
-        yield None
-        return
-    try:
-        yield RunCgroup(dirs) if dirs else None
-    finally:
-        for directory in set(dirs.values()):
-            _remove_cgroup(directory)
+        RunCgroup(dirs).remove()
+        return None
+    return RunCgroup(dirs) if dirs else None
 
 
 def _remove_cgroup(cgroup: Path) -> None:

@@ -39,6 +39,11 @@ channel incrementally and kills the run once one passes ``max_output_bytes``. At
 every run everything it started is killed: the PID namespace dies with its first process
 (``bwrap``), the process group and the cgroups are killed too.
 
+**Started ahead.** What does not depend on the run (joining fresh cgroups; in mode ``bwrap``,
+building the namespaces, mounts and work dir) is done for the next run while the current one
+runs, by launchers that hold nothing of any run and serve one run each (see
+`rk_agent.rewards._launch`). A run's clock starts when its launcher is handed the run.
+
 **The data channel.** With ``data_channel=True`` the program finds a pipe on fd 3; what it
 writes there (capped like stdout) comes back as `SandboxResult.data`. The code-execution
 judge uses it to get values back without trusting stdout.
@@ -52,35 +57,27 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
-import json
-import math
+import logging
 import os
-import shlex
 import signal
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from rk_agent.errors import ConfigError, SandboxError, did_you_mean
+from rk_agent.errors import SandboxError
 from rk_agent.rewards import _bwrap
+from rk_agent.rewards._bootstrap import BWRAP_TASKS, SETUP_EXIT, SETUP_MARK, settings
 from rk_agent.rewards._isolation import IsolationReport, isolation_report
-from rk_agent.rewards._process_limits import (
-    RunCgroup,
-    nproc_enforced,
-    nproc_limit,
-    process_limit_backend,
-    run_cgroup,
-)
+from rk_agent.rewards._launch import Launch, launch
+from rk_agent.rewards._process_limits import RunCgroup, process_limit_backend
 from rk_agent.rewards._sandbox_io import Capped, pump
+from rk_agent.rewards._sandbox_types import (
+    SandboxLimits,
+    SandboxMode,
+    SandboxResult,
+    SandboxStatus,
+    sandbox_mode,
+)
 
 __all__ = [
     "IsolationReport",
@@ -96,213 +93,9 @@ __all__ = [
     "sandbox_mode",
 ]
 
-_SETUP_EXIT = 121  # exit code of a bootstrap that could not apply the limits
-_SETUP_MARK = "rk-agent sandbox setup failed: "
-_CHANNEL_FD = 3
-_BWRAP_TASKS = 2  # bwrap's own processes in the run's cgroup: the monitor and the PID-ns init
+logger = logging.getLogger("rk_agent.rewards.sandbox")
+
 _MIB = 1 << 20
-
-
-class SandboxMode(str, enum.Enum):
-    """How untrusted code is contained."""
-
-    BWRAP = "bwrap"
-    """Isolated under bubblewrap: own namespaces, unprivileged uid, read-only view, no network."""
-    PROCESS = "process"
-    """A plain subprocess of the caller's user with limits: no isolation (explicit opt-in)."""
-
-
-def sandbox_mode(value: SandboxMode | str) -> SandboxMode:
-    """Read a sandbox mode, with a clear error for anything else.
-
-    Raises:
-        ConfigError: not ``"bwrap"`` or ``"process"``.
-
-    Example:
-        >>> sandbox_mode("process")
-        <SandboxMode.PROCESS: 'process'>
-    """
-    if isinstance(value, SandboxMode):
-        return value
-    try:
-        return SandboxMode(value)
-    except ValueError:
-        known = [m.value for m in SandboxMode]
-        raise ConfigError(
-            f"unknown sandbox mode {value!r}: expected one of {', '.join(map(repr, known))} "
-            f"('bwrap' isolates the code; 'process' is the weaker opt-in)."
-            + did_you_mean(str(value), known)
-        ) from None
-
-
-class SandboxLimits(BaseModel):
-    """Resource limits of one sandboxed run.
-
-    Attributes:
-        timeout_s: wall-clock limit in seconds.
-        cpu_time_s: CPU-time limit in seconds (``RLIMIT_CPU``, rounded up to whole seconds);
-            ``None`` means the same as ``timeout_s``.
-        memory_mb: address-space limit of each process in MiB (``RLIMIT_AS``); ``None`` for
-            no limit.
-        run_memory_mb: all the memory of the run (its processes and its work dir) in MiB,
-            where a memory cgroup is available; ``None`` means ``memory_mb + max_disk_mb``.
-        max_output_bytes: the most bytes kept of stdout, of stderr and of the data channel; a
-            run writing more is killed with status ``output_limit``.
-        max_processes: the most tasks (processes and threads) the run may have at once, via a
-            ``pids`` cgroup or ``RLIMIT_NPROC`` (see the module docs); ``None`` for no limit.
-        max_open_files: the most files a process may have open (``RLIMIT_NOFILE``).
-        max_file_size_mb: the largest file the run may write, in MiB (``RLIMIT_FSIZE``);
-            ``None`` for no limit.
-        max_disk_mb: the size of the private work dir in MiB (mode ``bwrap``: a tmpfs of that
-            size); ``None`` for the tmpfs default (half the machine's memory).
-
-    Example:
-        >>> SandboxLimits(timeout_s=2, memory_mb=256).cpu_seconds
-        2
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    timeout_s: float = Field(default=10.0, gt=0, allow_inf_nan=False)
-    cpu_time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    memory_mb: int | None = Field(default=1024, gt=0)
-    run_memory_mb: int | None = Field(default=None, gt=0)
-    max_output_bytes: int = Field(default=1 << 20, gt=0)
-    max_processes: int | None = Field(default=64, gt=0)
-    max_open_files: int | None = Field(default=256, ge=16)
-    max_file_size_mb: int | None = Field(default=16, gt=0)
-    max_disk_mb: int | None = Field(default=64, gt=0)
-
-    @property
-    def cpu_seconds(self) -> int:
-        """The ``RLIMIT_CPU`` soft limit this run gets, in whole seconds."""
-        return math.ceil(self.cpu_time_s if self.cpu_time_s is not None else self.timeout_s)
-
-    @property
-    def run_memory_bytes(self) -> int | None:
-        """The memory cgroup limit of a run, in bytes (``None``: no per-run limit).
-
-        Example:
-            >>> SandboxLimits(memory_mb=256, max_disk_mb=64).run_memory_bytes // (1 << 20)
-            320
-        """
-        if self.run_memory_mb is not None:
-            return self.run_memory_mb * _MIB
-        if self.memory_mb is None:
-            return None
-        return (self.memory_mb + (self.max_disk_mb or 0)) * _MIB
-
-    @property
-    def memory_bound_mb(self) -> int | None:
-        """The most memory a run can hold where no memory cgroup is available: every process
-        at its address-space limit, plus a full work dir (``None``: unbounded).
-
-        Example:
-            >>> SandboxLimits(memory_mb=256, max_processes=8, max_disk_mb=64).memory_bound_mb
-            2112
-        """
-        if self.memory_mb is None or self.max_processes is None or self.max_disk_mb is None:
-            return None
-        return self.memory_mb * self.max_processes + self.max_disk_mb
-
-
-class SandboxStatus(str, enum.Enum):
-    """How a sandboxed run ended."""
-
-    OK = "ok"
-    """The program exited with status 0."""
-    ERROR = "error"
-    """The program exited with a non-zero status (an exception, ``sys.exit(1)``, ...)."""
-    TIMEOUT = "timeout"
-    """The wall-clock or CPU-time limit was reached."""
-    MEMORY = "memory"
-    """A memory limit was reached (``MemoryError``, or the run's memory cgroup was full)."""
-    OUTPUT_LIMIT = "output_limit"
-    """The program wrote more than ``max_output_bytes`` to stdout, stderr or the data channel."""
-    KILLED = "killed"
-    """The program died of a signal it was not sent by the sandbox (e.g. ``SIGSEGV``)."""
-
-
-class SandboxResult(BaseModel):
-    """What a sandboxed run did.
-
-    Attributes:
-        status: how it ended.
-        reason: one line saying why, e.g. ``"exit code 1: ZeroDivisionError: division by zero"``.
-        mode: the sandbox mode that ran it.
-        stdout: standard output (UTF-8, undecodable bytes replaced), at most
-            ``max_output_bytes`` bytes of it.
-        stderr: standard error, capped the same way.
-        data: what the program wrote to the data channel (fd 3), capped the same way.
-        stdout_truncated: whether stdout was cut at the cap.
-        stderr_truncated: whether stderr was cut at the cap.
-        data_truncated: whether the data channel was cut at the cap.
-        exit_code: the exit status, or ``None`` when the program died of a signal.
-        signal: the name of the signal it died of (``"SIGKILL"``), else ``None``.
-        timed_out: whether a time limit ended the run.
-        wall_time_s: seconds from start to the end of the run.
-
-    Example:
-        >>> r = run_python("import sys; sys.exit(3)")
-        >>> r.ok, r.exit_code, r.reason
-        (False, 3, 'exit code 3')
-    """
-
-    status: SandboxStatus
-    reason: str
-    mode: SandboxMode
-    stdout: str = ""
-    stderr: str = ""
-    data: str = ""
-    stdout_truncated: bool = False
-    stderr_truncated: bool = False
-    data_truncated: bool = False
-    exit_code: int | None = None
-    signal: str | None = None
-    timed_out: bool = False
-    wall_time_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        """Whether the program exited with status 0 within the limits."""
-        return self.status is SandboxStatus.OK
-
-
-# The child runs this first (as ``python -c``): apply the limits, then run solution.py as
-# ``__main__`` in a fresh module, with tracebacks that start at the user's code.
-_BOOTSTRAP = f"""\
-import json, os, resource, sys
-try:
-    _cfg = json.loads(sys.argv[1])
-    for _name, _soft, _hard in _cfg["rlimits"]:
-        resource.setrlimit(getattr(resource, _name), (_soft, _hard))
-    if _cfg["channel"] is not None and _cfg["channel"] != {_CHANNEL_FD}:
-        os.dup2(_cfg["channel"], {_CHANNEL_FD})
-        os.close(_cfg["channel"])
-except BaseException as _exc:
-    sys.stderr.write({_SETUP_MARK!r} + repr(_exc) + "\\n")
-    sys.stderr.flush()
-    os._exit({_SETUP_EXIT})
-del _cfg
-import builtins, gc, traceback, types
-_main = types.ModuleType("__main__")
-_main.__file__ = os.path.abspath("solution.py")
-_main.__builtins__ = builtins
-sys.modules["__main__"] = _main
-sys.argv = ["solution.py"]
-try:
-    with open("solution.py", "rb") as _f:
-        _code = compile(_f.read(), "solution.py", "exec")
-    exec(_code, _main.__dict__)
-except SystemExit:
-    raise
-except BaseException as _exc:
-    if isinstance(_exc, MemoryError):
-        _main.__dict__.clear()
-        gc.collect()
-    traceback.print_exception(type(_exc), _exc, _exc.__traceback__.tb_next)
-    sys.exit(1)
-"""
 
 
 def run_python(
@@ -324,7 +117,9 @@ def run_python(
             private working directory.
         stdin: text fed to the program's standard input.
         limits: resource limits; `SandboxLimits()` defaults when ``None``.
-        env: extra environment variables for the program, on top of the minimal environment.
+        env: extra environment variables for the program, on top of the minimal environment
+            (set in ``os.environ`` before the program runs; the interpreter itself starts
+            with the minimal one).
         sandbox: ``"bwrap"`` (isolated; the default) or ``"process"`` (no isolation; opt-in).
         data_channel: give the program a pipe on fd 3 whose content comes back as ``data``.
 
@@ -343,38 +138,26 @@ def run_python(
     """
     mode = require_sandbox(sandbox)
     limits = limits or SandboxLimits()
-    extra_tasks = _BWRAP_TASKS if mode is SandboxMode.BWRAP else 0
+    extra_tasks = BWRAP_TASKS if mode is SandboxMode.BWRAP else 0
     tasks = None if limits.max_processes is None else limits.max_processes + extra_tasks
-    with (
-        run_cgroup(tasks, limits.run_memory_bytes) as cgroup,
-        _workspace(mode, code) as space,
-        _channel(data_channel) as channel,
-    ):
-        config = {
-            "rlimits": _rlimits(limits, mode, pids_cgroup=cgroup is not None and tasks is not None),
-            "channel": channel.write if channel else None,
-        }
-        command = [sys.executable, "-I", "-B", "-X", "utf8", "-c", _BOOTSTRAP, json.dumps(config)]
-        if mode is SandboxMode.BWRAP:
-            command = _bwrap.bwrap_argv(
-                command,
-                env=_child_env(_bwrap.WORKDIR, env),
-                disk_bytes=None if limits.max_disk_mb is None else limits.max_disk_mb * _MIB,
-                files={"solution.py": space.code_fd} if space.code_fd is not None else None,
-            )
-        ends = (space.code_fd, channel.write if channel else None)
-        pass_fds = [fd for fd in ends if fd is not None]
+    disk = None if limits.max_disk_mb is None else limits.max_disk_mb * _MIB
+    run = launch(mode, disk)
+    try:
+        cgroup = _bound(run.cgroup, tasks, limits.run_memory_bytes)
+        pids_cgroup = cgroup is not None and tasks is not None
+        run_settings = settings(
+            code, limits, mode, data_channel=data_channel, env=env, pids_cgroup=pids_cgroup
+        )
+        if not data_channel:
+            run.close(run.channel)
         started = time.monotonic()
-        proc = _start(_join_cgroup(command, cgroup), space, env, pass_fds)
-        if channel:
-            channel.close(channel.write)  # the child holds it now: EOF when the run ends
-        try:
-            stopped, out, err, data = _collect(proc, stdin, limits, started, channel)
-        finally:
-            _kill_everything(proc, cgroup)
-        wall = time.monotonic() - started
-        hit = _hit_limits(cgroup)
-    return _result(mode, proc.returncode, stopped, (out, err, data), wall, limits, hit)
+        run.release(run_settings)
+        stopped, out, err, data = _collect(run, stdin, limits, started, data_channel)
+    finally:
+        hit = _hit_limits(run.cgroup)
+        run.discard()
+    wall = time.monotonic() - started
+    return _result(mode, run.proc.returncode, stopped, (out, err, data), wall, limits, hit)
 
 
 async def run_python_async(
@@ -439,175 +222,36 @@ def _require_posix() -> None:
         )
 
 
-@dataclass(frozen=True)
-class _Space:
-    """Where the program's code is: a host directory (process mode) or a memfd copied in."""
-
-    cwd: str | None
-    code_fd: int | None
-
-
-@contextlib.contextmanager
-def _workspace(mode: SandboxMode, code: str) -> Iterator[_Space]:
-    source = code.encode("utf-8", errors="surrogatepass")
-    if mode is SandboxMode.PROCESS:
-        with tempfile.TemporaryDirectory(prefix="rk-sandbox-", ignore_cleanup_errors=True) as d:
-            Path(d, "solution.py").write_bytes(source)
-            yield _Space(cwd=d, code_fd=None)
-        return
-    fd = os.memfd_create("solution.py", os.MFD_CLOEXEC)
-    try:
-        view = memoryview(source)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.lseek(fd, 0, os.SEEK_SET)
-        yield _Space(cwd=None, code_fd=fd)
-    finally:
-        os.close(fd)
-
-
-class _Channel:
-    """The data channel's pipe. Each end is closed exactly once: a second ``close`` of a
-    number another thread has meanwhile reused would close that thread's file."""
-
-    def __init__(self) -> None:
-        self.read, self.write = os.pipe()
-        self._open = {self.read, self.write}
-
-    def close(self, fd: int) -> None:
-        if fd in self._open:
-            self._open.discard(fd)
-            os.close(fd)
-
-
-@contextlib.contextmanager
-def _channel(wanted: bool) -> Iterator[_Channel | None]:
-    if not wanted:
-        yield None
-        return
-    channel = _Channel()
-    try:
-        yield channel
-    finally:
-        channel.close(channel.read)
-        channel.close(channel.write)
-
-
-def _child_env(home: str, extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "HOME": home,
-        "TMPDIR": home,
-        # Numeric libraries start one thread per core otherwise, each reserving address space.
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    env.update(extra or {})
-    return env
-
-
-def _rlimits(limits: SandboxLimits, mode: SandboxMode, *, pids_cgroup: bool) -> list[Any]:
-    cpu = limits.cpu_seconds
-    # The soft CPU limit sends SIGXCPU; the hard one, a second later, SIGKILL.
-    out: list[Any] = [("RLIMIT_CORE", 0, 0), ("RLIMIT_CPU", cpu, cpu + 1)]
-    if limits.memory_mb is not None:
-        out.append(("RLIMIT_AS", limits.memory_mb * _MIB, limits.memory_mb * _MIB))
-    if limits.max_file_size_mb is not None:
-        size = limits.max_file_size_mb * _MIB
-        out.append(("RLIMIT_FSIZE", size, size))
-    if limits.max_open_files is not None:
-        out.append(("RLIMIT_NOFILE", limits.max_open_files, limits.max_open_files))
-    nproc: int | None = None
-    if pids_cgroup or limits.max_processes is None:
-        nproc = None
-    elif mode is SandboxMode.BWRAP:
-        # Counted per user namespace: the run's own tasks, bwrap's init among them.
-        nproc = limits.max_processes + _BWRAP_TASKS if nproc_enforced() else None
-    else:
-        nproc = nproc_limit(limits.max_processes)
-    if nproc is not None:
-        out.append(("RLIMIT_NPROC", nproc, nproc))
-    return out
-
-
-def _join_cgroup(command: list[str], cgroup: RunCgroup | None) -> list[str]:
-    """Prefix ``command`` with a shell that puts itself in the run's cgroups, then execs it."""
-    if cgroup is None:
-        return command
-    joins = " && ".join(f"echo $$ > {shlex.quote(str(f))}" for f in cgroup.procs_files)
-    failed = f'{{ echo "{_SETUP_MARK}cannot join the cgroup" >&2; exit {_SETUP_EXIT}; }}'
-    script = f'{joins} || {failed}; exec "$@"'
-    return ["/bin/sh", "-c", script, "sh", *command]
-
-
-def _start(
-    command: list[str], space: _Space, env: Mapping[str, str] | None, pass_fds: list[int]
-) -> subprocess.Popen[bytes]:
-    try:
-        return subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=space.cwd or "/",  # bwrap: no trace of the caller's directory
-            # bwrap gets no environment at all: its init's /proc/1/environ is readable inside.
-            env=_child_env(space.cwd, env) if space.cwd is not None else {},
-            start_new_session=True,
-            close_fds=True,
-            pass_fds=pass_fds,
-        )
-    except OSError as exc:
-        raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
-
-
 # --------------------------------------------------------------------------------------------
 # Running and ending a run
 
 
+def _bound(cgroup: RunCgroup | None, tasks: int | None, memory: int | None) -> RunCgroup | None:
+    """Set the run's cgroup limits; the cgroup if they hold, else ``None`` (rlimits then)."""
+    if cgroup is None:
+        return None
+    try:
+        cgroup.set_limits(tasks, memory)
+    except OSError as exc:
+        logger.warning("could not set the sandbox's cgroup limits (%s); using rlimits only", exc)
+        return None
+    return cgroup
+
+
 def _collect(
-    proc: subprocess.Popen[bytes],
-    stdin: str,
-    limits: SandboxLimits,
-    started: float,
-    channel: _Channel | None,
+    run: Launch, stdin: str, limits: SandboxLimits, started: float, data_channel: bool
 ) -> tuple[str | None, Capped, Capped, Capped]:
+    proc = run.proc
     if proc.stdout is None or proc.stderr is None:
         raise SandboxError("the sandbox child was started without its pipes")
     cap = limits.max_output_bytes
     out, err, data = Capped(cap), Capped(cap), Capped(cap)
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    if channel:
-        streams[channel.read] = data
+    if data_channel:
+        streams[run.channel] = data
     payload = stdin.encode(errors="replace")
     stopped = pump(proc, payload, streams, started + limits.timeout_s)
     return stopped, out, err, data
-
-
-def _kill_everything(proc: subprocess.Popen[bytes], cgroup: RunCgroup | None) -> None:
-    """Kill the run's process group (and cgroups), reap the child and close the pipes.
-
-    In mode ``bwrap`` the group is bwrap itself: when it dies, so does the PID namespace's init
-    (``--die-with-parent``), and with it every process of the run.
-    """
-    with contextlib.suppress(OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    # Processes forked while the group was being killed, or after the leader died.
-    for _ in range(100):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            break
-        time.sleep(0.001)
-    if cgroup is not None:
-        cgroup.kill()
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        if pipe is not None:
-            with contextlib.suppress(OSError):
-                pipe.close()
 
 
 def _hit_limits(cgroup: RunCgroup | None) -> tuple[bool, bool]:
@@ -679,7 +323,7 @@ def _classify(
             return SandboxStatus.TIMEOUT, f"CPU time limit of {limits.cpu_seconds} s exceeded"
         return SandboxStatus.KILLED, f"killed by {name}"
     last = _last_line(stderr)
-    if returncode == _SETUP_EXIT and stderr.startswith(_SETUP_MARK):
+    if returncode == SETUP_EXIT and stderr.startswith(SETUP_MARK):
         return SandboxStatus.ERROR, f"the sandbox could not apply its limits here: {last}"
     if last.startswith("MemoryError"):
         return SandboxStatus.MEMORY, f"memory limit of {limits.memory_mb} MiB exceeded ({last})"

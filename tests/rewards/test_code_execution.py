@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards._launch import spare_pids
 from rk_agent.rewards.code_execution import (
     CodeTestCase,
     code_execution_reward,
@@ -501,7 +502,9 @@ JUDGE_ATTACKS = {
 
 
 def _children() -> list[int]:
-    """Live children of this process (a run left behind would show up here)."""
+    """Live children of this process (a run left behind would show up here), but for the
+    launchers waiting for the next run, which are part of no run."""
+    spares = spare_pids()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -510,7 +513,7 @@ def _children() -> list[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[1] == str(os.getpid()) and fields[0] != "Z":
+        if fields[1] == str(os.getpid()) and fields[0] != "Z" and int(entry.name) not in spares:
             found.append(int(entry.name))
     return found
 

@@ -1,0 +1,319 @@
+"""Starting a sandboxed run's process, with one made ready ahead of each run.
+
+Main names:
+    launch: a `Launch` for a run, at once: a process already started, in the run's own fresh
+        cgroups (and, in mode ``bwrap``, its finished sandbox), waiting for the run.
+    Launch: that process, its pipes, cgroups and work dir; `Launch.release` hands it the run
+        and lets it go, `Launch.discard` ends it and cleans up.
+    spare_pids: the launchers waiting for a run (children of this process, part of no run).
+
+**Why ahead of time.** Two costs of a run do not depend on the run:
+
+- joining its cgroups: writing a pid to ``cgroup.procs`` makes the kernel wait for an RCU
+  grace period (``cgroup_threadgroup_rwsem``) unless another join happened within the last
+  one: 10 to 30 ms on a busy machine, as long as the run itself;
+- in mode ``bwrap``, building the sandbox: new namespaces, mounts, the work dir (3-4 ms of
+  CPU, more in wall time on a busy machine).
+
+So a background thread keeps one launcher per run in flight ready for the next run: a shell
+that joined fresh, empty cgroups and then (mode ``process``) waits for a go line, or (mode
+``bwrap``) a bwrap that built the sandbox and waits on ``--block-fd`` before it starts the
+interpreter. Nothing of a run (its code, input, environment, limits) reaches a launcher before
+the run takes it; each launcher serves one run only and is then killed with everything in it,
+as before. Spares are killed, their cgroups removed, when rk-agent exits; a spare whose parent
+died reads end-of-file, starts no code and exits (``--die-with-parent`` kills bwrap's anyway).
+The kernel's work is the same; it is no longer on the run's clock. The thread that starts
+spares lives as long as the process, since ``--die-with-parent`` follows the starting thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import queue
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from rk_agent.errors import SandboxError
+from rk_agent.rewards import _bwrap
+from rk_agent.rewards._bootstrap import SETUP_EXIT, SETUP_MARK, child_env, python_argv
+from rk_agent.rewards._process_limits import RunCgroup, cgroup_controllers, new_run_cgroup
+from rk_agent.rewards._sandbox_types import SandboxMode
+
+__all__ = ["Launch", "launch", "spare_pids"]
+
+_MAX_SPARES = 8  # per kind of launcher: one per run in flight is enough
+
+Kind = tuple[SandboxMode, int | None]
+"""What a launcher is made for: the mode, and in mode ``bwrap`` the work dir's size cap."""
+
+
+@dataclass
+class Launch:
+    """A started process waiting for its run (see the module docs).
+
+    Attributes:
+        mode: how it contains the run.
+        proc: the process (bwrap, the shell in front of the interpreter, or the interpreter);
+            the leader of its own process group.
+        cgroup: the run's cgroups, joined already, or ``None`` where there are none.
+        cwd: mode ``process``: the private work dir; ``None`` in mode ``bwrap``.
+        channel: the parent's (read) end of the data channel.
+        settings_fd: where the bootstrap reads its settings.
+        go_fd: a byte or a line here lets the process go (``None``: it does not wait).
+    """
+
+    mode: SandboxMode
+    proc: subprocess.Popen[bytes]
+    cgroup: RunCgroup | None
+    cwd: str | None
+    channel: int
+    settings_fd: int
+    go_fd: int | None
+    fds: set[int] = field(default_factory=set)  # the parent's descriptors still open
+
+    def release(self, run_settings: bytes) -> None:
+        """Let the process go and hand it the run's settings (code included). A process that
+        died meanwhile shows in the run's result, not here."""
+        with contextlib.suppress(BrokenPipeError):
+            if self.go_fd is not None:
+                os.write(self.go_fd, b"\n")
+            view = memoryview(run_settings)
+            while view:  # the bootstrap reads as it goes: more than a pipe holds is fine
+                view = view[os.write(self.settings_fd, view) :]
+        for fd in (self.go_fd, self.settings_fd):
+            if fd is not None:
+                self.close(fd)
+
+    def discard(self) -> None:
+        """Kill the process group (and cgroups), reap the process, close and remove the rest.
+
+        In mode ``bwrap`` the group is bwrap itself: when it dies, so does the PID namespace's
+        init (``--die-with-parent``), and with it every process of the run.
+        """
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        # Processes forked while the group was being killed, or after the leader died.
+        for _ in range(100):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                break
+            time.sleep(0.001)
+        if self.cgroup is not None:
+            self.cgroup.kill()
+            self.cgroup.remove()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        for fd in list(self.fds):
+            self.close(fd)
+        if self.cwd is not None:
+            shutil.rmtree(self.cwd, ignore_errors=True)
+
+    def close(self, fd: int) -> None:
+        """Close one of the parent's descriptors, once: a second close of a number another
+        thread has meanwhile reused would close that thread's file."""
+        if fd in self.fds:
+            self.fds.discard(fd)
+            os.close(fd)
+
+
+def launch(mode: SandboxMode, disk_bytes: int | None) -> Launch:
+    """A process for one run, started (see the module docs).
+
+    Args:
+        mode: the sandbox mode.
+        disk_bytes: mode ``bwrap``: the size cap of the work dir (``None``: tmpfs default).
+
+    Raises:
+        SandboxError: it cannot be started.
+    """
+    kind: Kind = (mode, disk_bytes if mode is SandboxMode.BWRAP else None)
+    if mode is SandboxMode.PROCESS and not cgroup_controllers():
+        return _spawn(kind)  # nothing to do ahead of time
+    spare = _get_spares().take(kind)
+    return spare if spare is not None else _spawn(kind)
+
+
+def _spawn(kind: Kind) -> Launch:
+    """Start a process for one run of ``kind``, in fresh cgroups where there are any."""
+    mode, disk_bytes = kind
+    settings_r, settings_w = os.pipe()
+    channel_r, channel_w = os.pipe()
+    go_r, go_w = os.pipe()
+    mine, theirs = [settings_w, channel_r, go_w], [settings_r, channel_w, go_r]
+    cgroup: RunCgroup | None = None
+    cwd: str | None = None
+    try:
+        python = python_argv(settings_r, channel_w, max(theirs) + 1)
+        if mode is SandboxMode.BWRAP:
+            options = _bwrap.bwrap_options(env=child_env(_bwrap.WORKDIR), disk_bytes=disk_bytes)
+            command = [_bwrap.require_bwrap(), "--block-fd", str(go_r), *options, "--", *python]
+        else:
+            cwd = tempfile.mkdtemp(prefix="rk-sandbox-")
+            command = python
+        cgroup = new_run_cgroup()
+        waits = mode is SandboxMode.BWRAP or cgroup is not None
+        if cgroup is not None:
+            command = _join_cgroup(
+                command, cgroup, go_fd=go_r if mode is SandboxMode.PROCESS else None
+            )
+        proc = _popen(
+            command,
+            cwd=cwd,
+            # bwrap gets no environment at all: its init's /proc/1/environ is readable inside.
+            env=child_env(cwd) if cwd is not None else {},
+            pass_fds=theirs,
+        )
+    except BaseException:
+        for fd in (*mine, *theirs):
+            os.close(fd)
+        if cgroup is not None:
+            cgroup.remove()
+        if cwd is not None:
+            shutil.rmtree(cwd, ignore_errors=True)
+        raise
+    for fd in theirs:  # the child holds them now: end-of-file when it ends
+        os.close(fd)
+    if not waits:
+        os.close(go_w)
+        mine.remove(go_w)
+    return Launch(
+        mode=mode, proc=proc, cgroup=cgroup, cwd=cwd, channel=channel_r, settings_fd=settings_w,
+        go_fd=go_w if waits else None, fds=set(mine),
+    )  # fmt: skip
+
+
+def _popen(
+    command: list[str], *, cwd: str | None, env: dict[str, str], pass_fds: list[int]
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd or "/",  # bwrap: no trace of the caller's directory
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=pass_fds,
+        )
+    except OSError as exc:
+        raise SandboxError(f"cannot start the sandbox ({command[0]}): {exc}") from exc
+
+
+def _join_cgroup(command: list[str], cgroup: RunCgroup, *, go_fd: int | None) -> list[str]:
+    """Prefix ``command`` with a shell that puts itself in the run's cgroups, optionally waits
+    for a go line on ``go_fd``, then execs it."""
+    joins = " && ".join(f"echo $$ > {shlex.quote(str(f))}" for f in cgroup.procs_files)
+    failed = f'{{ echo "{SETUP_MARK}cannot join the cgroup" >&2; exit {SETUP_EXIT}; }}'
+    script = f"{joins} || {failed}; "
+    if go_fd is not None:
+        # Not `<&N`: dash reads only single-digit descriptors that way.
+        script += f"read -r _ < /proc/self/fd/{go_fd} || exit {SETUP_EXIT}; "
+    return ["/bin/sh", "-c", script + 'exec "$@"', "sh", *command]
+
+
+# --------------------------------------------------------------------------------------------
+# Spares
+
+
+class _Spares:
+    """Launchers ready for the next runs, started by one long-lived thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._ready: dict[Kind, list[Launch]] = {}
+        self._pending = 0  # requests the thread has not finished
+        self._wanted: queue.SimpleQueue[Kind | None] = queue.SimpleQueue()
+        self._closed = False
+        self.pid = os.getpid()
+        threading.Thread(target=self._fill, name="rk-sandbox-spares", daemon=True).start()
+
+    def take(self, kind: Kind) -> Launch | None:
+        """A ready launcher of ``kind``, or ``None``; either way one more is started for the
+        next run."""
+        with self._lock:
+            self._pending += 1
+        self._wanted.put(kind)
+        while True:
+            with self._lock:
+                ready = self._ready.get(kind)
+                if not ready:
+                    return None
+                found = ready.pop()
+            if found.proc.poll() is None:
+                return found
+            found.discard()  # died waiting (its cgroup could not be joined, or it was killed)
+
+    def _fill(self) -> None:
+        while (kind := self._wanted.get()) is not None:
+            try:
+                self._add(kind)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    self._lock.notify_all()
+
+    def _add(self, kind: Kind) -> None:
+        with self._lock:
+            if len(self._ready.get(kind, ())) >= _MAX_SPARES:
+                return
+        try:
+            spare = _spawn(kind)
+        except Exception:  # a run that finds no spare starts its own, and says why
+            return
+        with self._lock:
+            if not self._closed:
+                self._ready.setdefault(kind, []).append(spare)
+                return
+        spare.discard()
+
+    def pids(self, timeout: float) -> set[int]:
+        """The spares' pids, once none is being started (or after ``timeout`` seconds)."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._pending == 0, timeout)
+            return {spare.proc.pid for ready in self._ready.values() for spare in ready}
+
+    def close(self) -> None:
+        """Kill and clean up every spare (at exit); in a forked child, only forget them."""
+        self._wanted.put(None)
+        with self._lock:
+            self._closed = True
+            spares = [spare for ready in self._ready.values() for spare in ready]
+            self._ready.clear()
+        if os.getpid() == self.pid:
+            for spare in spares:
+                spare.discard()
+
+
+_spares_lock = threading.Lock()
+_spares: _Spares | None = None
+
+
+def spare_pids(timeout: float = 5.0) -> set[int]:
+    """The pids of the launchers waiting for a run, once none is being started: for checks of
+    what a run left behind (a spare is not part of any run)."""
+    with _spares_lock:
+        spares = _spares if _spares is not None and _spares.pid == os.getpid() else None
+    return spares.pids(timeout) if spares is not None else set()
+
+
+def _get_spares() -> _Spares:
+    global _spares
+    with _spares_lock:
+        if _spares is None or _spares.pid != os.getpid():
+            _spares = _Spares()
+            atexit.register(_spares.close)
+        return _spares
