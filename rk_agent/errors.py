@@ -12,6 +12,7 @@ RkAgentError
 │   ├── ContextOverflowError            the prompt no longer fits the model's context window
 │   └── FireworksError                  the Fireworks API failed (carries the API's message)
 ├── EnvError (RuntimeError)             an environment was used wrongly (step before reset, ...)
+├── RunLockedError (RuntimeError)       another process is writing that run directory (names it)
 ├── SandboxError (RuntimeError)         the code sandbox itself (not the code in it) failed
 └── NotAvailableError (NotImplementedError)  a feature that is not available yet or here
 ```
@@ -41,6 +42,7 @@ __all__ = [
     "RewardInputError",
     "RewardLoadError",
     "RkAgentError",
+    "RunLockedError",
     "SandboxError",
     "UnknownNameError",
     "did_you_mean",
@@ -183,6 +185,35 @@ class FireworksError(EndpointError):
 
 class EnvError(RkAgentError, RuntimeError):
     """An environment was used in a way it cannot support (e.g. ``step`` before ``reset``)."""
+
+
+class RunLockedError(RkAgentError, RuntimeError):
+    """A run directory is being written by another process, which holds its ``run.lock``.
+
+    Two writers of one run would play the same episodes twice; the message names the holder
+    and what to do.
+
+    Attributes:
+        path: the run directory.
+        pid: the holder's process id, as it recorded itself (``None`` when it had not yet).
+        host: the machine the holder runs on.
+        command: the holder's command line (API keys left out).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        pid: int | None = None,
+        host: str | None = None,
+        command: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.pid = pid
+        self.host = host
+        self.command = command
 
 
 class SandboxError(RkAgentError, RuntimeError):
