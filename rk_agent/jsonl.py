@@ -1,6 +1,6 @@
 """Reading JSONL files line by line, where a bad line is reported, not fatal.
 
-Main names: `JsonlLine`, `iter_jsonl`.
+Main names: `JsonlLine`, `iter_jsonl`, `parse_jsonl_line`.
 
 Example:
     >>> from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any
 
 from rk_agent.errors import DataError
 
-__all__ = ["JsonlLine", "iter_jsonl"]
+__all__ = ["JsonlLine", "iter_jsonl", "parse_jsonl_line"]
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,13 @@ def iter_jsonl(path: str | Path) -> Iterator[JsonlLine]:
         try:
             for number, text in enumerate(handle, start=1):
                 if text.strip():
-                    yield _parse(path, number, text)
+                    yield parse_jsonl_line(path, number, text)
         except UnicodeDecodeError as exc:
             raise DataError(f"not UTF-8 text: {exc}", path=str(path)) from exc
 
 
-def _parse(path: Path, number: int, text: str) -> JsonlLine:
+def parse_jsonl_line(path: str | Path, number: int, text: str) -> JsonlLine:
+    """Parse line ``number`` of ``path`` (its ``text``) as a JSON object; an error is data."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -5,6 +5,7 @@ Main names:
     MetricResult: one named component of a reward.
     StepOutput: the reward of one step of a multi-turn episode.
     StopReason, FailureKind: why an episode ended, and what failed.
+    RunStatus: where a rollout or training run stands.
     EvaluateResult: what every reward function returns.
     RewardOutput, MetricRewardOutput: older names of EvaluateResult and MetricResult.
 
@@ -29,6 +30,7 @@ __all__ = [
     "MetricRewardOutput",
     "RewardOutput",
     "Role",
+    "RunStatus",
     "StepOutput",
     "StopReason",
     "ToolCall",
@@ -295,3 +297,19 @@ class FailureKind(str, Enum):
     """The episode ran past its wall-time limit."""
     CONTEXT_OVERFLOW = "context_overflow"
     """The conversation no longer fits the model's context window."""
+
+
+class RunStatus(str, Enum):
+    """Where a run stands: a rollout run's ``run.json``, a training run's ``rk_agent_run.json``.
+
+    A run that is not ``running`` can be resumed (a finished one has nothing left to do).
+    """
+
+    RUNNING = "running"
+    """A process is writing the run, or was killed without a word (then that process is gone)."""
+    FINISHED = "finished"
+    """It ran to the end."""
+    INTERRUPTED = "interrupted"
+    """Stopped by Ctrl-C; what finished so far is kept."""
+    FAILED = "failed"
+    """Stopped by an exception, whose message is recorded as ``error``."""

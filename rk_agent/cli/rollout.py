@@ -13,6 +13,8 @@ from rk_agent.errors import ConfigError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from rk_agent.rollouts.run_dir import RunDir, RunStatus
+
 EXIT_INTERRUPTED = 130
 EXIT_ALL_FAILED = 1
 
@@ -126,6 +128,7 @@ def rollout(
 
     from rk_agent.cli.render import render_summary
     from rk_agent.rollouts.config import load_rollout_config
+    from rk_agent.rollouts.run_dir import RunStatus
     from rk_agent.rollouts.runner import describe_model, prepare_run
 
     console = Console()
@@ -145,19 +148,20 @@ def rollout(
                 f"{', '.join(f if f.startswith('--') else f'--{f}' for f in given) or '--config'}."
             )
     run_config = load_rollout_config(config, overrides)
-    run = prepare_run(run_config, api_key=api_key, resume=resume)
-    console.print(describe_model(run), style="yellow" if run.uses_embedded_model else None)
-    total = run.config.n * run.config.group_size
-    console.print(
-        f"{run.env_name}: {total} episodes ({run.config.n} tasks x {run.config.group_size}), "
-        f"concurrency {run.config.concurrency}, writing to {run.run_dir.path}"
-        + (f" (resuming: {len(run.done)} done)" if run.done else "")
-    )
-    status = _play(run, console, total)
-    summary = run.summarize()
-    run.run_dir.finish(status)
+    with prepare_run(run_config, api_key=api_key, resume=resume) as run:
+        _say_taken_over(run.run_dir, console)
+        console.print(describe_model(run), style="yellow" if run.uses_embedded_model else None)
+        total = run.config.n * run.config.group_size
+        console.print(
+            f"{run.env_name}: {total} episodes ({run.config.n} tasks x {run.config.group_size}), "
+            f"concurrency {run.config.concurrency}, writing to {run.run_dir.path}"
+            + (f" (resuming: {len(run.done)} done)" if run.done else "")
+        )
+        status = _play(run, console, total)
+        summary = run.summarize()
+        run.finish(status)
     render_summary(summary, console, title=f"Summary of {run.run_dir.path}")
-    if status == "interrupted":
+    if status is RunStatus.INTERRUPTED:
         console.print(
             f"Interrupted: finished episodes are saved. Resume with "
             f"`rk-agent rollout --resume {run.run_dir.path}`.", style="yellow"
@@ -172,7 +176,18 @@ def rollout(
         raise typer.Exit(EXIT_ALL_FAILED)
 
 
-def _play(run: Any, console: Console, total: int) -> str:
+def _say_taken_over(run_dir: RunDir, console: Console) -> None:
+    """Say so when the last writer of a resumed run was killed without releasing its lock."""
+    previous = run_dir.lock.previous if run_dir.lock is not None else None
+    if previous is not None:
+        console.print(
+            f"The last writer of this run, {previous.describe()}, ended without releasing it "
+            "(it was killed); taking over.",
+            style="yellow",
+        )
+
+
+def _play(run: Any, console: Console, total: int) -> RunStatus:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -180,6 +195,8 @@ def _play(run: Any, console: Console, total: int) -> str:
         TextColumn,
         TimeElapsedColumn,
     )  # fmt: skip
+
+    from rk_agent.rollouts.run_dir import RunStatus
 
     rewards: list[float] = []
     columns = (
@@ -198,8 +215,8 @@ def _play(run: Any, console: Console, total: int) -> str:
         try:
             asyncio.run(run.play(on_episode))
         except KeyboardInterrupt:
-            return "interrupted"
-    return "finished"
+            return RunStatus.INTERRUPTED
+    return RunStatus.FINISHED
 
 
 def show(
@@ -225,6 +242,9 @@ def show(
     run = RunDir.open(run_dir)
     trajectories = run.read_trajectories()
     render_summary(summarize(trajectories, run.config.group_size), console, title=str(run_dir))
+    note = _status_note(run)
+    if note is not None:
+        console.print(note, style="yellow")
     chosen = trajectories
     if episode:
         wanted = set(episode)
@@ -240,3 +260,23 @@ def show(
         render_trajectory(trajectory, console)
     if limit != -1 and len(chosen) > limit:
         console.print(f"Showed {limit} of {len(chosen)} episodes; --limit -1 shows all.")
+
+
+def _status_note(run: RunDir) -> str | None:
+    """How an unfinished run stands, from ``run.json`` and its lock (``None``: finished)."""
+    from rk_agent.rollouts.run_dir import RunStatus
+
+    manifest = run.read_manifest()
+    status = manifest.status if manifest is not None else None
+    resume = f"finish it with `rk-agent rollout --resume {run.path}`"
+    if status is RunStatus.INTERRUPTED:
+        return f"The run was interrupted (Ctrl-C); {resume}."
+    if status is RunStatus.FAILED:
+        return f"The run failed: {manifest.error if manifest else ''}; {resume}."
+    if status is RunStatus.RUNNING:
+        holder = run.holder()
+        if holder is not None and holder.is_alive() is not False:
+            return f"The run is still being written by {holder.describe()}."
+        who = f" ({holder.describe()})" if holder is not None else ""
+        return f"The run stopped without finishing: its process{who} was killed; {resume}."
+    return None

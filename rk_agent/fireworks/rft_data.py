@@ -116,7 +116,7 @@ def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool 
         DataError: the source cannot be read, or has no tasks.
         ConfigError: the source does not exist, or the environment cannot be built.
     """
-    from rk_agent.rollouts.run_dir import RunDir
+    from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, read_trajectories
 
     path = Path(source)
     if path.is_dir():
@@ -132,9 +132,9 @@ def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool 
             "trajectories.jsonl or a tasks JSONL file."
         )
     if _looks_like_trajectories(path):
-        trajectories = _read_trajectories(path)
+        trajectories = read_trajectories(path)
         env_name, env_kwargs = env, {}
-        config = path.parent / RunDir.CONFIG
+        config = path.parent / CONFIG_FILE
         if env is None and config.is_file():
             run_config = RunDir.open(path.parent).config
             env_name, env_kwargs = run_config.env, run_config.env_kwargs
@@ -175,22 +175,3 @@ def _looks_like_trajectories(path: Path) -> bool:
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return False
-
-
-def _read_trajectories(path: Path) -> list[Any]:
-    from pydantic import ValidationError
-
-    from rk_agent.jsonl import iter_jsonl
-    from rk_agent.rollouts.trajectory import Trajectory
-
-    out = []
-    for line in iter_jsonl(path):
-        if line.error is not None or line.value is None:
-            raise line.error or DataError("unreadable line", path=str(path), line=line.number)
-        try:
-            out.append(Trajectory.model_validate(line.value))
-        except ValidationError as exc:
-            raise DataError(
-                f"not a trajectory: {str(exc).splitlines()[0]}", path=str(path), line=line.number
-            ) from exc
-    return out

@@ -1,127 +1,282 @@
-"""A run directory: where a rollout run keeps everything it produced.
+"""Run directories and trajectory files: the one module that reads and writes them.
 
 ```text
 RUN_DIR/
 ├── config.yaml          the resolved configuration (no API keys)
-├── run.json             versions of the packages, start time, status
+├── run.json             package versions, start time, seed, status (`RunManifest`)
+├── run.lock             held by the process writing the run: its pid, host and command
 ├── trajectories.jsonl   one finished episode per line, appended as each finishes
 ├── dropped.jsonl        groups dropped by the failure policy, with the reason
-└── summary.json         the statistics of the finished episodes
+└── summary.json         the statistics of the finished episodes (`RunSummary`)
 ```
 
-Each trajectory is written with a single ``write`` of a whole line and flushed, so a crash or
-Ctrl-C leaves every finished episode readable; a torn last line (a crash mid-write) is ignored
-when reading and cut off before a resumed run appends to the file.
+**Trajectory files** (a run's ``trajectories.jsonl``, a training run's log of episodes): one
+`Trajectory` per line, serialised one way (`trajectory_line`: compact JSON, ``null`` fields left
+out) and appended by one writer (`append_trajectories`): whole lines in one ``write``, flushed,
+so a crash leaves every finished episode readable. One reader (`read_trajectories`), used by
+``rk-agent show``, ``--resume``, SFT data and RFT datasets alike, with one rule:
 
-Main names: `RunDir`.
+- a last line without its newline that is not valid JSON is a torn write (a crash mid-write,
+  or a line still being written while a reader looks): it is skipped when reading and cut off
+  before the next append;
+- every other non-blank line must be a trajectory; one that is not is a `DataError` naming
+  ``file:line``, what was expected and how to fix it;
+- in a run directory an episode id appears once: a repeated id (two processes writing one run
+  at once, before run directories were locked) is counted once, with a warning.
+
+**Status**: ``run.json`` says `RunStatus.RUNNING` while a process writes the run, then
+``finished``, ``interrupted`` (Ctrl-C) or ``failed`` (an exception, whose message is kept in
+``error``). A process the OS kills (``kill -9``, out of memory) cannot write its last word: its
+run still says ``running`` while no live process holds its lock (`RunDir.holder`).
+
+**Lock**: a process that writes a run (`RunDir.create`, `RunDir.resume`) holds ``run.lock``
+(`rk_agent.rollouts.run_lock`) until `RunDir.close`; a second writer gets a `RunLockedError`
+naming the first. The OS releases the lock when its process dies, so a killed run is resumed
+without any clean-up.
+
+Main names: `RunDir`, `RunStatus`, `RunManifest`, `read_trajectories`, `append_trajectories`,
+`trajectory_line`, and the file names (`TRAJECTORIES_FILE`, `CONFIG_FILE`, `MANIFEST_FILE`,
+`SUMMARY_FILE`, `DROPPED_FILE`, `LOCK_FILE`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import logging
+import os
 import platform
-import threading
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import IO
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, field_validator
 
+from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError, DataError
+from rk_agent.jsonl import parse_jsonl_line
 from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.run_lock import LockHolder, RunLock
+from rk_agent.rollouts.summary import RunSummary
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.types import RunStatus
 
-__all__ = ["RunDir"]
+__all__ = [
+    "CONFIG_FILE",
+    "DROPPED_FILE",
+    "LOCK_FILE",
+    "MANIFEST_FILE",
+    "SUMMARY_FILE",
+    "TRAJECTORIES_FILE",
+    "RunDir",
+    "RunManifest",
+    "RunStatus",
+    "append_trajectories",
+    "read_trajectories",
+    "trajectory_line",
+]
+
+logger = logging.getLogger(__name__)
+
+TRAJECTORIES_FILE = "trajectories.jsonl"
+"""One finished episode per line (also the name of a training run's episode log)."""
+CONFIG_FILE = "config.yaml"
+"""The run's resolved `RolloutConfig`."""
+MANIFEST_FILE = "run.json"
+"""The run's `RunManifest`: versions, start time, seed, status."""
+SUMMARY_FILE = "summary.json"
+"""The run's `RunSummary`."""
+DROPPED_FILE = "dropped.jsonl"
+"""Groups dropped by the failure policy."""
+LOCK_FILE = "run.lock"
+"""Held by the process writing the run (`rk_agent.rollouts.run_lock`)."""
 
 _PACKAGES = ("rk-agent", "openai", "transformers", "torch", "trl", "gymnasium", "pydantic")
+_LINE_HINT = (
+    "Each line must be one episode as `rk-agent rollout` writes it (a Trajectory); fix or "
+    "delete this line."
+)
+
+
+class RunManifest(BaseModel):
+    """``run.json``: what ran, when, and how it stands.
+
+    Keys this version does not know are kept when the file is rewritten.
+
+    Attributes:
+        status: where the run stands; ``None`` when the file holds a word that is not a
+            `RunStatus` (a hand-edited file).
+        error: the exception that stopped a ``failed`` run.
+        started_at, updated_at: when the run was created and last recorded (UTC).
+        seed: the run's seed.
+        python: the Python version.
+        packages: versions of the packages that matter for reproducing the run.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    status: RunStatus | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    updated_at: datetime | None = None
+    seed: int | None = None
+    python: str | None = None
+    packages: dict[str, str] = {}
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _known_status(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return RunStatus(value.strip().lower())
+            except ValueError:
+                return None
+        return value
+
+    @field_serializer("started_at", "updated_at")
+    def _iso(self, value: datetime | None) -> str | None:
+        return value.isoformat(timespec="seconds") if value is not None else None
 
 
 class RunDir:
-    """One run's directory. Create with `RunDir.create`, reopen with `RunDir.open`."""
+    """One run's directory.
 
-    TRAJECTORIES = "trajectories.jsonl"
-    DROPPED = "dropped.jsonl"
-    CONFIG = "config.yaml"
-    MANIFEST = "run.json"
-    SUMMARY = "summary.json"
+    `RunDir.create` makes a new run and `RunDir.resume` reopens one to finish it; both hold the
+    run's lock until `close` (or a ``with`` block ends, or the process ends). `RunDir.open`
+    opens a run for reading only (``rk-agent show``): it takes no lock and cannot write.
+    """
 
-    def __init__(self, path: Path, config: RolloutConfig) -> None:
+    TRAJECTORIES = TRAJECTORIES_FILE
+    DROPPED = DROPPED_FILE
+    CONFIG = CONFIG_FILE
+    MANIFEST = MANIFEST_FILE
+    SUMMARY = SUMMARY_FILE
+    LOCK = LOCK_FILE
+
+    def __init__(self, path: Path, config: RolloutConfig, lock: RunLock | None = None) -> None:
         self.path = path
         self.config = config
-        self._lock = threading.Lock()
+        self.lock = lock
 
     @classmethod
     def create(cls, path: str | Path, config: RolloutConfig) -> RunDir:
-        """Make a new run directory and write its config and manifest.
+        """Make a new run directory, take its lock, and write its config and manifest.
 
         Raises:
+            RunLockedError: another process is writing a run there.
             ConfigError: the directory already holds a run (use ``--resume`` to finish it).
         """
         path = Path(path)
-        if (path / cls.TRAJECTORIES).exists() or (path / cls.CONFIG).exists():
+        path.mkdir(parents=True, exist_ok=True)
+        lock = RunLock.acquire(path / LOCK_FILE)
+        if (path / TRAJECTORIES_FILE).exists() or (path / CONFIG_FILE).exists():
+            lock.release()
             raise ConfigError(
                 f"{path} already holds a run. Finish it with `--resume {path}`, or choose "
                 "another --output."
             )
-        path.mkdir(parents=True, exist_ok=True)
-        run = cls(path, config)
+        run = cls(path, config, lock)
         run._write_config()
-        run._write_manifest(status="running")
-        (path / cls.TRAJECTORIES).touch()
+        run._write_manifest(RunStatus.RUNNING, error=None, fresh=True)
+        (path / TRAJECTORIES_FILE).touch()
         return run
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
-        """Open an existing run (for ``--resume`` and ``rk-agent show``).
+        """Open an existing run for reading (``rk-agent show``); no lock is taken.
 
         Raises:
             ConfigError: there is no run there, or its config is unreadable.
         """
         path = Path(path)
-        config_file = path / cls.CONFIG
+        config_file = path / CONFIG_FILE
         if not config_file.is_file():
             raise ConfigError(
-                f"{path} is not a run directory: {cls.CONFIG} is missing. Point at a directory "
+                f"{path} is not a run directory: {CONFIG_FILE} is missing. Point at a directory "
                 "made by `rk-agent rollout`."
             )
         from rk_agent.rollouts.config import load_rollout_config
 
         return cls(path, load_rollout_config(config_file))
 
+    @classmethod
+    def resume(cls, path: str | Path) -> RunDir:
+        """Open an existing run to finish it: take its lock, then cut off a torn last line.
+
+        `RunLock.previous` (on ``.lock``) names a writer that was killed without releasing.
+
+        Raises:
+            ConfigError: there is no run there, or its config is unreadable.
+            RunLockedError: another process is writing it.
+        """
+        run = cls.open(path)
+        run.lock = RunLock.acquire(run.path / LOCK_FILE)
+        run.repair()
+        return run
+
     # ------------------------------------------------------------------ writing
+
+    @property
+    def writable(self) -> bool:
+        """Whether this object holds the run's lock (made by `create` or `resume`, not closed)."""
+        return self.lock is not None and self.lock.held
 
     def append(self, trajectory: Trajectory) -> None:
         """Append one finished episode (a whole line, flushed)."""
-        self._append_line(self.TRAJECTORIES, trajectory.model_dump_json(exclude_none=True))
+        self._check_writable()
+        append_trajectories(self.path / TRAJECTORIES_FILE, [trajectory])
 
     def append_dropped(self, task_index: int, reason: str, trajectories: list[Trajectory]) -> None:
         """Log a group dropped by the failure policy."""
-        line = json.dumps(
-            {
-                "task_index": task_index,
-                "reason": reason,
-                "trajectories": [json.loads(t.model_dump_json()) for t in trajectories],
-            }
-        )
-        self._append_line(self.DROPPED, line)
+        self._check_writable()
+        episodes = [json.loads(trajectory_line(t)) for t in trajectories]
+        line = json.dumps({"task_index": task_index, "reason": reason, "trajectories": episodes})
+        _append_bytes(self.path / DROPPED_FILE, line + "\n")
 
-    def write_summary(self, summary: Any) -> None:
+    def write_summary(self, summary: RunSummary) -> None:
         """Write ``summary.json`` (atomically: a reader never sees half a file)."""
-        text = summary.model_dump_json(indent=2) if hasattr(summary, "model_dump_json") else (
-            json.dumps(summary, indent=2)
-        )  # fmt: skip
-        self._write_atomic(self.SUMMARY, text)
+        self._check_writable()
+        self._write_atomic(SUMMARY_FILE, summary.model_dump_json(indent=2))
 
-    def finish(self, status: str) -> None:
-        """Record the run's final status (``finished``, ``interrupted``, ``failed``)."""
-        self._write_manifest(status=status)
+    def mark_running(self) -> None:
+        """Record that a process writes the run now (a resumed run), clearing an old error."""
+        self._check_writable()
+        self._write_manifest(RunStatus.RUNNING, error=None)
 
-    def _append_line(self, name: str, line: str) -> None:
-        data = (line + "\n").encode("utf-8")
-        with self._lock, (self.path / name).open("ab") as handle:
-            handle.write(data)
-            handle.flush()
+    def finish(self, status: RunStatus | str, error: str | None = None) -> None:
+        """Record the run's final status (``finished``, ``interrupted``, ``failed`` with its
+        ``error``). The lock is kept until `close`."""
+        self._check_writable()
+        self._write_manifest(RunStatus(status), error=error)
+
+    def close(self) -> None:
+        """Release the run's lock (safe to call twice; a read-only run has none)."""
+        if self.lock is not None:
+            self.lock.release()
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def repair(self) -> int:
+        """Cut a torn last line off ``trajectories.jsonl``; return the bytes removed."""
+        file = self.path / TRAJECTORIES_FILE
+        if not file.is_file():
+            return 0
+        with file.open("a+b") as handle, _file_lock(handle):
+            return _end_last_line(handle)
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise ConfigError(
+                f"{self.path} is open for reading only (RunDir.open, or closed): writing needs "
+                "its lock. Open it with RunDir.resume(path) to write to it."
+            )
 
     def _write_atomic(self, name: str, text: str) -> None:
         temporary = self.path / f".{name}.tmp"
@@ -132,68 +287,196 @@ class RunDir:
         import yaml
 
         data = self.config.model_dump(mode="json")
-        self._write_atomic(self.CONFIG, yaml.safe_dump(data, sort_keys=False))
+        self._write_atomic(CONFIG_FILE, yaml.safe_dump(data, sort_keys=False))
 
-    def _write_manifest(self, status: str) -> None:
-        manifest_file = self.path / self.MANIFEST
-        manifest: dict[str, Any] = {}
-        if manifest_file.is_file():
-            manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
-        now = datetime.now(UTC).isoformat(timespec="seconds")
-        manifest.setdefault("started_at", now)
-        manifest.setdefault("python", platform.python_version())
-        manifest.setdefault("packages", _versions())
-        manifest["seed"] = self.config.seed
-        manifest["status"] = status
-        manifest["updated_at"] = now
-        self._write_atomic(self.MANIFEST, json.dumps(manifest, indent=2))
+    def _write_manifest(self, status: RunStatus, error: str | None, fresh: bool = False) -> None:
+        manifest = (None if fresh else self.read_manifest()) or RunManifest()
+        now = datetime.now(UTC)
+        manifest.started_at = manifest.started_at or now
+        manifest.python = manifest.python or platform.python_version()
+        manifest.packages = manifest.packages or _versions()
+        manifest.seed = self.config.seed
+        manifest.status = status
+        manifest.error = error
+        manifest.updated_at = now
+        self._write_atomic(MANIFEST_FILE, manifest.model_dump_json(indent=2, exclude_none=True))
 
     # ------------------------------------------------------------------ reading
 
     def read_trajectories(self) -> list[Trajectory]:
-        """Every finished trajectory. A torn last line is skipped.
+        """Every finished trajectory, by `read_trajectories`' rule (``[]`` before the first).
 
         Raises:
             DataError: a complete line that is not a trajectory (file and line named).
         """
-        file = self.path / self.TRAJECTORIES
-        if not file.is_file():
+        if not (self.path / TRAJECTORIES_FILE).is_file():
             return []
-        out: list[Trajectory] = []
-        raw = file.read_bytes()
-        lines = raw.split(b"\n")
-        complete = lines[:-1]  # the last item is "" or a torn line without its newline
-        for number, line in enumerate(complete, start=1):
-            if not line.strip():
-                continue
-            try:
-                out.append(Trajectory.model_validate_json(line))
-            except ValidationError as exc:
-                raise DataError(
-                    f"not a trajectory: {str(exc).splitlines()[0]}", path=str(file), line=number
-                ) from exc
-        return out
+        return read_trajectories(self.path)
 
-    def repair(self) -> int:
-        """Cut a torn last line off ``trajectories.jsonl``; return the bytes removed."""
-        file = self.path / self.TRAJECTORIES
-        if not file.is_file():
-            return 0
-        raw = file.read_bytes()
-        keep = raw.rfind(b"\n") + 1
-        if keep == len(raw):
-            return 0
-        with file.open("r+b") as handle:
-            handle.truncate(keep)
-        return len(raw) - keep
+    def read_summary(self) -> RunSummary | None:
+        """The saved ``summary.json``, if any (files written before newer fields load too).
 
-    def read_summary(self) -> dict[str, Any] | None:
-        """The saved ``summary.json``, if any."""
-        file = self.path / self.SUMMARY
+        Raises:
+            DataError: the file is not a summary.
+        """
+        file = self.path / SUMMARY_FILE
         if not file.is_file():
             return None
-        data: dict[str, Any] = json.loads(file.read_text(encoding="utf-8"))
-        return data
+        try:
+            return RunSummary.model_validate_json(file.read_bytes())
+        except ValidationError as exc:
+            raise DataError(
+                f"not a run summary: {validation_problems(exc)}. Delete it: `rk-agent show "
+                f"{self.path}` computes the summary from the trajectories.",
+                path=str(file),
+            ) from exc
+
+    def read_manifest(self) -> RunManifest | None:
+        """``run.json``, or ``None`` when it is missing or unreadable (it is informational:
+        resuming and showing a run never depend on it)."""
+        try:
+            return RunManifest.model_validate_json((self.path / MANIFEST_FILE).read_bytes())
+        except (OSError, ValidationError):
+            return None
+
+    def holder(self) -> LockHolder | None:
+        """The process recorded in ``run.lock``: the writer now, or one killed while writing
+        (check `LockHolder.is_alive`); ``None`` when none is recorded."""
+        return RunLock.recorded_holder(self.path / LOCK_FILE)
+
+
+# ---------------------------------------------------------------------- trajectory files
+
+
+def trajectory_line(trajectory: Trajectory) -> str:
+    """The one serialisation of a trajectory on disk: compact JSON, ``null`` fields left out,
+    no newline."""
+    return trajectory.model_dump_json(exclude_none=True)
+
+
+def append_trajectories(file: str | os.PathLike[str], trajectories: Iterable[Trajectory]) -> None:
+    """Append trajectories to a JSONL file: whole lines in one write, flushed.
+
+    A torn last line left by a crash is cut off first (`read_trajectories`' rule); concurrent
+    writers of the file (training processes on several GPUs) take turns.
+    """
+    text = "".join(trajectory_line(t) + "\n" for t in trajectories)
+    if text:
+        _append_bytes(Path(file), text)
+
+
+def read_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
+    """Every trajectory of a run directory or of a trajectories JSONL file, in file order.
+
+    The rule for a torn last line, for invalid lines and for repeated ids is the module's (see
+    its docstring).
+
+    Raises:
+        ConfigError: the path does not exist, or is a directory without ``trajectories.jsonl``.
+        DataError: a line is not UTF-8, not JSON or not a trajectory (``file:line`` named).
+    """
+    path = Path(source)
+    file = path / TRAJECTORIES_FILE if path.is_dir() else path
+    if not file.is_file():
+        what = f"holds no {TRAJECTORIES_FILE}" if path.is_dir() else "does not exist"
+        raise ConfigError(
+            f"{path} {what}: expected a run directory made by `rk-agent rollout`, or a "
+            "trajectories JSONL file."
+        )
+    *complete, last = file.read_bytes().split(b"\n")
+    if last.strip() and not _is_torn(last):
+        complete.append(last)  # a whole line that lacks only its newline
+    out = [_parse_line(file, n, line) for n, line in enumerate(complete, start=1) if line.strip()]
+    if (file.parent / CONFIG_FILE).is_file():
+        out = _unique_ids(out, file)
+    return out
+
+
+def _parse_line(file: Path, number: int, line: bytes) -> Trajectory:
+    try:
+        parsed = parse_jsonl_line(file, number, line.decode("utf-8"))
+        if parsed.error is not None:  # not JSON, or not an object: named with file:line
+            raise parsed.error
+        return Trajectory.model_validate(parsed.value)
+    except (UnicodeDecodeError, ValidationError) as exc:
+        problem = (
+            f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+            if isinstance(exc, UnicodeDecodeError)
+            else f"not a trajectory: {validation_problems(exc)}"
+        )
+        raise DataError(f"{problem}. {_LINE_HINT}", path=str(file), line=number) from exc
+
+
+def _unique_ids(trajectories: list[Trajectory], file: Path) -> list[Trajectory]:
+    seen: set[str] = set()
+    out = []
+    for trajectory in trajectories:
+        if trajectory.id not in seen:
+            seen.add(trajectory.id)
+            out.append(trajectory)
+    if len(out) < len(trajectories):
+        logger.warning(
+            "%s: %d episode(s) appear more than once (two processes wrote this run at once, "
+            "before rk-agent locked run directories); each is counted once, the first kept.",
+            file,
+            len(trajectories) - len(out),
+        )
+    return out
+
+
+def _is_torn(tail: bytes) -> bool:
+    """Whether a last line without its newline is a torn write: a cut-off JSON line never
+    parses, a whole one does."""
+    try:
+        json.loads(tail)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+        return True
+    return False
+
+
+def _append_bytes(file: Path, text: str) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with file.open("a+b") as handle, _file_lock(handle):
+        _end_last_line(handle)
+        handle.write(text.encode("utf-8"))
+        handle.flush()
+
+
+@contextlib.contextmanager
+def _file_lock(handle: IO[bytes]) -> Iterator[None]:
+    """Hold ``flock`` on an open file for a short write (writers of one file take turns)."""
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _end_last_line(handle: IO[bytes]) -> int:
+    """Make the file end with a newline: cut off a torn last line (return its length), or end
+    a whole one that lacks only its newline."""
+    fd = handle.fileno()
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return 0
+    start = _last_line_start(fd, size)
+    if _is_torn(os.pread(fd, size - start, start)):
+        os.ftruncate(fd, start)
+        return size - start
+    handle.write(b"\n")
+    handle.flush()
+    return 0
+
+
+def _last_line_start(fd: int, size: int, chunk: int = 1 << 16) -> int:
+    end = size
+    while end > 0:
+        begin = max(0, end - chunk)
+        found = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if found != -1:
+            return begin + found + 1
+        end = begin
+    return 0
 
 
 def _versions() -> dict[str, str]:

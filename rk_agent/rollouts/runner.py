@@ -6,6 +6,7 @@ Main names: `prepare_run`, `PreparedRun`, `build_policy`.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,11 +21,13 @@ from rk_agent.rewards.registry import get_reward_function
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.policy import Policy
-from rk_agent.rollouts.run_dir import RunDir
+from rk_agent.rollouts.run_dir import RunDir, RunStatus
 from rk_agent.rollouts.summary import RunSummary, summarize
 from rk_agent.rollouts.trajectory import Trajectory
 
 __all__ = ["PreparedRun", "build_env_factory", "build_policy", "describe_model", "prepare_run"]
+
+logger = logging.getLogger(__name__)
 
 EMBEDDED_NOTE = (
     "The embedded model (SmolLM2-135M) is tiny: expect a success rate near 0. Point at a real "
@@ -35,7 +38,13 @@ EMBEDDED_NOTE = (
 
 @dataclass
 class PreparedRun:
-    """Everything checked and built, ready to play."""
+    """Everything checked and built, ready to play; it holds the run directory's lock.
+
+    Use it as a context manager: leaving the block records how the run ended in ``run.json``
+    (``finished``; ``interrupted`` on Ctrl-C; ``failed`` with the error on any other exception,
+    after saving the summary of what finished) and releases the lock. `finish` records an
+    end explicitly.
+    """
 
     config: RolloutConfig
     run_dir: RunDir
@@ -66,6 +75,34 @@ class PreparedRun:
         self.run_dir.write_summary(summary)
         return summary
 
+    def finish(self, status: RunStatus, error: str | None = None) -> None:
+        """Record how the run ended (``run.json``) and release its lock (once)."""
+        if self.run_dir.writable:
+            try:
+                self.run_dir.finish(status, error)
+            finally:
+                self.run_dir.close()
+
+    def __enter__(self) -> PreparedRun:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if not self.run_dir.writable:
+            return
+        if exc is None:
+            self.finish(RunStatus.FINISHED)
+            return
+        try:
+            self.summarize()  # what finished stays summarised, whatever stopped the run
+        except Exception as failure:  # the run's own error is the one to report
+            logger.warning("could not save the summary of %s: %s", self.run_dir.path, failure)
+        if isinstance(exc, KeyboardInterrupt):
+            self.finish(RunStatus.INTERRUPTED)
+        else:
+            self.finish(RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+
 
 def prepare_run(
     config: RolloutConfig,
@@ -82,18 +119,33 @@ def prepare_run(
         resume: a run directory to finish.
         policy: use this policy instead of building one from the config (tests, benchmarks).
 
+    The returned run holds the run directory's lock (a resumed run's from the start, so that
+    what is done cannot change underneath); use it in a ``with`` block, or call
+    `PreparedRun.finish`, to record how it ended and release the lock.
+
     Raises:
         ConfigError: unknown environment or reward (with did-you-mean), a missing API key,
             an unreadable dataset, a run directory that already holds a run.
+        RunLockedError: another process is writing that run directory (it is named).
         EndpointError: the model server does not answer ``GET <base-url>/models`` (wrong or
             unreachable ``--base-url``, a refused key); checked before the run directory is made.
     """
-    done: set[str] = set()
-    if resume is not None:
-        run_dir = RunDir.open(resume)
-        config = run_dir.config
-        run_dir.repair()
-        done = {t.id for t in run_dir.read_trajectories()}
+    if resume is None:
+        return _prepare(config, None, api_key, policy)
+    run_dir = RunDir.resume(resume)  # locked: nobody else appends while we read what is done
+    try:
+        prepared = _prepare(run_dir.config, run_dir, api_key, policy)
+        run_dir.mark_running()
+    except BaseException:
+        run_dir.close()  # nothing was played: the run stays as it was
+        raise
+    return prepared
+
+
+def _prepare(
+    config: RolloutConfig, run_dir: RunDir | None, api_key: str | None, policy: Policy | None
+) -> PreparedRun:
+    done = {t.id for t in run_dir.read_trajectories()} if run_dir is not None else set()
     make_env, env_name = build_env_factory(config)
     uses_embedded = (
         policy is None
@@ -103,7 +155,7 @@ def prepare_run(
     )
     if policy is None:
         policy = build_policy(config, api_key=api_key)
-    if resume is None:
+    if run_dir is None:
         output = config.output or _default_output(env_name)
         config = config.model_copy(update={"output": output})
         run_dir = RunDir.create(output, config)

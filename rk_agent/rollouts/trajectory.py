@@ -107,7 +107,7 @@ class Trajectory(BaseModel):
     id: str
     task_index: int
     sample: int
-    seed: int | None
+    seed: int | None = None
     task: Task
     env: str
     model: str

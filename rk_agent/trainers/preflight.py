@@ -22,11 +22,10 @@ from pydantic import ValidationError
 
 from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError
+from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint
 
 __all__ = ["check_train_inputs"]
-
-_TRAJECTORIES = "trajectories.jsonl"
 
 
 def check_train_inputs(config: TrainConfig) -> None:
@@ -71,9 +70,9 @@ def _check_tasks(tasks: str) -> None:
 
 def _check_trajectories(trajectories: str) -> None:
     path = Path(trajectories).expanduser()
-    if path.is_file() or (path / _TRAJECTORIES).is_file():
+    if path.is_file() or (path / TRAJECTORIES_FILE).is_file():
         return
-    what = f"holds no {_TRAJECTORIES}" if path.is_dir() else "does not exist"
+    what = f"holds no {TRAJECTORIES_FILE}" if path.is_dir() else "does not exist"
     raise ConfigError(
         f"trajectories: {trajectories} {what}; give a run folder made by `rk-agent rollout` "
         "or a trajectories JSONL file (--trajectories RUN_DIR)."

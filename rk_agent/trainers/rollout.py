@@ -49,6 +49,7 @@ from rk_agent.rollouts.chat_template import end_of_turn_ids
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
 from rk_agent.rollouts.hf_policy import HFPolicy
 from rk_agent.rollouts.policy import SamplingParams
+from rk_agent.rollouts.run_dir import append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.vllm_policy import VLLMPolicy
 from rk_agent.trainers.episode_tokens import EpisodeTokens, SuffixRenderer, TokenPolicy
@@ -167,7 +168,7 @@ class EpisodeRollout:
                     policy.close()
         outputs = _outputs(played, policy, step=int(trainer.state.global_step))
         if self.trajectory_log is not None:
-            _append(self.trajectory_log, outputs["trajectory"])
+            append_trajectories(self.trajectory_log, outputs["trajectory"])
         return outputs
 
     async def play(
@@ -295,15 +296,6 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coroutine)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
-
-
-def _append(path: Path, trajectories: list[Trajectory]) -> None:
-    """One whole line per episode, written and flushed at once (readable after a crash)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(t.model_dump_json() + "\n" for t in trajectories)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
 
 
 def _outputs(

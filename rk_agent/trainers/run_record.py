@@ -25,10 +25,12 @@ import resource
 import socket
 import sys
 from datetime import UTC, datetime
-from enum import Enum
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from rk_agent.rollouts.run_lock import process_alive
+from rk_agent.types import RunStatus
 
 __all__ = [
     "RUN_RECORD_FILE",
@@ -48,24 +50,13 @@ RUN_RECORD_FILE = "rk_agent_run.json"
 _GB = 1024**3
 
 
-class RunStatus(str, Enum):
-    """Where a training run stands."""
-
-    RUNNING = "running"
-    """Training, or killed without a word (then its process is gone)."""
-    FINISHED = "finished"
-    """Trained to the end; the final model is saved."""
-    INTERRUPTED = "interrupted"
-    """Stopped by Ctrl-C; the checkpoints written so far are kept."""
-    FAILED = "failed"
-    """Stopped by an exception, whose message is in ``error``."""
-
-
 class RunRecord(BaseModel):
     """What a run last said about itself (``<output_dir>/rk_agent_run.json``).
 
     Attributes:
-        status: where the run stands.
+        status: where the run stands: ``finished`` once the final model is saved,
+            ``interrupted`` (Ctrl-C) with the checkpoints written so far kept, ``failed`` with
+            ``error`` set, or ``running`` (training, or killed: then its process is gone).
         pid: the training process.
         host: the machine it ran on (a pid means nothing on another one).
         started_at: when the process started training (UTC).
@@ -155,7 +146,7 @@ def previous_run_note(output_dir: str | Path) -> str | None:
         return f"the previous run in {output_dir} was interrupted (Ctrl-C) {step}{saved}."
     if record.status is RunStatus.FAILED:
         return f"the previous run in {output_dir} failed {step}: {record.error}{saved}."
-    if record.host == socket.gethostname() and _alive(record.pid):
+    if record.host == socket.gethostname() and process_alive(record.pid):
         return None  # another process is training in this folder right now; not ours to judge
     return (
         f"the previous run in {output_dir} (pid {record.pid}, started "
@@ -182,16 +173,6 @@ def _memory_words(record: RunRecord) -> str:
             "--gradient_checkpointing."
         )
     return words
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    return True
 
 
 def resident_bytes() -> int | None:

@@ -42,11 +42,11 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError, DataError, NotAvailableError
 from rk_agent.rollouts.hf_policy import native_message
+from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, read_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -68,9 +68,6 @@ __all__ = [
 
 Source = str | os.PathLike[str] | Sequence[Trajectory]
 """A run directory, a trajectories JSONL file, or trajectories already loaded."""
-
-_TRAJECTORIES = "trajectories.jsonl"
-_CONFIG = "config.yaml"
 
 
 class SFTFilter(BaseModel):
@@ -154,62 +151,21 @@ class SFTData:
 def load_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
     """Read every trajectory of a run directory or of a trajectories JSONL file.
 
-    A torn last line (a crash mid-write: no newline after it, and not valid JSON) is skipped,
-    as `RunDir` does; every other non-blank line must be a trajectory.
+    The rules are those of every reader (`rk_agent.rollouts.run_dir.read_trajectories`): a torn
+    last line (a crash mid-write) is skipped; every other non-blank line must be a trajectory;
+    in a run directory an episode repeated by two writers counts once.
 
     Raises:
         ConfigError: the path does not exist, or is a directory without ``trajectories.jsonl``.
         DataError: a line is not JSON or not a trajectory (the message names file:line).
     """
-    path = Path(source)
-    file = path / _TRAJECTORIES if path.is_dir() else path
-    if not file.is_file():
-        what = f"holds no {_TRAJECTORIES}" if path.is_dir() else "does not exist"
-        raise ConfigError(
-            f"{path} {what}: expected a run directory made by `rk-agent rollout`, or a "
-            "trajectories JSONL file."
-        )
-    lines = file.read_bytes().split(b"\n")
-    if not _is_json(lines[-1]):  # b"" after the last newline, or the torn last write
-        lines[-1] = b""
-    return [_parse(file, n, line) for n, line in enumerate(lines, start=1) if line.strip()]
-
-
-def _is_json(line: bytes) -> bool:
-    try:
-        json.loads(line.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
-        return False
-    return True
-
-
-def _parse(file: Path, number: int, line: bytes) -> Trajectory:
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"not UTF-8 text: {exc}", path=str(file), line=number) from exc
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"invalid JSON ({exc.msg} at column {exc.colno}): {text.strip()[:80]!r}",
-            path=str(file),
-            line=number,
-        ) from exc
-    try:
-        return Trajectory.model_validate(value)
-    except ValidationError as exc:
-        raise DataError(
-            f"not a trajectory: {validation_problems(exc)}", path=str(file), line=number
-        ) from exc
+    return read_trajectories(source)
 
 
 def _run_config(path: Path) -> RolloutConfig | None:
     """The rollout config of the run a path belongs to, when there is one next to it."""
-    from rk_agent.rollouts.run_dir import RunDir
-
     folder = path if path.is_dir() else path.parent
-    return RunDir.open(folder).config if (folder / _CONFIG).is_file() else None
+    return RunDir.open(folder).config if (folder / CONFIG_FILE).is_file() else None
 
 
 # ---------------------------------------------------------------------------- selecting

@@ -49,6 +49,7 @@ from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.local_model import resolve_model
+from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.trainers.rewards import episode_reward_funcs
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
@@ -215,9 +216,7 @@ def _reward(fn: Callable[..., Any], spec: TRLEnvSpec, *, first: bool) -> RewardF
             step=int(state.global_step) if state is not None else None,
         )
         if first and spec.trajectory_log is not None:
-            spec.trajectory_log.parent.mkdir(parents=True, exist_ok=True)
-            with spec.trajectory_log.open("a", encoding="utf-8") as handle:
-                handle.write("".join(t.model_dump_json() + "\n" for t in trajectories))
+            append_trajectories(spec.trajectory_log, trajectories)
         return list(fn(prompts, completions, trajectory=trajectories, **kwargs))
 
     reward.__name__ = reward.__qualname__ = fn.__name__
@@ -268,7 +267,7 @@ def trl_grpo_trainer(
     spec = trl_environment(
         env, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs, rewards=rewards,
         step_weight=step_weight,
-        trajectory_log=Path(args.output_dir or ".") / "trajectories.jsonl",
+        trajectory_log=Path(args.output_dir or ".") / TRAJECTORIES_FILE,
     )  # fmt: skip
     model_spec: Any = model if isinstance(model, PreTrainedModel) else resolve_model(model)
     if tokenizer is None:

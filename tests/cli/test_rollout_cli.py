@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -247,3 +250,137 @@ def test_the_code_env_records_its_sandbox_mode(tmp_path: Path, mode: str) -> Non
              "--output", str(tmp_path / "bad"))  # fmt: skip
     assert bad.returncode == 2
     assert "unknown sandbox mode 'docker'" in bad.stderr
+
+
+def said(text: str) -> str:
+    """Output with the console's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def popen(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "rk_agent", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+
+
+class Gate:
+    """A model that answers ``Answer: 42`` to ``allowed`` chat requests; later ones wait."""
+
+    def __init__(self, allowed: int) -> None:
+        self.allowed = allowed
+        self.arrived = 0
+        self.served = 0
+        self._lock = threading.Lock()
+
+    async def __call__(self, request: dict[str, Any]) -> str:
+        with self._lock:
+            self.arrived += 1
+        while True:
+            with self._lock:
+                if self.served < self.allowed:
+                    self.served += 1
+                    return "Answer: 42"
+            await asyncio.sleep(0.01)
+
+    def wait_for(self, arrived: int, process: subprocess.Popen[str]) -> None:
+        """Return once ``arrived`` requests have come (the last one waits in the gate)."""
+        deadline = time.monotonic() + 240  # a guard against a hang, not a timing check
+        while self.arrived < arrived:
+            if process.poll() is not None:
+                raise AssertionError(f"it exited first: {process.communicate()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"only {self.arrived} of {arrived} requests came")
+            time.sleep(0.02)
+
+
+def test_one_writer_per_run_and_a_killed_one_is_taken_over(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    gate = Gate(allowed=2)
+    with StubServer(gate) as server:
+        args = ["rollout", "--env", "math", "--base-url", server.base_url, "--model", "m",
+                "--n", "6", "--concurrency", "1"]  # fmt: skip
+        first = popen(*args, "--output", str(run_dir))
+        gate.wait_for(3, first)  # two episodes written, the third waits for its reply
+        assert len(lines(run_dir)) == 2
+        # A second run with the same --output, and a --resume of the run, are refused.
+        same_output = rk(*args, "--output", str(run_dir))
+        for second in (same_output, rk("rollout", "--resume", str(run_dir))):
+            assert second.returncode == 2, second.stderr
+            assert f"{run_dir} is being written by pid {first.pid} on " in said(second.stderr)
+            assert f"(`rk-agent rollout --env math --base-url {server.base_url}" in said(
+                second.stderr
+            )
+            assert f"or stop it (`kill {first.pid}`) and then finish the run with" in said(
+                second.stderr
+            )
+        first.send_signal(signal.SIGKILL)  # no last word: run.json keeps saying running
+        first.communicate()
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "running"
+        shown = rk("show", str(run_dir), "--limit", "0")
+        assert f"its process (pid {first.pid} on" in said(shown.stdout)
+        assert f"was killed; finish it with `rk-agent rollout --resume {run_dir}`" in said(
+            shown.stdout
+        )
+
+        resumed = popen("rollout", "--resume", str(run_dir))
+        gate.wait_for(4, resumed)  # it took over the lock and waits for its first reply
+        again = rk("rollout", "--resume", str(run_dir))
+        assert again.returncode == 2
+        assert f"is being written by pid {resumed.pid} on" in said(again.stderr)
+        gate.allowed = 10**6
+        stdout, stderr = resumed.communicate(timeout=300)
+        assert resumed.returncode == 0, stderr
+        assert f"The last writer of this run, pid {first.pid} on" in said(stdout)
+        assert "resuming: 2 done" in stdout
+    ids = [t["id"] for t in lines(run_dir)]
+    assert sorted(ids) == [f"{i}-0" for i in range(6)]  # exactly N episodes, none twice
+    assert json.loads((run_dir / "summary.json").read_text())["episodes"] == 6
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+    assert (run_dir / "run.lock").read_text() == ""
+
+
+CRASHING_ENV = """
+import os
+
+from rk_agent.envs.math_env import MathEnv
+
+
+class CrashingMathEnv(MathEnv):
+    calls = 0
+
+    def is_success(self, episode):
+        type(self).calls += 1
+        if type(self).calls > int(os.environ.get("CRASH_AFTER", "1000000")):
+            raise RuntimeError("simulated crash outside any episode")
+        return super().is_success(episode)
+"""
+
+
+def test_a_crash_records_failed_with_the_error_and_the_run_resumes(tmp_path: Path) -> None:
+    env_file = tmp_path / "crashing_env.py"
+    env_file.write_text(CRASHING_ENV)
+    run_dir = tmp_path / "run"
+    with StubServer(["Answer: 42"]) as server:
+        crashed = rk(
+            "rollout", "--env", f"{env_file}::CrashingMathEnv", "--base-url", server.base_url,
+            "--model", "m", "--n", "5", "--concurrency", "1", "--output", str(run_dir),
+            env={**ENV, "CRASH_AFTER": "2"},
+        )  # fmt: skip
+        assert crashed.returncode == 1
+        assert "RuntimeError: simulated crash outside any episode" in crashed.stderr
+        manifest = json.loads((run_dir / "run.json").read_text())
+        assert manifest["status"] == "failed"
+        assert manifest["error"] == "RuntimeError: simulated crash outside any episode"
+        assert len(lines(run_dir)) == 2
+        assert json.loads((run_dir / "summary.json").read_text())["episodes"] == 2
+        shown = rk("show", str(run_dir), "--limit", "0")
+        assert (
+            "The run failed: RuntimeError: simulated crash outside any episode; finish it with "
+            f"`rk-agent rollout --resume {run_dir}`." in said(shown.stdout)
+        )
+        resumed = rk("rollout", "--resume", str(run_dir))
+        assert resumed.returncode == 0, resumed.stderr
+    assert sorted(t["id"] for t in lines(run_dir)) == [f"{i}-0" for i in range(5)]
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["status"] == "finished" and "error" not in manifest
