@@ -96,7 +96,10 @@ class Launch:
         """Kill the process group (and cgroups), reap the process, close and remove the rest.
 
         In mode ``bwrap`` the group is bwrap itself: when it dies, so does the PID namespace's
-        init (``--die-with-parent``), and with it every process of the run.
+        init (``--die-with-parent``), and with it every process of the run. Every member of the
+        cgroups is sent SIGKILL here; removing the emptied cgroups (which waits for the killed
+        processes to finish exiting: the namespaces' teardown, 1-5 ms) is left to the spares'
+        thread, off the run's clock, and goes on killing whatever is still in them.
         """
         with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -110,7 +113,7 @@ class Launch:
             time.sleep(0.001)
         if self.cgroup is not None:
             self.cgroup.kill()
-            self.cgroup.remove()
+            _remove_soon(self.cgroup)
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 with contextlib.suppress(OSError):
@@ -236,17 +239,17 @@ class _Spares:
         self._lock = threading.Condition()
         self._ready: dict[Kind, list[Launch]] = {}
         self._pending = 0  # requests the thread has not finished
-        self._wanted: queue.SimpleQueue[Kind | None] = queue.SimpleQueue()
+        # What the thread does next: start a spare of a kind, remove a run's cgroups, or stop.
+        self._todo: queue.SimpleQueue[Kind | RunCgroup | None] = queue.SimpleQueue()
         self._closed = False
         self.pid = os.getpid()
-        threading.Thread(target=self._fill, name="rk-sandbox-spares", daemon=True).start()
+        self._thread = threading.Thread(target=self._work, name="rk-sandbox-spares", daemon=True)
+        self._thread.start()
 
     def take(self, kind: Kind) -> Launch | None:
         """A ready launcher of ``kind``, or ``None``; either way one more is started for the
         next run."""
-        with self._lock:
-            self._pending += 1
-        self._wanted.put(kind)
+        self._queue(kind)
         while True:
             with self._lock:
                 ready = self._ready.get(kind)
@@ -257,10 +260,25 @@ class _Spares:
                 return found
             found.discard()  # died waiting (its cgroup could not be joined, or it was killed)
 
-    def _fill(self) -> None:
-        while (kind := self._wanted.get()) is not None:
+    def remove_later(self, cgroup: RunCgroup) -> bool:
+        """Have the thread remove a run's cgroups; ``False`` once it is stopping."""
+        return self._queue(cgroup)
+
+    def _queue(self, item: Kind | RunCgroup) -> bool:
+        with self._lock:
+            if self._closed:
+                return False
+            self._pending += 1
+        self._todo.put(item)
+        return True
+
+    def _work(self) -> None:
+        while (item := self._todo.get()) is not None:
             try:
-                self._add(kind)
+                if isinstance(item, RunCgroup):
+                    item.remove()
+                else:
+                    self._add(item)
             finally:
                 with self._lock:
                     self._pending -= 1
@@ -287,13 +305,15 @@ class _Spares:
             return {spare.proc.pid for ready in self._ready.values() for spare in ready}
 
     def close(self) -> None:
-        """Kill and clean up every spare (at exit); in a forked child, only forget them."""
-        self._wanted.put(None)
+        """Finish the removals, kill and clean up every spare (at exit); in a forked child,
+        only forget them."""
         with self._lock:
             self._closed = True
             spares = [spare for ready in self._ready.values() for spare in ready]
             self._ready.clear()
+        self._todo.put(None)
         if os.getpid() == self.pid:
+            self._thread.join(timeout=30)
             for spare in spares:
                 spare.discard()
 
@@ -308,6 +328,13 @@ def spare_pids(timeout: float = 5.0) -> set[int]:
     with _spares_lock:
         spares = _spares if _spares is not None and _spares.pid == os.getpid() else None
     return spares.pids(timeout) if spares is not None else set()
+
+
+def _remove_soon(cgroup: RunCgroup) -> None:
+    with _spares_lock:
+        spares = _spares if _spares is not None and _spares.pid == os.getpid() else None
+    if spares is None or not spares.remove_later(cgroup):
+        cgroup.remove()
 
 
 def _get_spares() -> _Spares:
