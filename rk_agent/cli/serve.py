@@ -68,6 +68,20 @@ def serve(
             "--threads", help="Threads for sync rewards per worker (default: min(32, CPUs + 4))."
         ),
     ] = None,
+    max_queue: Annotated[
+        int | None,
+        typer.Option(
+            "--max-queue",
+            help="Samples that may wait for a thread; past it requests get 503 with Retry-After "
+            "(default: 8 per thread).",
+        ),
+    ] = None,
+    max_batches: Annotated[
+        int,
+        typer.Option(
+            "--max-batches", help="/batch requests read and scored at once (bounds memory)."
+        ),
+    ] = 2,
     access_log: Annotated[
         bool, typer.Option("--access-log/--no-access-log", help="One log line per request.")
     ] = True,
@@ -94,6 +108,10 @@ def serve(
         raise ConfigError(f"--workers must be >= 1, got {workers}.")
     if threads is not None and threads < 1:
         raise ConfigError(f"--threads must be >= 1, got {threads}.")
+    if max_queue is not None and max_queue < 1:
+        raise ConfigError(f"--max-queue must be >= 1, got {max_queue}.")
+    if max_batches < 1:
+        raise ConfigError(f"--max-batches must be >= 1, got {max_batches}.")
     check_bind(host, key, allow_public)
     check_port(host, port)
     loaded = load_served_reward(reward, config)
@@ -118,4 +136,6 @@ def serve(
         max_body_bytes=int(max_body_mb * 1024 * 1024),
         threads=threads,
         access_log=access_log,
+        max_queue=max_queue,
+        max_batches=max_batches,
     )

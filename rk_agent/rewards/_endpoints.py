@@ -23,6 +23,7 @@ import os
 import queue
 import secrets
 import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, cast
 
@@ -38,6 +39,7 @@ logger = logging.getLogger("rk_agent.rewards.server")
 
 _OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _SCORING_PATHS = frozenset({"/evaluate", "/reward", "/batch"})
+_RETRY_AFTER_S = 1
 _MESSAGE_FIELDS = frozenset({"messages", "original_messages"})
 
 
@@ -106,10 +108,18 @@ class ThreadPool:
         self._done: collections.deque[tuple[Any, ...]] = collections.deque()
         self._wake_pending = False
 
-    def submit(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    def queued(self) -> int:
+        """Calls waiting for a thread (approximate: a snapshot of the queue)."""
+        return self._queue.qsize()
+
+    def submit(
+        self, fn: Callable[[], Any], started: list[float] | None = None
+    ) -> asyncio.Future[Any]:
+        """Run ``fn`` on a worker thread; ``started`` (when given) gets the monotonic time the
+        call left the queue, so a timeout can count the call's own time only."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.put((loop, future, fn))
+        self._queue.put((loop, future, fn, started))
         if not self._idle.acquire(blocking=False):
             with self._lock:
                 if len(self._threads) < self.size:
@@ -123,8 +133,10 @@ class ThreadPool:
 
     def _work(self, calls: queue.SimpleQueue[Any], idle: threading.Semaphore) -> None:
         while (item := calls.get()) is not None:
-            loop, future, fn = item
-            if not future.done():  # done already: its request timed out while it waited
+            loop, future, fn, started = item
+            if not future.done():  # done already: its request gave up while it waited
+                if started is not None:
+                    started.append(time.monotonic())
                 try:
                     self._done.append((loop, future, True, fn()))
                 except BaseException as exc:
@@ -170,6 +182,10 @@ class _TimedOut(Exception):
     pass
 
 
+class _Saturated(Exception):
+    """Every worker thread is busy and the call waited too long for one: answered with 503."""
+
+
 def _expire(future: asyncio.Future[Any]) -> None:
     _settle(future, False, _TimedOut())
 
@@ -186,6 +202,9 @@ class _Misuse(Exception):
 class Scorer:
     """Calls the reward: sync ones in the thread pool, async ones on the loop, with a timeout."""
 
+    QUEUE_WAIT_TIMEOUTS = 4
+    """A call still waiting for a thread after this many timeouts gets 503 (all threads hung)."""
+
     def __init__(self, reward: AnyRewardFn, timeout_s: float | None, threads: int | None) -> None:
         self.reward = reward
         self.name = reward.reward_spec.name
@@ -193,11 +212,17 @@ class Scorer:
         self.timeout_s = timeout_s
         self.pool = ThreadPool(threads or min(32, (os.cpu_count() or 1) + 4))
 
+    def saturated(self, max_queue: int) -> bool:
+        """Whether sync calls waiting for a thread already fill the queue."""
+        return not self.is_async and self.pool.queued() >= max_queue
+
     async def score(self, kwargs: dict[str, Any], loc: list[str | int]) -> EvaluateResult:
         try:
             result = await (self._async(kwargs) if self.is_async else self._sync(kwargs))
         except (TimeoutError, _TimedOut):
             return self._timed_out()
+        except _Saturated:
+            raise  # the request is answered 503, not with an invalid score
         except (RewardInputError, ConfigError) as exc:
             raise _Misuse(loc, exc) from exc
         except Exception as exc:  # the decorator catches the reward's own errors; this is a bug
@@ -208,14 +233,32 @@ class Scorer:
         return EvaluateResult.invalid(f"reward {self.name!r} returned {type(result).__name__}")
 
     async def _sync(self, kwargs: dict[str, Any]) -> Any:
-        future = self.pool.submit(functools.partial(self.reward, **kwargs))
-        if self.timeout_s is None:
+        started: list[float] = []
+        future = self.pool.submit(functools.partial(self.reward, **kwargs), started)
+        timeout = self.timeout_s
+        if timeout is None:
             return await future
-        timer = future.get_loop().call_later(self.timeout_s, _expire, future)
+        loop = future.get_loop()
+        queued_since = time.monotonic()
+
+        def check() -> None:
+            """The timeout counts the reward's own run, not the wait for a thread."""
+            now = time.monotonic()
+            if not started:  # still queued behind busy threads
+                if now - queued_since >= timeout * self.QUEUE_WAIT_TIMEOUTS:
+                    _settle(future, False, _Saturated())
+                else:
+                    timer[0] = loop.call_later(timeout, check)
+            elif (left := started[0] + timeout - now) > 0:
+                timer[0] = loop.call_later(left, check)
+            else:
+                _expire(future)
+
+        timer = [loop.call_later(timeout, check)]
         try:
             return await future
         finally:
-            timer.cancel()
+            timer[0].cancel()
 
     async def _async(self, kwargs: dict[str, Any]) -> Any:
         call = cast("Awaitable[EvaluateResult]", self.reward(**kwargs))
@@ -244,12 +287,21 @@ class RewardEndpoints:
     endpoints; everything else goes on to ``app`` (FastAPI)."""
 
     def __init__(
-        self, app: Any, *, scorer: Scorer, api_key: str | None, max_body_bytes: int
+        self,
+        app: Any,
+        *,
+        scorer: Scorer,
+        api_key: str | None,
+        max_body_bytes: int,
+        max_queue: int,
+        max_batches: int,
     ) -> None:
         self.app = app
         self.scorer = scorer
         self.key = api_key.encode() if api_key else None
         self.max_body_bytes = max_body_bytes
+        self.max_queue = max_queue
+        self.batches = asyncio.Semaphore(max_batches)  # bounds the /batch bodies held at once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -270,17 +322,36 @@ class RewardEndpoints:
             await self.app(scope, receive, send)
         elif scope["method"] != "POST":
             await _reply(send, 405, _detail("Method Not Allowed"), {"allow": "POST"})
+        elif self.scorer.saturated(self.max_queue):
+            await self._busy(send)
+        elif path == "/batch":
+            async with self.batches:  # later batches wait, unread, until one finishes
+                await self._score(path, receive, send)
         else:
-            body = await self._read_body(receive)
-            if body is None:
-                await _reply(
-                    send, 413, _detail(self._too_large(f"over {self.max_body_bytes} bytes"))
-                )
-            elif (encoding := _not_utf8(body)) is not None:
-                await _reply(send, 400, _detail(encoding))
-            else:
-                status, payload = await (self._batch(body) if path == "/batch" else self._one(body))
-                await _reply(send, status, payload)
+            await self._score(path, receive, send)
+
+    async def _busy(self, send: Send) -> None:
+        message = (
+            f"the reward server is saturated: {self.scorer.pool.queued()} samples are waiting for "
+            f"its {self.scorer.pool.size} worker threads; retry after {_RETRY_AFTER_S} s (or "
+            "start it with more --threads or --workers)"
+        )
+        await _reply(send, 503, _detail(message), {"retry-after": str(_RETRY_AFTER_S)})
+
+    async def _score(self, path: str, receive: Receive, send: Send) -> None:
+        body = await self._read_body(receive)
+        if body is None:
+            await _reply(send, 413, _detail(self._too_large(f"over {self.max_body_bytes} bytes")))
+            return
+        if (encoding := _not_utf8(body)) is not None:
+            await _reply(send, 400, _detail(encoding))
+            return
+        try:
+            status, payload = await (self._batch(body) if path == "/batch" else self._one(body))
+        except _Saturated:
+            await self._busy(send)
+            return
+        await _reply(send, status, payload)
 
     async def _one(self, body: bytes) -> tuple[int, bytes]:
         try:

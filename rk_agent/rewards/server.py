@@ -109,6 +109,9 @@ DEFAULT_TIMEOUT_S = 20.0
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 
+DEFAULT_MAX_BATCHES = 2
+"""``/batch`` requests read and scored at once (the rest wait): bounds the server's memory."""
+
 _SETTINGS_ENV = "RK_AGENT_SERVE_SETTINGS"  # how `workers > 1` hands the settings to each worker
 
 
@@ -123,6 +126,8 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     threads: int | None = None,
+    max_queue: int | None = None,
+    max_batches: int = DEFAULT_MAX_BATCHES,
 ) -> FastAPI:
     """The FastAPI app that serves ``reward`` (see the module docstring for the endpoints).
 
@@ -132,8 +137,14 @@ def create_app(
         api_key: when set, every endpoint but ``/health`` and the docs needs the header
             ``Authorization: Bearer <api_key>`` (compared in constant time).
         max_body_bytes: larger request bodies get 413.
-        timeout_s: seconds one sample may take; ``None`` for no limit.
+        timeout_s: seconds one sample may take to run (the wait for a free thread does not
+            count); ``None`` for no limit.
         threads: most threads running sync rewards at once (default ``min(32, cpus + 4)``).
+        max_queue: samples of a sync reward that may wait for a thread; past it, new scoring
+            requests get 503 with ``Retry-After`` (which `RewardFunction(mode="remote")`
+            honours) instead of timing out. Default: 8 per thread.
+        max_batches: ``/batch`` requests read and scored at once; later ones wait, unread, so
+            memory stays bounded by about ``max_batches`` x ``max_body_bytes`` (parsed).
 
     Raises:
         ConfigError: a setting is out of range; UnknownNameError / RewardLoadError: the reward
@@ -144,7 +155,7 @@ def create_app(
         >>> sorted(app.openapi()["paths"])
         ['/batch', '/evaluate', '/health', '/reward']
     """
-    _check_settings(api_key, max_body_bytes, timeout_s, threads)
+    _check_settings(api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches)
     scorer = Scorer(get_reward_function(reward), timeout_s, threads)
 
     @contextlib.asynccontextmanager
@@ -165,8 +176,10 @@ def create_app(
 
     app.openapi = functools.partial(_openapi, app, scorer.name)  # type: ignore[method-assign]
     app.add_middleware(
-        RewardEndpoints, scorer=scorer, api_key=api_key, max_body_bytes=max_body_bytes
-    )
+        RewardEndpoints, scorer=scorer, api_key=api_key, max_body_bytes=max_body_bytes,
+        max_queue=max_queue if max_queue is not None else 8 * scorer.pool.size,
+        max_batches=max_batches,
+    )  # fmt: skip
     return app
 
 
@@ -207,7 +220,12 @@ def _openapi(app: FastAPI, name: str) -> dict[str, Any]:
 
 
 def _check_settings(
-    api_key: str | None, max_body_bytes: int, timeout_s: float | None, threads: int | None
+    api_key: str | None,
+    max_body_bytes: int,
+    timeout_s: float | None,
+    threads: int | None,
+    max_queue: int | None = None,
+    max_batches: int = 1,
 ) -> None:
     if api_key is not None and not api_key.strip():
         raise ConfigError("the API key is empty: give a non-empty key, or none for no auth.")
@@ -217,6 +235,10 @@ def _check_settings(
         raise ConfigError(f"timeout_s must be > 0 seconds (or None for no limit), got {timeout_s}.")
     if threads is not None and threads < 1:
         raise ConfigError(f"threads must be >= 1, got {threads}.")
+    if max_queue is not None and max_queue < 1:
+        raise ConfigError(f"max_queue must be >= 1, got {max_queue}.")
+    if max_batches < 1:
+        raise ConfigError(f"max_batches must be >= 1, got {max_batches}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -293,6 +315,8 @@ class _Settings:
     max_body_bytes: int
     timeout_s: float | None
     threads: int | None
+    max_queue: int | None = None
+    max_batches: int = DEFAULT_MAX_BATCHES
 
     def load_reward(self) -> AnyRewardFn:
         return load_served_reward(self.reward, self.config)
@@ -301,6 +325,7 @@ class _Settings:
         return create_app(
             reward or self.load_reward(), api_key=self.api_key,
             max_body_bytes=self.max_body_bytes, timeout_s=self.timeout_s, threads=self.threads,
+            max_queue=self.max_queue, max_batches=self.max_batches,
         )  # fmt: skip
 
 
@@ -338,6 +363,8 @@ def serve_rewards(
     threads: int | None = None,
     access_log: bool = True,
     log_level: str = "info",
+    max_queue: int | None = None,
+    max_batches: int = DEFAULT_MAX_BATCHES,
 ) -> None:
     """Serve a reward with uvicorn until SIGINT/SIGTERM (in-flight requests finish first).
 
@@ -349,7 +376,8 @@ def serve_rewards(
         workers: uvicorn worker processes. Above 1 the reward must be given by name or path
             (each worker loads it); the settings reach the workers through an environment
             variable.
-        api_key, timeout_s, max_body_bytes, threads: as in `create_app`.
+        api_key, timeout_s, max_body_bytes, threads, max_queue, max_batches: as in
+            `create_app`.
         allow_public: serve a non-loopback address without a key.
         access_log: one log line per request.
         log_level: uvicorn's log level.
@@ -367,7 +395,7 @@ def serve_rewards(
     if api_key is not None and not api_key.strip():
         api_key = None
     check_bind(host, api_key, allow_public)
-    _check_settings(api_key, max_body_bytes, timeout_s, threads)
+    _check_settings(api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches)
     check_port(host, port)
     if not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"workers must be an int >= 1, got {workers!r}.")
@@ -378,7 +406,7 @@ def serve_rewards(
         )
     settings = _Settings(
         reward if isinstance(reward, str) else None, str(config) if config else None,
-        api_key, max_body_bytes, timeout_s, threads,
+        api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches,
     )  # fmt: skip
     loaded = load_served_reward(reward, config)
     options: dict[str, Any] = {

@@ -287,6 +287,111 @@ def test_the_timeout_answers_without_waiting_for_the_reward(reward: Any) -> None
     )
 
 
+def test_the_wait_for_a_free_thread_does_not_count_against_the_timeout() -> None:
+    RELEASE_SLOW.clear()
+
+    async def run() -> tuple[EvaluateResult, EvaluateResult]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            slow = asyncio.create_task(
+                client.post("/evaluate", json={"messages": CHAT, "ground_truth": "slow"})
+            )
+            await asyncio.sleep(0.1)  # the slow one holds the only thread
+            queued = asyncio.create_task(
+                client.post("/evaluate", json={"messages": CHAT, "ground_truth": "4"})
+            )
+            await asyncio.sleep(1.0)  # two timeouts of waiting for the thread
+            RELEASE_SLOW.set()
+            answers = await asyncio.gather(slow, queued)
+        return tuple(EvaluateResult.model_validate_json(a.content) for a in answers)  # type: ignore[return-value]
+
+    try:
+        with serving(held, timeout_s=0.5, threads=1) as url:
+            slow, queued = asyncio.run(run())
+    finally:
+        RELEASE_SLOW.set()
+    assert not slow.is_score_valid and "did not finish within 0.5 s" in str(slow.error)
+    assert queued.is_score_valid and queued.score == 1.0  # its own run was quick
+
+
+def test_a_saturated_server_sheds_load_with_503_and_retry_after() -> None:
+    RELEASE_SLOW.clear()
+    box: dict[str, Any] = {}
+
+    async def run() -> tuple[httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+
+            def ask(truth: str) -> asyncio.Task[httpx.Response]:
+                body = {"messages": CHAT, "ground_truth": truth}
+                return asyncio.create_task(client.post("/evaluate", json=body))
+
+            holder = ask("slow")  # holds the only thread
+            await asyncio.sleep(0.2)
+            first, second = ask("4"), ask("4")  # one waits for the thread, one is shed
+            done, _ = await asyncio.wait({first, second}, return_when=asyncio.FIRST_COMPLETED)
+            remote = RewardFunction(mode="remote", endpoint=url + "/evaluate")
+            caller = threading.Thread(
+                target=lambda: box.update(result=remote(messages=CHAT, ground_truth="4"))
+            )
+            caller.start()  # meets a 503, waits Retry-After, tries again
+            await asyncio.sleep(0.3)
+            RELEASE_SLOW.set()
+            await holder
+            await asyncio.to_thread(caller.join, 30)
+            shed = done.pop()
+            waited = second if shed is first else first
+            return shed.result(), await waited
+
+    try:
+        with serving(held, timeout_s=30, threads=1, max_queue=1) as url:
+            shed, waited = asyncio.run(run())
+    finally:
+        RELEASE_SLOW.set()
+    assert shed.status_code == 503 and shed.headers["retry-after"] == "1"
+    assert shed.json()["detail"].startswith(
+        "the reward server is saturated: 1 samples are waiting for its 1 worker threads; retry "
+        "after 1 s"
+    )
+    assert waited.status_code == 200 and waited.json()["score"] == 1.0
+    assert box["result"].score == 1.0  # the client honoured Retry-After and got its score
+
+
+def test_a_sample_that_waits_too_long_for_a_thread_gets_503() -> None:
+    RELEASE_SLOW.clear()
+
+    async def run() -> httpx.Response:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            slow = asyncio.create_task(
+                client.post("/evaluate", json={"messages": CHAT, "ground_truth": "slow"})
+            )
+            await asyncio.sleep(0.1)
+            stuck = await client.post("/evaluate", json={"messages": CHAT, "ground_truth": "4"})
+            RELEASE_SLOW.set()
+            await slow
+            return stuck
+
+    try:
+        with serving(held, timeout_s=0.2, threads=1) as url:
+            stuck = asyncio.run(run())
+    finally:
+        RELEASE_SLOW.set()
+    assert stuck.status_code == 503 and stuck.headers["retry-after"] == "1"
+
+
+def test_batches_beyond_max_batches_wait_their_turn() -> None:
+    BATCH_IN_FLIGHT.update(now=0, peak=0)
+    body = {"samples": [{"messages": CHAT}] * 5}
+
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            answers = await asyncio.gather(*(client.post("/batch", json=body) for _ in range(3)))
+        return [a.status_code for a in answers]
+
+    with serving(counted_sleepy, max_batches=1) as url:
+        codes = asyncio.run(run())
+    assert codes == [200, 200, 200]
+    assert BATCH_IN_FLIGHT["peak"] == 5  # one batch at a time
+
+
 # --- auth and limits -------------------------------------------------------------------------
 
 
