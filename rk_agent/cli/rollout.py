@@ -258,7 +258,7 @@ def show(
             console.print(f"No failed episodes in {run_dir} ({len(trajectories)} episodes).")
     for trajectory in chosen if limit == -1 else chosen[:limit]:
         render_trajectory(trajectory, console)
-    if limit != -1 and len(chosen) > limit:
+    if limit > 0 and len(chosen) > limit:
         console.print(f"Showed {limit} of {len(chosen)} episodes; --limit -1 shows all.")
 
 
