@@ -126,8 +126,9 @@ def _render(report: PreviewReport, console: Console) -> None:
         )
     console.print(summary)
     if report.sandbox is not None:
-        isolation = "isolated" if report.sandbox.value == "bwrap" else "NOT isolated"
-        console.print(f"model code ran in sandbox mode {report.sandbox.value!r} ({isolation})")
+        from rk_agent.rewards.sandbox_choice import describe
+
+        console.print(f"model code ran in {describe(report.sandbox)}")
     if report.metric_means:
         means = ", ".join(f"{k}={v:.3f}" for k, v in report.metric_means.items())
         console.print(f"metric means: {means}")

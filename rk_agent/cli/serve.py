@@ -85,6 +85,15 @@ def serve(
     access_log: Annotated[
         bool, typer.Option("--access-log/--no-access-log", help="One log line per request.")
     ] = True,
+    sandbox: Annotated[
+        str | None,
+        typer.Option(
+            "--sandbox",
+            help="Where rewards that run model code (code_execution) run it: bwrap (isolated, "
+            "the default) or process (no isolation; opt-in). Requests cannot change it. See "
+            "`rk-agent doctor`.",
+        ),
+    ] = None,
 ) -> None:
     """Serve a reward over HTTP: POST /evaluate (and /reward), /batch; GET /health, /docs.
 
@@ -114,14 +123,15 @@ def serve(
         raise ConfigError(f"--max-batches must be >= 1, got {max_batches}.")
     check_bind(host, key, allow_public)
     check_port(host, port)
-    loaded = load_served_reward(reward, config)
+    loaded = load_served_reward(reward, config, sandbox=sandbox)
     shown_host = f"[{host}]" if ":" in host else host
     auth = "auth on (bearer key)" if key else "auth off"
     if not key and not is_loopback(host):
         auth += ", open to the network (--allow-public)"
     typer.echo(
         f"Serving reward {loaded.reward_spec.name!r} at http://{shown_host}:{port}/evaluate "
-        f"(also /reward, /batch, /health, /docs); {workers} worker{'s' * (workers > 1)}, {auth}."
+        f"(also /reward, /batch, /health, /docs); {workers} worker{'s' * (workers > 1)}, {auth}"
+        f"{_sandbox_note(loaded)}."
     )
     serve_rewards(
         # One worker serves the reward already loaded; more load it themselves from the spec.
@@ -138,4 +148,12 @@ def serve(
         access_log=access_log,
         max_queue=max_queue,
         max_batches=max_batches,
+        sandbox=sandbox,
     )
+
+
+def _sandbox_note(reward: object) -> str:
+    from rk_agent.rewards.sandbox_choice import describe, fixed_sandbox
+
+    mode = fixed_sandbox(reward)
+    return "" if mode is None else f"; model code runs in {describe(mode)}"

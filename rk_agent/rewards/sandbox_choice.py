@@ -2,6 +2,8 @@
 
 Main names:
     fix_sandbox: the reward with its sandbox mode fixed and checked at start-up.
+    fixed_sandbox: the mode a reward was fixed to, if any.
+    describe: a mode in a few words, for a terminal.
     takes_sandbox: whether a reward runs model code (it has a ``sandbox`` parameter).
 
 ``rk-agent serve`` and ``rk-agent preview`` choose the mode once, with ``--sandbox`` (default
@@ -29,7 +31,9 @@ from rk_agent.rewards.decorator import AnyRewardFn, reward_function
 from rk_agent.rewards.sandbox import SandboxMode, require_sandbox, sandbox_mode
 from rk_agent.types import EvaluateResult
 
-__all__ = ["fix_sandbox", "takes_sandbox"]
+__all__ = ["describe", "fix_sandbox", "fixed_sandbox", "takes_sandbox"]
+
+_FIXED = "fixed_sandbox"  # the attribute a fixed reward carries its mode in
 
 
 def takes_sandbox(reward: Any) -> bool:
@@ -41,6 +45,8 @@ def takes_sandbox(reward: Any) -> bool:
         >>> takes_sandbox(get("code_execution")), takes_sandbox(get("math"))
         (True, False)
     """
+    if fixed_sandbox(reward) is not None:
+        return True
     func = getattr(reward, "__wrapped__", reward)
     try:
         parameters = inspect.signature(func).parameters
@@ -48,6 +54,18 @@ def takes_sandbox(reward: Any) -> bool:
         return False
     found = parameters.get("sandbox")
     return found is not None and found.kind in (found.POSITIONAL_OR_KEYWORD, found.KEYWORD_ONLY)
+
+
+def fixed_sandbox(reward: Any) -> SandboxMode | None:
+    """The mode `fix_sandbox` fixed for ``reward``, or ``None``."""
+    mode = getattr(reward, _FIXED, None)
+    return mode if isinstance(mode, SandboxMode) else None
+
+
+def describe(mode: SandboxMode) -> str:
+    """One phrase for a terminal, e.g. ``"sandbox mode 'process' (NOT isolated)"``."""
+    isolation = "isolated" if mode is SandboxMode.BWRAP else "NOT isolated"
+    return f"sandbox mode {mode.value!r} ({isolation})"
 
 
 def fix_sandbox(reward: AnyRewardFn, sandbox: SandboxMode | str | None) -> AnyRewardFn:
@@ -68,6 +86,14 @@ def fix_sandbox(reward: AnyRewardFn, sandbox: SandboxMode | str | None) -> AnyRe
         SandboxError: the mode cannot run code here; the message names the cause and the fix.
     """
     name = reward.reward_spec.name
+    already = fixed_sandbox(reward)
+    if already is not None:
+        if sandbox is None or sandbox_mode(sandbox) is already:
+            return reward
+        raise ConfigError(
+            f"reward {name!r} already runs code in sandbox mode {already.value!r}; "
+            f"it cannot also run in {sandbox_mode(sandbox).value!r}."
+        )
     if not takes_sandbox(reward):
         if sandbox is None:
             return reward
@@ -87,14 +113,18 @@ def fix_sandbox(reward: AnyRewardFn, sandbox: SandboxMode | str | None) -> AnyRe
             )
         return {**kwargs, "sandbox": mode}
 
+    decorate = reward_function(name=name, description=reward.reward_spec.description)
     if reward.reward_spec.is_async:
 
         async def fixed_async(**kwargs: Any) -> EvaluateResult:
             return await reward(**call_kwargs(kwargs))  # type: ignore[misc]
 
-        return reward_function(name=name, description=reward.reward_spec.description)(fixed_async)
+        out: AnyRewardFn = decorate(fixed_async)
+    else:
 
-    def fixed(**kwargs: Any) -> EvaluateResult:
-        return reward(**call_kwargs(kwargs))  # type: ignore[return-value]
+        def fixed(**kwargs: Any) -> EvaluateResult:
+            return reward(**call_kwargs(kwargs))  # type: ignore[return-value]
 
-    return reward_function(name=name, description=reward.reward_spec.description)(fixed)
+        out = decorate(fixed)
+    setattr(out, _FIXED, mode)
+    return out

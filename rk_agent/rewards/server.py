@@ -20,8 +20,9 @@ What each failure gets:
 - the body is not a valid sample (no ``messages``, a role such as ``"robot"``, not JSON):
   **422**, FastAPI's ``{"detail": [{"loc": ["body", "messages", 0, "role"], "msg": ...}]}``;
 - the sample does not fit the reward (a `RewardInputError` or `ConfigError`: a missing argument,
-  an unknown option value): **422**, same shape, ``loc`` ``["body"]`` (``["body", "samples", i]``
-  in a batch; the whole batch fails, as every sample would fail alike);
+  an unknown option value, a ``sandbox`` other than the server's): **422**, same shape, ``loc``
+  ``["body"]`` (``["body", "samples", i]`` in a batch; the whole batch fails, as every sample
+  would fail alike);
 - the reward raises: **200** with ``is_score_valid: false`` and ``error: "ValueError: ..."``;
 - the reward runs past the per-sample timeout: **200** with ``is_score_valid: false`` and
   ``error: "TimeoutError: ..."``. A timeout is a property of the sample (code that loops
@@ -317,9 +318,10 @@ class _Settings:
     threads: int | None
     max_queue: int | None = None
     max_batches: int = DEFAULT_MAX_BATCHES
+    sandbox: str | None = None
 
     def load_reward(self) -> AnyRewardFn:
-        return load_served_reward(self.reward, self.config)
+        return load_served_reward(self.reward, self.config, sandbox=self.sandbox)
 
     def app(self, reward: AnyRewardFn | None = None) -> FastAPI:
         return create_app(
@@ -329,13 +331,26 @@ class _Settings:
         )  # fmt: skip
 
 
-def load_served_reward(reward: RewardLike | None, config: str | Path | None) -> AnyRewardFn:
+def load_served_reward(
+    reward: RewardLike | None, config: str | Path | None, *, sandbox: str | None = None
+) -> AnyRewardFn:
     """The reward to serve: from a spec (name, ``module:fn``, ``file.py::fn``) or a YAML config.
 
+    A reward that runs model code gets its sandbox mode fixed here (``sandbox``, default
+    ``bwrap``), checked now, and not open to change by a request
+    (`rk_agent.rewards.sandbox_choice.fix_sandbox`).
+
     Raises:
-        ConfigError: neither or both given; UnknownNameError / RewardLoadError as in
-            `get_reward_function`.
+        ConfigError: neither or both given, or ``sandbox`` does not apply; UnknownNameError /
+            RewardLoadError as in `get_reward_function`.
+        SandboxError: the sandbox mode cannot run code here (the cause and the fix).
     """
+    from rk_agent.rewards.sandbox_choice import fix_sandbox
+
+    return fix_sandbox(_load_reward(reward, config), sandbox)
+
+
+def _load_reward(reward: RewardLike | None, config: str | Path | None) -> AnyRewardFn:
     if (reward is None) == (config is None):
         raise ConfigError(
             "give the reward to serve: a registered name, 'module:fn' or 'file.py::fn' "
@@ -365,6 +380,7 @@ def serve_rewards(
     log_level: str = "info",
     max_queue: int | None = None,
     max_batches: int = DEFAULT_MAX_BATCHES,
+    sandbox: str | None = None,
 ) -> None:
     """Serve a reward with uvicorn until SIGINT/SIGTERM (in-flight requests finish first).
 
@@ -381,6 +397,9 @@ def serve_rewards(
         allow_public: serve a non-loopback address without a key.
         access_log: one log line per request.
         log_level: uvicorn's log level.
+        sandbox: for a reward that runs model code: ``"bwrap"`` (isolated, the default) or
+            ``"process"`` (no isolation, opt-in), fixed for every request (see
+            `load_served_reward`).
 
     It owns the process while it runs: after loading the reward it freezes the objects built so
     far out of the garbage collector's reach (`gc.freeze`), which halves the p99 latency under
@@ -389,6 +408,7 @@ def serve_rewards(
     Raises:
         ConfigError: a non-loopback host without a key, a bad setting, or ``workers > 1`` with
             a reward given as an object.
+        SandboxError: the sandbox mode cannot run code here (the cause and the fix).
     """
     import uvicorn
 
@@ -406,9 +426,9 @@ def serve_rewards(
         )
     settings = _Settings(
         reward if isinstance(reward, str) else None, str(config) if config else None,
-        api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches,
+        api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches, sandbox,
     )  # fmt: skip
-    loaded = load_served_reward(reward, config)
+    loaded = load_served_reward(reward, config, sandbox=sandbox)
     options: dict[str, Any] = {
         "host": host, "port": port, "access_log": access_log, "log_level": log_level,
         "timeout_graceful_shutdown": None,

@@ -188,3 +188,71 @@ def test_several_workers_share_the_port(rewards_file: Path) -> None:
     output = "".join(lines)
     assert "2 workers, auth on" in output and output.count("Started server process") == 2
     assert SECRET not in output
+
+
+# --------------------------------------------------------------------------------------------
+# --sandbox: the mode model code runs in, fixed by the operator
+
+CODE_SAMPLE = {
+    "messages": [
+        {"role": "user", "content": "Print 2."},
+        {"role": "assistant", "content": "```python\nprint(2)\n```"},
+    ],
+    "ground_truth": [{"input": "", "expected_output": "2"}],
+}
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "process"])
+def test_code_runs_in_the_chosen_sandbox_mode_and_requests_cannot_change_it(mode: str) -> None:
+    from tests.rewards.sandbox_support import BWRAP_PROBLEM
+
+    if mode == "bwrap" and BWRAP_PROBLEM is not None:
+        pytest.skip(f"bubblewrap cannot isolate here: {BWRAP_PROBLEM}")
+    other = "bwrap" if mode == "process" else "process"
+    args = ["--sandbox", mode] if mode == "process" else []  # bwrap: the default
+    with running("code_execution", *args, "--no-access-log") as (url, _, lines):
+        result = httpx.post(f"{url}/evaluate", json=CODE_SAMPLE).json()
+        downgrade = httpx.post(f"{url}/evaluate", json={**CODE_SAMPLE, "sandbox": other})
+        batch = httpx.post(f"{url}/batch", json={"samples": [CODE_SAMPLE] * 2}).json()
+    isolation = "isolated" if mode == "bwrap" else "NOT isolated"
+    assert lines[0].endswith(f"model code runs in sandbox mode '{mode}' ({isolation}).\n")
+    assert result["score"] == 1.0 and result["metrics"]["sandbox"]["reason"] == mode
+    assert [r["metrics"]["sandbox"]["reason"] for r in batch["results"]] == [mode, mode]
+    assert downgrade.status_code == 422
+    assert f"asks for sandbox '{other}'" in downgrade.text
+
+
+@pytest.mark.slow
+def test_several_workers_keep_the_sandbox_mode() -> None:
+    args = ("code_execution", "--sandbox", "process", "--workers", "2", "--no-access-log")
+    with running(*args) as (url, _, lines):
+        results = [httpx.post(f"{url}/evaluate", json=CODE_SAMPLE).json() for _ in range(6)]
+        refused = httpx.post(f"{url}/evaluate", json={**CODE_SAMPLE, "sandbox": "bwrap"})
+    assert {r["metrics"]["sandbox"]["reason"] for r in results} == {"process"}
+    assert refused.status_code == 422
+    assert "2 workers" in lines[0] and "sandbox mode 'process' (NOT isolated)" in lines[0]
+
+
+def test_without_isolation_serving_code_fails_at_start_naming_the_fix(tmp_path: Path) -> None:
+    from tests.rewards.sandbox_support import without_bwrap
+
+    env = without_bwrap(tmp_path)
+    out = rk("serve", "code_execution", env=env)
+    assert out.returncode == 2
+    assert "Serving" not in out.stdout
+    assert "no bwrap binary for this platform" in out.stderr
+    assert "--sandbox process" in out.stderr
+    with running("code_execution", "--sandbox", "process", env=env) as (url, _, lines):
+        result = httpx.post(f"{url}/evaluate", json=CODE_SAMPLE).json()
+    assert result["metrics"]["sandbox"]["reason"] == "process"
+    assert "sandbox mode 'process' (NOT isolated)" in lines[0]
+
+
+def test_sandbox_option_errors() -> None:
+    math = rk("serve", "math", "--sandbox", "process")
+    assert math.returncode == 2
+    assert "reward 'math' takes none. Drop --sandbox." in math.stderr
+    typo = rk("serve", "code_execution", "--sandbox", "docker")
+    assert typo.returncode == 2
+    assert "unknown sandbox mode 'docker'" in typo.stderr
+    assert "Serving" not in math.stdout + typo.stdout
