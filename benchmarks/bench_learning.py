@@ -20,7 +20,7 @@ phase) to ``--out``.
 
 Runs:
 - ``uv run python benchmarks/bench_learning.py``: the whole pipeline with the documented
-  settings (about 35 minutes on 2 cores);
+  settings (about 45 minutes on 2 cores);
 - ``--quick``: a few-minute smoke run of the pipeline;
 - ``--sft-model DIR --skip-before``: GRPO only, from an SFT checkpoint made by an earlier run
   (``<out>/sft/final``); its held-out result is read from ``DIR/heldout.json`` when an earlier
@@ -279,9 +279,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--sft-lr", type=float, default=1e-4)
     parser.add_argument("--sft-model", help="skip SFT: start GRPO from this checkpoint")
     parser.add_argument("--skip-before", action="store_true", help="do not evaluate the base")
-    parser.add_argument("--grpo-steps", type=int, default=20)
-    parser.add_argument("--grpo-lr", type=float, default=2e-5)
-    parser.add_argument("--grpo-batch", type=int, default=8, help="episodes per GRPO step")
+    parser.add_argument("--grpo-steps", type=int, default=9)
+    parser.add_argument("--grpo-lr", type=float, default=8e-6)
+    parser.add_argument("--grpo-batch", type=int, default=32, help="episodes per GRPO step")
     parser.add_argument("--group-size", type=int, default=4, help="num_generations")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument(
@@ -299,7 +299,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument(
         "--answer-weight",
         type=float,
-        default=0.0,
+        default=0.1,
         help="weight of `answer_given` (any 'Answer:' line) in the episode reward (0: not used)",
     )
     parser.add_argument("--warmup-steps", type=int, default=0, help="GRPO learning-rate warm-up")
