@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rk_agent.rewards import _bwrap
 from rk_agent.rewards._process_limits import nproc_enforced, nproc_limit
 from rk_agent.rewards._sandbox_types import SandboxLimits, SandboxMode
 
@@ -132,7 +133,7 @@ def settings(
             "rlimits": _rlimits(limits, mode, pids_cgroup=pids_cgroup),
             "channel": data_channel,
             "env": dict(env or {}),
-            "path": list(_site_paths()),
+            "path": list(_site_paths(mode)),
         }
     )
 
@@ -178,9 +179,11 @@ def _rlimits(limits: SandboxLimits, mode: SandboxMode, *, pids_cgroup: bool) -> 
 
 
 @functools.cache
-def _site_paths() -> tuple[str, ...]:
+def _site_paths(mode: SandboxMode) -> tuple[str, ...]:
     """What ``site`` adds to ``sys.path`` under ``-I``: the site-packages directories and the
-    directories named by their ``.pth`` files (whose ``import`` lines are not run)."""
+    directories named by their ``.pth`` files (whose ``import`` lines are not run). Mode
+    ``bwrap``: only those it can see; not even the names of the others (a project's, from an
+    editable install's ``.pth`` file)."""
     found: list[str] = []
     for directory in site.getsitepackages():
         if not Path(directory).is_dir() or directory in found:
@@ -198,4 +201,6 @@ def _site_paths() -> tuple[str, ...]:
                 path = str((Path(directory) / line).resolve())
                 if Path(path).is_dir() and path not in found:
                     found.append(path)
+    if mode is SandboxMode.BWRAP:
+        return tuple(path for path in found if _bwrap.visible(path))
     return tuple(found)

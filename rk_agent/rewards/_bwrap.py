@@ -5,6 +5,7 @@ Main names:
         the read-only view of the interpreter, the size-capped private work dir).
     require_bwrap: check once per process that isolation works; `SandboxError` naming the cause
         and the fix otherwise (never a silent fallback).
+    visible: whether a path of the machine is in the sandbox's read-only view.
     isolation_report: what works on this machine and why not, for ``rk-agent doctor``.
     WORKDIR: the run's private working directory, as the sandboxed program sees it.
 
@@ -32,6 +33,7 @@ __all__ = [
     "bwrap_options",
     "bwrap_path",
     "require_bwrap",
+    "visible",
 ]
 
 WORKDIR = "/sandbox"
@@ -95,6 +97,13 @@ def _interpreter_binds() -> tuple[str, ...]:
         if str(path) not in found and path.is_dir():
             found.append(str(path))
     return tuple(found)
+
+
+def visible(path: str) -> bool:
+    """Whether ``path`` is inside what a sandboxed program sees of the machine (read-only)."""
+    resolved = Path(path).resolve()
+    roots = [Path(d).resolve() for d in (*_SYSTEM_DIRS, *_interpreter_binds())]
+    return any(resolved == root or root in resolved.parents for root in roots)
 
 
 @functools.cache

@@ -207,6 +207,22 @@ def test_no_environment_variable_is_inherited(
 
 
 @needs_bwrap
+@pytest.mark.parametrize("mode", list(SandboxMode))
+def test_installed_packages_import_and_exit_works_without_site(mode: SandboxMode) -> None:
+    """The interpreter starts without `site`; the bootstrap puts back what programs need."""
+    import pydantic
+
+    project = str(Path(__file__).resolve().parents[2])
+    code = "import sys, pydantic\nprint(pydantic.VERSION)\nprint(sys.path)\nexit(3)"
+    result = run_python(code, sandbox=mode)
+    assert result.exit_code == 3, result.stderr  # `exit` is a builtin `site` used to add
+    version, paths = result.stdout.splitlines()
+    assert version == pydantic.VERSION
+    if mode is SandboxMode.BWRAP:  # not even the name of a directory it cannot see
+        assert project not in eval(paths)  # our own child's output: a list literal
+
+
+@needs_bwrap
 def test_extra_env_is_passed() -> None:
     result = run_python("import os\nprint(os.environ['MODE'])", env={"MODE": "eval"})
     assert result.stdout == "eval\n"
