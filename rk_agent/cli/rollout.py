@@ -49,6 +49,7 @@ def rollout(
         str | None,
         typer.Option(
             "--provider",
+            "--policy",
             help="fireworks, openai, local, or solver (the env's reference solver, no model: "
             "solved episodes for an SFT warm start).",
         ),
@@ -174,6 +175,20 @@ def rollout(
             "--failed`.", style="red"
         )  # fmt: skip
         raise typer.Exit(EXIT_ALL_FAILED)
+    if run.uses_embedded_model:
+        console.print(_next_steps(run.run_dir.path, run.env_name))
+
+
+def _next_steps(path: Path, env: str) -> str:
+    """Where to go from a run of the embedded model (which solves next to nothing)."""
+    return "\n".join([
+        "Next steps:",
+        f"  rk-agent show {path} --limit 2    (what the model did, turn by turn)",
+        f"  rk-agent rollout --env {env} --policy solver --n 64 --output runs/demos",
+        "  rk-agent train sft --trajectories runs/demos    (a warm start from solved episodes)",
+        f"  rk-agent rollout --env {env} --base-url http://localhost:8000/v1 --model NAME    "
+        "(a real model: vLLM, SGLang, Ollama; or --provider fireworks|openai)",
+    ])  # fmt: skip
 
 
 def _say_taken_over(run_dir: RunDir, console: Console) -> None:

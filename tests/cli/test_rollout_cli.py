@@ -114,6 +114,21 @@ def test_show_limits_all_and_a_run_without_failures(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--limit must be -1 (all), 0 or more, got -2." in bad.stderr
 
 
+def test_a_run_of_the_embedded_model_ends_with_the_next_steps(tmp_path: Path) -> None:
+    run = tmp_path / "first"
+    out = rk("rollout", "--env", "tools", "--n", "1", "--max-turns", "1", "--max-tokens", "4",
+             "--output", str(run))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "Next steps:" in text and f"rk-agent show {run} --limit 2" in text
+    demos = tmp_path / "demos"
+    suggested = rk("rollout", "--env", "tools", "--policy", "solver", "--n", "2",
+                   "--output", str(demos))  # fmt: skip
+    assert suggested.returncode == 0, suggested.stderr
+    assert all(t["success"] for t in lines(demos))
+    assert "Next steps:" not in suggested.stdout  # only after the embedded model
+
+
 def test_endpoint_failures_are_recorded_with_their_kind(tmp_path: Path) -> None:
     with StubServer(["Answer: 1"], failure_rate=1.0) as server:
         out = rk(
