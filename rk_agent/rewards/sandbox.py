@@ -144,7 +144,7 @@ def run_python(
     run = launch(mode, disk)
     try:
         cgroup = _bound(run.cgroup, tasks, limits.run_memory_bytes)
-        pids_cgroup = cgroup is not None and tasks is not None
+        pids_cgroup = cgroup is not None and tasks is not None and "pids" in cgroup.dirs
         run_settings = settings(
             code, limits, mode, data_channel=data_channel, env=env, pids_cgroup=pids_cgroup
         )
