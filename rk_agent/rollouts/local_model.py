@@ -107,7 +107,7 @@ def resolve_model(spec: str | os.PathLike[str] | None = None) -> str:
     """Turn a model spec into something ``from_pretrained`` loads.
 
     The embedded model's names (``None``, ``"smollm2-135m"``, see `EMBEDDED_ALIASES`) become the
-    path of its converted checkpoint, converting it first if needed (once, ~20 s). Anything else
+    path of its converted checkpoint, converting it first if needed (once, ~20-30 s). Anything else
     (a local folder, a hub id) is returned unchanged, as a string.
 
     Example:
