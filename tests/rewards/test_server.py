@@ -60,12 +60,14 @@ RELEASE_SLOW = threading.Event()
 
 
 HELD_FINISHED = threading.Event()  # set when a held call returns
+HELD_STARTED = threading.Event()  # set when a held call begins
 
 
 @reward_function
 def held(response: str, ground_truth: str) -> float:
     """Blocks its worker thread on ``ground_truth="slow"`` until the test releases it."""
     if ground_truth == "slow":
+        HELD_STARTED.set()
         RELEASE_SLOW.wait(timeout=30)
         HELD_FINISHED.set()
     return float(response.strip() == ground_truth)
@@ -315,31 +317,29 @@ def test_the_wait_for_a_free_thread_does_not_count_against_the_timeout() -> None
 
 def test_a_saturated_server_sheds_load_with_503_and_retry_after() -> None:
     RELEASE_SLOW.clear()
+    HELD_STARTED.clear()
     box: dict[str, Any] = {}
 
     async def run() -> tuple[httpx.Response, httpx.Response]:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-
-            def ask(truth: str) -> asyncio.Task[httpx.Response]:
-                body = {"messages": CHAT, "ground_truth": truth}
-                return asyncio.create_task(client.post("/evaluate", json=body))
-
-            holder = ask("slow")  # holds the only thread
-            await asyncio.sleep(0.2)
-            first, second = ask("4"), ask("4")  # one waits for the thread, one is shed
-            done, _ = await asyncio.wait({first, second}, return_when=asyncio.FIRST_COMPLETED)
+            body = {"messages": CHAT, "ground_truth": "4"}
+            holder = asyncio.create_task(
+                client.post("/evaluate", json={"messages": CHAT, "ground_truth": "slow"})
+            )
+            await asyncio.to_thread(HELD_STARTED.wait, 30)  # the only thread is held
+            waiting = asyncio.create_task(client.post("/evaluate", json=body))
+            await asyncio.sleep(1.0)  # time for it to take the one place in the queue
+            shed = await client.post("/evaluate", json=body)
             remote = RewardFunction(mode="remote", endpoint=url + "/evaluate")
             caller = threading.Thread(
                 target=lambda: box.update(result=remote(messages=CHAT, ground_truth="4"))
             )
-            caller.start()  # meets a 503, waits Retry-After, tries again
+            caller.start()  # meets a 503, honours Retry-After, tries again
             await asyncio.sleep(0.3)
             RELEASE_SLOW.set()
             await holder
             await asyncio.to_thread(caller.join, 30)
-            shed = done.pop()
-            waited = second if shed is first else first
-            return shed.result(), await waited
+            return shed, await waiting
 
     try:
         with serving(held, timeout_s=30, threads=1, max_queue=1) as url:
