@@ -19,11 +19,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rk_agent.envs.base import ChatEnv
+    from rk_agent.envs.base import ChatEnv, EpisodeState
     from rk_agent.envs.check import check_env
-    from rk_agent.envs.registry import get_env_class, list_envs, make_env
+    from rk_agent.envs.registry import get_env_class, list_envs, make_env, register_env
     from rk_agent.envs.task import Task
-    from rk_agent.envs.tool import Tool, tool
+    from rk_agent.envs.tool import Tool, ToolResult, tool
     from rk_agent.errors import (
         ConfigError,
         ContextOverflowError,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         RewardInputError,
         RewardLoadError,
         RkAgentError,
+        RunLockedError,
         SandboxError,
         UnknownNameError,
     )
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
         register_reward_function,
     )
     from rk_agent.rewards.stats import RewardStats, group_normalize, normalize_rewards, reward_stats
-    from rk_agent.rollouts.config import RolloutConfig
+    from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
     from rk_agent.rollouts.hf_policy import HFPolicy
     from rk_agent.rollouts.openai_policy import OpenAIPolicy
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
         MetricResult,
         MetricRewardOutput,
         RewardOutput,
+        RunStatus,
         StepOutput,
         StopReason,
         ToolCall,
@@ -89,8 +91,10 @@ _EXPORTS: dict[str, str] = {
     "EndpointError": "rk_agent.errors",
     "EnvError": "rk_agent.errors",
     "EpisodeRollout": "rk_agent.trainers.rollout",
+    "EpisodeState": "rk_agent.envs.base",
     "EvaluateResult": "rk_agent.types",
     "FailureKind": "rk_agent.types",
+    "FailurePolicy": "rk_agent.rollouts.config",
     "FireworksError": "rk_agent.errors",
     "FunctionCall": "rk_agent.types",
     "FunctionPolicy": "rk_agent.rollouts.testing",
@@ -110,6 +114,8 @@ _EXPORTS: dict[str, str] = {
     "RewardStats": "rk_agent.rewards.stats",
     "RkAgentError": "rk_agent.errors",
     "RolloutConfig": "rk_agent.rollouts.config",
+    "RunLockedError": "rk_agent.errors",
+    "RunStatus": "rk_agent.types",
     "SFTFilter": "rk_agent.trainers.sft_data",
     "SamplingParams": "rk_agent.rollouts.policy",
     "SandboxError": "rk_agent.errors",
@@ -121,6 +127,7 @@ _EXPORTS: dict[str, str] = {
     "Task": "rk_agent.envs.task",
     "Tool": "rk_agent.envs.tool",
     "ToolCall": "rk_agent.types",
+    "ToolResult": "rk_agent.envs.tool",
     "TrainConfig": "rk_agent.trainers.config",
     "Trajectory": "rk_agent.rollouts.trajectory",
     "UnknownNameError": "rk_agent.errors",
@@ -139,6 +146,7 @@ _EXPORTS: dict[str, str] = {
     "list_reward_functions": "rk_agent.rewards.registry",
     "make_env": "rk_agent.envs.registry",
     "normalize_rewards": "rk_agent.rewards.stats",
+    "register_env": "rk_agent.envs.registry",
     "register_reward_function": "rk_agent.rewards.registry",
     "reward_function": "rk_agent.rewards.decorator",
     "reward_stats": "rk_agent.rewards.stats",
@@ -172,8 +180,10 @@ __all__ = [
     "EndpointError",
     "EnvError",
     "EpisodeRollout",
+    "EpisodeState",
     "EvaluateResult",
     "FailureKind",
+    "FailurePolicy",
     "FireworksError",
     "FunctionCall",
     "FunctionPolicy",
@@ -193,6 +203,8 @@ __all__ = [
     "RewardStats",
     "RkAgentError",
     "RolloutConfig",
+    "RunLockedError",
+    "RunStatus",
     "SFTFilter",
     "SamplingParams",
     "SandboxError",
@@ -204,6 +216,7 @@ __all__ = [
     "Task",
     "Tool",
     "ToolCall",
+    "ToolResult",
     "TrainConfig",
     "Trajectory",
     "UnknownNameError",
@@ -223,6 +236,7 @@ __all__ = [
     "list_reward_functions",
     "make_env",
     "normalize_rewards",
+    "register_env",
     "register_reward_function",
     "reward_function",
     "reward_stats",

@@ -24,6 +24,7 @@ EXPECTED = {
     "EpisodeRollout", "SFTFilter", "TrainConfig", "build_sft_data", "build_sft_trainer",
     "env_dataset", "grpo_trainer", "run_training", "sft_dataset",
     "TRLEnvSpec", "trl_environment", "trl_grpo_trainer", "VLLMPolicy",
+    "EpisodeState", "ToolResult", "register_env", "RunLockedError", "FailurePolicy", "RunStatus",
 }  # fmt: skip
 
 
