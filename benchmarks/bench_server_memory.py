@@ -4,9 +4,10 @@ Run: uv run python benchmarks/bench_server_memory.py [--clients 8] [--mb 4]
 
 Starts ``rk-agent serve format`` (a subprocess on loopback) once per setting of
 ``--max-batches`` (2, the default, and one per client, which is what the server did before the
-limit), sends ``--clients`` concurrent ``/batch`` requests of about ``--mb`` MB each (samples with
-long replies), and prints the server's resident memory at rest and its peak (``VmHWM``), and
-the wall time of the whole burst. Every request must come back 200 with one result per sample.
+limit), sends ``--clients`` concurrent ``/batch`` requests of about ``--mb`` MB each (samples
+with replies of ``--reply-chars``; short ones make many samples per request), and prints the
+server's resident memory at rest and its peak (``VmHWM``), and the wall time of the burst.
+Every request must come back 200 with one result per sample.
 
 Target (issue 14): memory bounded per request and in total; before the limit, 8 concurrent
 4 MB batches took the server from 76 MB to 1.3 GB.
@@ -50,8 +51,8 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     raise SystemExit("the server did not start")
 
 
-def _body(megabytes: float) -> bytes:
-    reply = "<think>" + "x" * 20_000 + "</think><answer>4</answer>"
+def _body(megabytes: float, reply_chars: int) -> bytes:
+    reply = "<think>" + "x" * reply_chars + "</think><answer>4</answer>"
     sample = {"messages": [{"role": "user", "content": "2+2?"},
                            {"role": "assistant", "content": reply}]}  # fmt: skip
     count = max(1, int(megabytes * 1024 * 1024 / len(json.dumps(sample))))
@@ -77,7 +78,9 @@ async def _burst(port: int, body: bytes, clients: int) -> list[tuple[int, int]]:
     return list(await asyncio.gather(*(_post(port, body) for _ in range(clients))))
 
 
-def _measure(max_batches: int, clients: int, megabytes: float) -> dict[str, float]:
+def _measure(
+    max_batches: int, clients: int, megabytes: float, reply_chars: int
+) -> dict[str, float]:
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "rk_agent", "serve", "format", "--port", str(port),
@@ -88,7 +91,7 @@ def _measure(max_batches: int, clients: int, megabytes: float) -> dict[str, floa
     try:
         _wait_ready(f"http://127.0.0.1:{port}", process)
         rest = _memory_mb(process.pid, "VmRSS")
-        body = _body(megabytes)
+        body = _body(megabytes, reply_chars)
         started = time.perf_counter()
         answers = asyncio.run(_burst(port, body, clients))
         wall = time.perf_counter() - started
@@ -106,11 +109,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--mb", type=float, default=4.0)
+    parser.add_argument(
+        "--reply-chars",
+        type=int,
+        default=100,
+        help="length of each sample's reply (small: many samples)",
+    )
     a = parser.parse_args()
-    print(f"{a.clients} concurrent /batch requests of ~{a.mb:g} MB, `rk-agent serve format`")
+    samples = len(json.loads(_body(a.mb, a.reply_chars))["samples"])
+    print(f"{a.clients} concurrent /batch requests of ~{a.mb:g} MB ({samples} samples each), "
+          "`rk-agent serve format`")  # fmt: skip
     print(f"{'--max-batches':>14} {'at rest':>9} {'peak':>9} {'burst':>8}")
     for max_batches in (2, a.clients):
-        row = _measure(max_batches, a.clients, a.mb)
+        row = _measure(max_batches, a.clients, a.mb, a.reply_chars)
         print(f"{max_batches:>14} {row['rest_mb']:>6.0f} MB {row['peak_mb']:>6.0f} MB "
               f"{row['wall_s']:>6.1f} s")  # fmt: skip
 
