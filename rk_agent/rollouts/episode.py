@@ -79,7 +79,10 @@ async def play_episode(
     if sampling.seed is not None:
         sampling = sampling.model_copy(update={"seed": sampling.seed + slot.sample})
     try:
-        await asyncio.wait_for(_loop(env, policy, slot, sampling, record), timeout_s)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation (Ctrl-C)
+        # that lands as the episode finishes, and the run then goes on as if nothing happened.
+        async with asyncio.timeout(timeout_s):
+            await _loop(env, policy, slot, sampling, record)
     except TimeoutError:
         record.stop_reason = StopReason.TIMEOUT
         record.failure = Failure(
