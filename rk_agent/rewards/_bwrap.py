@@ -123,6 +123,16 @@ def _system_args() -> tuple[str, ...]:
     return tuple(args)
 
 
+@functools.cache
+def _tmp_is_bound() -> bool:
+    """Whether a read-only bind lands under ``/tmp`` (an interpreter or virtual environment
+    installed there, e.g. a checkout under /tmp): then ``/tmp`` cannot be the work dir's
+    symlink, and the program's ``TMPDIR`` (the work dir) is its only temporary space."""
+    tmp = Path("/tmp")
+    binds = [Path(d) for d in (*_interpreter_binds(), *_ETC_FILES)]
+    return any(path == tmp or tmp in path.parents for path in binds)
+
+
 def bwrap_argv(
     command: Sequence[str],
     *,
@@ -150,7 +160,8 @@ def bwrap_options(
     New user (uid/gid 65534), PID, network, IPC, UTS and cgroup namespaces; a read-only view of
     the system dirs and the interpreter's prefixes only (no home, no project, no host ``/proc``,
     no ``/sys``); a fresh ``/proc`` and minimal ``/dev``; a private tmpfs work dir of at most
-    ``disk_bytes`` (``/tmp`` points to it); exactly ``env`` as the environment; a new session;
+    ``disk_bytes`` (``/tmp`` points to it, unless the interpreter itself lives under ``/tmp``:
+    then ``/tmp`` holds only that, read-only); exactly ``env`` as the environment; a new session;
     killed when its parent dies.
     """
     args = [
@@ -163,7 +174,9 @@ def bwrap_options(
     ]  # fmt: skip
     if disk_bytes is not None:
         args += ["--size", str(disk_bytes)]
-    args += ["--tmpfs", WORKDIR, "--symlink", WORKDIR, "/tmp"]
+    args += ["--tmpfs", WORKDIR]
+    if not _tmp_is_bound():
+        args += ["--symlink", WORKDIR, "/tmp"]
     for name, fd in (files or {}).items():
         args += ["--file", str(fd), f"{WORKDIR}/{name}"]
     args += ["--chdir", WORKDIR, "--clearenv"]

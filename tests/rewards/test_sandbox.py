@@ -479,3 +479,20 @@ def test_isolation_report_without_bwrap(monkeypatch: pytest.MonkeyPatch) -> None
     assert report.problem is not None and "needs Linux" in report.problem
     assert report.lines()[0] == "isolation: NOT available"
     assert BWRAP_PROBLEM is None or not report.isolated
+
+
+def test_an_interpreter_under_tmp_keeps_tmp_for_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A checkout (and its virtual environment) under /tmp: bwrap must bind it there, so /tmp
+    # cannot also be the work dir's symlink ("Can't make symlink at /tmp").
+    here = _bwrap._interpreter_binds()
+    monkeypatch.setattr(_bwrap, "_interpreter_binds", lambda: (*here, "/tmp/ci-checkout/.venv"))
+    _bwrap._tmp_is_bound.cache_clear()
+    try:
+        under_tmp = _bwrap.bwrap_options(env={}, disk_bytes=None)
+    finally:
+        monkeypatch.undo()
+        _bwrap._tmp_is_bound.cache_clear()
+    normal = _bwrap.bwrap_options(env={}, disk_bytes=None)
+    pairs = lambda args: list(zip(args, args[1:], args[2:], strict=False))  # noqa: E731
+    assert ("--symlink", _bwrap.WORKDIR, "/tmp") not in pairs(under_tmp)
+    assert ("--symlink", _bwrap.WORKDIR, "/tmp") in pairs(normal) or _bwrap._tmp_is_bound()
