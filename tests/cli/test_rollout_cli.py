@@ -202,6 +202,13 @@ def test_bad_input_fails_before_any_work(tmp_path: Path) -> None:
     assert not any((tmp_path / name).exists() for name in "abcd")
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C as a terminal delivers it, whatever the test runner left behind (an
+    ignored SIGINT is inherited across exec, and Python keeps it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with StubServer(call_first_tool_then_answer("Answer: 42"), latency_s=0.15) as server:
@@ -210,6 +217,7 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> N
              server.base_url, "--model", "m", "--n", "30", "--concurrency", "2",
              "--output", str(run_dir)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+            preexec_fn=_default_sigint,
         )  # fmt: skip
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -219,7 +227,7 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> N
             time.sleep(0.1)
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
-        assert process.returncode == 130, stderr
+        assert process.returncode == 130, (stdout[-2000:], stderr)
         assert "Resume with `rk-agent rollout --resume" in stdout
         finished = lines(run_dir)
         assert 3 <= len(finished) < 30
