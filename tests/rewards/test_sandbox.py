@@ -164,16 +164,18 @@ def test_data_channel_comes_back_capped(mode: SandboxMode) -> None:
 @needs_bwrap
 def test_the_isolated_view_of_the_machine() -> None:
     code = (
-        "import os, socket\nprint(os.getuid(), os.getgid(), os.getcwd(), os.environ['HOME'])\n"
+        "import os, socket, tempfile\n"
+        "print(os.getuid(), os.getgid(), os.getcwd(), os.environ['HOME'])\n"
         "print(sorted(p for p in os.listdir('/proc') if p.isdigit()))\n"
         "print(socket.gethostname(), os.path.exists('/sys'))\n"
-        "open('/tmp/t', 'w').write('x')\nprint(sorted(os.listdir('.')))"
+        "open(os.path.join(tempfile.gettempdir(), 't'), 'w').write('x')\n"
+        "print(sorted(os.listdir('.')))"
     )
     lines = run_python(code).stdout.splitlines()
     assert lines[0] == "65534 65534 /sandbox /sandbox"
     assert lines[1] == "['1', '2']"  # bwrap's init and the program: its own PID namespace
     assert lines[2] == "sandbox False"
-    assert lines[3] == "['solution.py', 't']"  # /tmp is the work dir
+    assert lines[3] == "['solution.py', 't']"  # the temp dir is the work dir
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,7 +234,9 @@ def test_extra_env_is_passed() -> None:
 def test_each_run_gets_an_empty_work_dir() -> None:
     first = run_python("open('left.txt', 'w').write('x')\nimport os\nprint(sorted(os.listdir()))")
     assert first.stdout == "['left.txt', 'solution.py']\n"
-    second = run_python("import os\nprint(os.listdir('.'), os.listdir('/tmp'))")
+    second = run_python(
+        "import os, tempfile\nprint(os.listdir('.'), os.listdir(tempfile.gettempdir()))"
+    )
     assert second.stdout == "['solution.py'] ['solution.py']\n"
 
 
@@ -293,7 +297,8 @@ def test_process_mode_setsid_escapee_is_killed_by_the_cgroup() -> None:
 @needs_bwrap
 @pytest.mark.parametrize("mode", list(SandboxMode))
 def test_infinite_loop_times_out(mode: SandboxMode) -> None:
-    result = run_python("while True:\n    pass\n", limits=SandboxLimits(timeout_s=1), sandbox=mode)
+    limits = SandboxLimits(timeout_s=1, cpu_time_s=60)  # only the wall clock can end it
+    result = run_python("while True:\n    pass\n", limits=limits, sandbox=mode)
     assert result.status is SandboxStatus.TIMEOUT
     assert result.timed_out
     assert result.reason == "timed out after 1 s (wall clock)"
