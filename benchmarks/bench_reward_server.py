@@ -6,7 +6,7 @@ Run: uv run python benchmarks/bench_reward_server.py [--requests 20000] [--concu
 Three servers, each a uvicorn process of its own with one worker and no access log:
 
 - ``ceiling``: a bare FastAPI ``POST /evaluate`` that returns a constant;
-- ``reward``: ``rk-agent``'s reward server (`rk_agent.rewards.server.serve_rewards`) with a
+- ``reward``: ``rk-agent``'s reward server (`rk_agent.server.serve_rewards`) with a
   trivial sync reward (exact match of the reply against ``ground_truth``), so every request
   goes through validation, the thread pool and the `EvaluateResult` serialisation;
 - ``raising``: the same server with a reward that raises on every tenth request (those must
@@ -82,7 +82,7 @@ def serve(kind: str, port: int) -> None:
 
         uvicorn.run(app, host="127.0.0.1", port=port, access_log=False, log_level="warning")
         return
-    from rk_agent.rewards.server import serve_rewards
+    from rk_agent.server import serve_rewards
 
     reward = exact_match if kind == "reward" else raising_match
     serve_rewards(reward, host="127.0.0.1", port=port, access_log=False, log_level="warning")

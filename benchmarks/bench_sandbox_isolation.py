@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from rk_agent.rewards.code_execution import code_execution_reward
-from rk_agent.rewards.sandbox import SandboxLimits, isolation_report, run_python
+from rk_agent.sandbox import SandboxLimits, isolation_report, run_python
 
 LIMITS = SandboxLimits(timeout_s=5)
 TESTS = [{"fn_name": "add", "args": [i, 2 * i], "expected": 3 * i} for i in range(10)]

@@ -18,7 +18,7 @@ def doctor(
     under bubblewrap; this says whether that works on this machine, why not, and how to fix it.
     Exits with status 1 when isolation is not available.
     """
-    from rk_agent.rewards.sandbox import isolation_report
+    from rk_agent.sandbox import isolation_report
 
     report = isolation_report()
     if as_json:

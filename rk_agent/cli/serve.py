@@ -1,4 +1,4 @@
-"""``rk-agent serve``: serve a reward over HTTP (see `rk_agent.rewards.server`)."""
+"""``rk-agent serve``: serve a reward over HTTP (see `rk_agent.server`)."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def serve(
     Any RL service, or RewardFunction(mode="remote", endpoint="http://HOST:PORT/evaluate"),
     can call it. Stop it with Ctrl-C or SIGTERM: requests in flight finish first.
     """
-    from rk_agent.rewards.server import (
+    from rk_agent.server import (
         check_bind,
         check_port,
         is_loopback,

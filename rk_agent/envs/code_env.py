@@ -7,7 +7,7 @@ base, ...) drawn from the seed. The prompt shows one example; the hidden tests a
 inputs drawn from the seed and expected values computed by a reference implementation.
 
 The model replies with the function in a ```` ```python ```` block. The code runs isolated in the
-sandbox (`rk_agent.rewards.sandbox`, mode ``bwrap`` unless ``sandbox="process"`` is asked for; one
+sandbox (`rk_agent.sandbox`, mode ``bwrap`` unless ``sandbox="process"`` is asked for; one
 process computes the 6 calls' values, which the env compares with the expected ones outside the
 sandbox, about 60 ms in all); when a test fails,
 the failure report (which test, expected vs got, or the error) comes back as feedback for
@@ -40,7 +40,7 @@ from rk_agent.envs.task import Task
 from rk_agent.rewards.code_execution import code_execution_reward
 from rk_agent.rewards.decorator import RewardFn, reward_function
 from rk_agent.rewards.registry import RewardLike
-from rk_agent.rewards.sandbox import SandboxLimits, SandboxMode, require_sandbox, sandbox_mode
+from rk_agent.sandbox import SandboxLimits, SandboxMode, require_sandbox, sandbox_mode
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = ["SYSTEM_PROMPT", "TEST_LIMITS", "CodeEnv", "solve"]

@@ -73,7 +73,7 @@ from rk_agent.rewards._code_harness import WATCHDOG_EXIT
 from rk_agent.rewards._code_judge import BadValue, Check, Probe, decode, plan_case
 from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
-from rk_agent.rewards.sandbox import (
+from rk_agent.sandbox import (
     SandboxLimits,
     SandboxMode,
     SandboxResult,
@@ -417,7 +417,7 @@ def code_execution_reward(
         float_tolerance: when set, numbers in outputs and values match within this absolute or
             relative tolerance.
         sandbox: ``"bwrap"`` (isolated, the default) or ``"process"`` (no isolation, opt-in);
-            see `rk_agent.rewards.sandbox`.
+            see `rk_agent.sandbox`.
         **kwargs: ignored (dataset columns passed along by trainers).
 
     Returns:

@@ -19,8 +19,8 @@ from rk_agent.jsonl import iter_jsonl
 from rk_agent.rewards.decorator import check_options
 from rk_agent.rewards.function import RewardFunction
 from rk_agent.rewards.registry import RewardLike, get_reward_function
-from rk_agent.rewards.sandbox import SandboxMode, sandbox_mode
 from rk_agent.rewards.stats import RewardStats, reward_stats
+from rk_agent.sandbox import SandboxMode, sandbox_mode
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = ["PreviewReport", "PreviewRow", "SkippedLine", "preview_samples"]

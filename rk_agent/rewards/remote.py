@@ -3,7 +3,7 @@
 The wire format follows reward-kit's ``POST /evaluate``: the request carries ``messages``
 (OpenAI chat format), optional ``original_messages``, ``ground_truth`` and ``tools`` at the top
 level and every other keyword argument under ``kwargs``; the response is an `EvaluateResult`
-(see `rk_agent.rewards.server`, which serves it).
+(see `rk_agent.server`, which serves it).
 
 Every call retries what may succeed next time: timeouts, connection errors, 408, 429 and 5xx,
 up to ``max_retries`` times, waiting ``Retry-After`` when the server sends it and otherwise a
@@ -158,7 +158,7 @@ def post_batch(
     (``endpoint`` is the ``/batch`` URL; ``timeout`` covers the whole batch).
 
     Example:
-        >>> from rk_agent.rewards.server import serving
+        >>> from rk_agent.server import serving
         >>> chat = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<a>1</a>"}]
         >>> with serving("format") as url:
         ...     [r.score for r in post_batch(f"{url}/batch", [{"messages": chat, "tags": ["a"]}])]

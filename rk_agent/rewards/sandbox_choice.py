@@ -28,7 +28,7 @@ from typing import Any
 
 from rk_agent.errors import ConfigError, RewardInputError
 from rk_agent.rewards.decorator import AnyRewardFn, reward_function
-from rk_agent.rewards.sandbox import SandboxMode, require_sandbox, sandbox_mode
+from rk_agent.sandbox import SandboxMode, require_sandbox, sandbox_mode
 from rk_agent.types import EvaluateResult
 
 __all__ = ["describe", "fix_sandbox", "fixed_sandbox", "takes_sandbox"]

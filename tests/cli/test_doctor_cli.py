@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.rewards.sandbox_support import BWRAP_PROBLEM
+from tests.sandbox.support import BWRAP_PROBLEM
 
 
 def _doctor(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rewards.sandbox_support import BWRAP_PROBLEM, without_bwrap
+from tests.sandbox.support import BWRAP_PROBLEM, without_bwrap
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox targets Linux")
 

@@ -256,7 +256,7 @@ def test_envs_list() -> None:
 
 @pytest.mark.parametrize("mode", ["bwrap", "process"])
 def test_the_code_env_records_its_sandbox_mode(tmp_path: Path, mode: str) -> None:
-    from tests.rewards.sandbox_support import BWRAP_PROBLEM
+    from tests.sandbox.support import BWRAP_PROBLEM
 
     if BWRAP_PROBLEM is not None and mode == "bwrap":
         pytest.skip(f"bubblewrap cannot isolate here: {BWRAP_PROBLEM}")

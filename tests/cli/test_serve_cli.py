@@ -204,7 +204,7 @@ CODE_SAMPLE = {
 
 @pytest.mark.parametrize("mode", ["bwrap", "process"])
 def test_code_runs_in_the_chosen_sandbox_mode_and_requests_cannot_change_it(mode: str) -> None:
-    from tests.rewards.sandbox_support import BWRAP_PROBLEM
+    from tests.sandbox.support import BWRAP_PROBLEM
 
     if mode == "bwrap" and BWRAP_PROBLEM is not None:
         pytest.skip(f"bubblewrap cannot isolate here: {BWRAP_PROBLEM}")
@@ -234,7 +234,7 @@ def test_several_workers_keep_the_sandbox_mode() -> None:
 
 
 def test_without_isolation_serving_code_fails_at_start_naming_the_fix(tmp_path: Path) -> None:
-    from tests.rewards.sandbox_support import without_bwrap
+    from tests.sandbox.support import without_bwrap
 
     env = without_bwrap(tmp_path)
     out = rk("serve", "code_execution", env=env)

@@ -10,7 +10,7 @@ from rk_agent.envs import code_env
 from rk_agent.envs.code_env import CodeEnv, solve
 from rk_agent.errors import ConfigError
 from rk_agent.types import EvaluateResult, Message, StopReason
-from tests.rewards.sandbox_support import needs_bwrap
+from tests.sandbox.support import needs_bwrap
 
 pytestmark = needs_bwrap
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards._launch import spare_pids
 from rk_agent.rewards.code_execution import (
     CodeTestCase,
     code_execution_reward,
@@ -21,9 +20,10 @@ from rk_agent.rewards.code_execution import (
     parse_test_cases,
 )
 from rk_agent.rewards.registry import get_reward_function
-from rk_agent.rewards.sandbox import SandboxLimits, process_limit_backend
+from rk_agent.sandbox import SandboxLimits, process_limit_backend
+from rk_agent.sandbox._launch import spare_pids
 from rk_agent.types import EvaluateResult
-from tests.rewards.sandbox_support import needs_bwrap
+from tests.sandbox.support import needs_bwrap
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the sandbox targets Linux"),

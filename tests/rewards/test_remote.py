@@ -27,7 +27,7 @@ from rk_agent.rewards.remote import (
     post_batch,
     post_evaluate,
 )
-from rk_agent.rewards.server import serving
+from rk_agent.server import serving
 
 SECRET = "rk-remote-SECRET-0123456789abcdef"
 CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]

@@ -12,9 +12,9 @@ import pytest
 from rk_agent.errors import ConfigError, RewardInputError
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.rewards.registry import get_reward_function
-from rk_agent.rewards.sandbox import SandboxMode, run_python_async
 from rk_agent.rewards.sandbox_choice import fix_sandbox, takes_sandbox
-from tests.rewards.sandbox_support import needs_bwrap
+from rk_agent.sandbox import SandboxMode, run_python_async
+from tests.sandbox.support import needs_bwrap
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox targets Linux")
 

@@ -16,19 +16,19 @@ import pytest
 from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError, SandboxError
-from rk_agent.rewards import _bwrap
-from rk_agent.rewards.sandbox import (
+from rk_agent.sandbox import (
     SandboxLimits,
     SandboxMode,
     SandboxResult,
     SandboxStatus,
+    _bwrap,
     isolation_report,
     process_limit_backend,
     run_python,
     run_python_async,
     sandbox_mode,
 )
-from tests.rewards.sandbox_support import BWRAP_PROBLEM, needs_bwrap
+from tests.sandbox.support import BWRAP_PROBLEM, needs_bwrap
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox targets Linux")
 PROCESS = SandboxMode.PROCESS

@@ -42,10 +42,10 @@ import time
 from dataclasses import dataclass, field
 
 from rk_agent.errors import SandboxError
-from rk_agent.rewards import _bwrap
-from rk_agent.rewards._bootstrap import SETUP_EXIT, SETUP_MARK, child_env, python_argv
-from rk_agent.rewards._process_limits import RunCgroup, cgroup_controllers, new_run_cgroup
-from rk_agent.rewards._sandbox_types import SandboxMode
+from rk_agent.sandbox import _bwrap
+from rk_agent.sandbox._bootstrap import SETUP_EXIT, SETUP_MARK, child_env, python_argv
+from rk_agent.sandbox._process_limits import RunCgroup, cgroup_controllers, new_run_cgroup
+from rk_agent.sandbox._types import SandboxMode
 
 __all__ = ["Launch", "launch", "spare_pids"]
 

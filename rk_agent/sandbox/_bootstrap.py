@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rk_agent.rewards import _bwrap
-from rk_agent.rewards._process_limits import nproc_enforced, nproc_limit
-from rk_agent.rewards._sandbox_types import SandboxLimits, SandboxMode
+from rk_agent.sandbox import _bwrap
+from rk_agent.sandbox._process_limits import nproc_enforced, nproc_limit
+from rk_agent.sandbox._types import SandboxLimits, SandboxMode
 
 __all__ = [
     "BOOTSTRAP",

@@ -6,7 +6,7 @@ Main names:
         files, file size and work-dir size.
     SandboxStatus, SandboxResult: how a run ended and what it did.
 
-All of them are re-exported by `rk_agent.rewards.sandbox`, where they are documented in use.
+All of them are re-exported by `rk_agent.sandbox`, where they are documented in use.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class SandboxResult(BaseModel):
         wall_time_s: seconds from start to the end of the run.
 
     Example:
-        >>> from rk_agent.rewards.sandbox import run_python
+        >>> from rk_agent.sandbox import run_python
         >>> r = run_python("import sys; sys.exit(3)")
         >>> r.ok, r.exit_code, r.reason
         (False, 3, 'exit code 3')

@@ -15,8 +15,8 @@ from typing import Literal
 from pydantic import BaseModel
 
 from rk_agent.errors import SandboxError
-from rk_agent.rewards import _bwrap
-from rk_agent.rewards._process_limits import cgroup_controllers, nproc_enforced
+from rk_agent.sandbox import _bwrap
+from rk_agent.sandbox._process_limits import cgroup_controllers, nproc_enforced
 
 __all__ = ["IsolationReport", "isolation_report"]
 

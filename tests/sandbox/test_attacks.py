@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from rk_agent.rewards._process_limits import cgroup_controllers
-from rk_agent.rewards.sandbox import (
+from rk_agent.sandbox import (
     SandboxLimits,
     SandboxMode,
     SandboxResult,
@@ -30,7 +29,8 @@ from rk_agent.rewards.sandbox import (
     process_limit_backend,
     run_python,
 )
-from tests.rewards.sandbox_support import alive, assert_nothing_left, marker, needs_bwrap
+from rk_agent.sandbox._process_limits import cgroup_controllers
+from tests.sandbox.support import alive, assert_nothing_left, marker, needs_bwrap
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the sandbox targets Linux"),

@@ -17,7 +17,7 @@ including processes that left the run's session with ``setsid()``, are killed wh
 
 Elsewhere ``RLIMIT_NPROC`` caps the tasks (enforced for non-root users only), and the memory of
 a run is bounded by the per-process limit times the process cap (see
-`rk_agent.rewards.sandbox.SandboxLimits.memory_bound_mb`).
+`rk_agent.sandbox.SandboxLimits.memory_bound_mb`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ __all__ = [
     "process_limit_backend",
 ]
 
-logger = logging.getLogger("rk_agent.rewards.sandbox")
+logger = logging.getLogger("rk_agent.sandbox")
 
 Controller = Literal["pids", "memory"]
 _CGROUP_PREFIX = "rk-sandbox-"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rk_agent.rewards._launch import spare_pids
-from rk_agent.rewards._process_limits import cgroup_controllers
-from rk_agent.rewards.sandbox import SandboxMode, SandboxStatus, run_python
-from tests.rewards.sandbox_support import alive, marker, needs_bwrap
+from rk_agent.sandbox import SandboxMode, SandboxStatus, run_python
+from rk_agent.sandbox._launch import spare_pids
+from rk_agent.sandbox._process_limits import cgroup_controllers
+from tests.sandbox.support import alive, marker, needs_bwrap
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the sandbox targets Linux"),
@@ -25,8 +25,8 @@ pytestmark = [
 SCRIPT = """
 import json, os, signal, sys
 from pathlib import Path
-from rk_agent.rewards._launch import spare_pids
-from rk_agent.rewards.sandbox import run_python
+from rk_agent.sandbox._launch import spare_pids
+from rk_agent.sandbox import run_python
 for mode in ("bwrap", "process"):
     assert run_python("print(1)", sandbox=mode).stdout == "1\\n"
 cgroups = [str(p) for p in Path("/sys/fs/cgroup").rglob(f"rk-sandbox-{os.getpid()}-*")]

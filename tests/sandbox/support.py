@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rk_agent.rewards._bwrap import probe_failure
+from rk_agent.sandbox._bwrap import probe_failure
 
 BWRAP_PROBLEM = probe_failure() if sys.platform.startswith("linux") else "not Linux"
 needs_bwrap = pytest.mark.skipif(

@@ -5,7 +5,7 @@ as the whole scoring path, so `RewardEndpoints` answers ``POST /evaluate``, ``/r
 ``/batch`` itself, checks the API key and the body size for every path, and hands the rest
 (``/health``, the docs, 404s) to FastAPI. ``benchmarks/bench_reward_server.py`` measures it.
 
-Main names (private to `rk_agent.rewards.server`, which documents the behaviour):
+Main names (private to `rk_agent.server`, which documents the behaviour):
     EvaluateRequest, BatchRequest, BatchResponse: the wire models.
     Scorer: calls the reward: sync ones in a `ThreadPool`, async ones on the loop, with a timeout.
     RewardEndpoints: the ASGI middleware.
@@ -35,7 +35,7 @@ from rk_agent.types import EvaluateResult, Message
 
 __all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardEndpoints", "Scorer"]
 
-logger = logging.getLogger("rk_agent.rewards.server")
+logger = logging.getLogger("rk_agent.server")
 
 _OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _SCORING_PATHS = frozenset({"/evaluate", "/reward", "/batch"})

@@ -15,7 +15,7 @@ import pytest
 
 from rk_agent import RewardFunction, reward_function
 from rk_agent.errors import ConfigError, EndpointError, RewardInputError, UnknownNameError
-from rk_agent.rewards.server import (
+from rk_agent.server import (
     check_bind,
     create_app,
     is_loopback,

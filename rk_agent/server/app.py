@@ -1,0 +1,504 @@
+"""The reward server: one reward behind HTTP (FastAPI + uvicorn), wire-compatible with reward-kit.
+
+Endpoints:
+
+- ``POST /evaluate``: one sample (below) -> the `EvaluateResult` JSON;
+- ``POST /reward``: the same (reward-kit's name for it);
+- ``POST /batch``: ``{"samples": [sample, ...]}`` -> ``{"results": [EvaluateResult, ...]}``,
+  each sample scored on its own, concurrently;
+- ``GET /health``: ``{"status": "ok", "reward": name}``;
+- ``GET /docs``: the OpenAPI docs (schema at ``/openapi.json``).
+
+A sample has ``messages`` (OpenAI chat format), optional ``original_messages``, ``ground_truth``
+and ``tools``; any other top-level field, and every entry of a ``kwargs`` object (which wins on a
+clash), is passed to the reward as a keyword argument. This is exactly what
+`rk_agent.rewards.remote.build_request` sends, so ``RewardFunction(mode="remote",
+endpoint=".../evaluate")`` round-trips.
+
+What each failure gets:
+
+- the body is not a valid sample (no ``messages``, a role such as ``"robot"``, not JSON):
+  **422**, FastAPI's ``{"detail": [{"loc": ["body", "messages", 0, "role"], "msg": ...}]}``;
+- the sample does not fit the reward (a `RewardInputError` or `ConfigError`: a missing argument,
+  an unknown option value, a ``sandbox`` other than the server's): **422**, same shape, ``loc``
+  ``["body"]`` (``["body", "samples", i]`` in a batch; the whole batch fails, as every sample
+  would fail alike);
+- the reward raises: **200** with ``is_score_valid: false`` and ``error: "ValueError: ..."``;
+- the reward runs past the per-sample timeout: **200** with ``is_score_valid: false`` and
+  ``error: "TimeoutError: ..."``. A timeout is a property of the sample (code that loops
+  forever), like an exception, so the client gets it at once and does not retry it;
+- a configured API key is missing or wrong: **401** (``/health`` and the docs stay open: they
+  show the reward's name and the request schema, no data);
+- the body is larger than the limit: **413** (checked on ``Content-Length`` and while reading a
+  chunked body).
+
+Sync rewards run in a thread pool (``threads`` workers), async ones on the event loop, so a
+slow reward does not hold up other requests. An async reward must not block (no
+``time.sleep``): that stalls the loop. On SIGINT/SIGTERM uvicorn stops accepting connections
+and finishes the requests in flight before exiting.
+
+Main names:
+    create_app: the FastAPI app for a reward.
+    serve_rewards: run it with uvicorn (``rk-agent serve`` calls this).
+    serving: run it in a background thread for tests and notebooks; yields the base URL.
+    is_loopback: whether an address only accepts local connections.
+
+Example:
+    >>> from rk_agent import RewardFunction, reward_function
+    >>> @reward_function
+    ... def exact(response: str, ground_truth: str) -> float:
+    ...     return float(response.strip() == ground_truth)
+    >>> with serving(exact) as url:
+    ...     remote = RewardFunction(mode="remote", endpoint=f"{url}/evaluate")
+    ...     remote(messages=[{"role": "user", "content": "2+2?"},
+    ...                      {"role": "assistant", "content": "4"}], ground_truth="4").score
+    1.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import gc
+import ipaddress
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from rk_agent.errors import ConfigError
+from rk_agent.rewards.decorator import AnyRewardFn
+from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.rewards.remote import API_KEY_ENV
+from rk_agent.server._endpoints import (
+    BatchRequest,
+    BatchResponse,
+    EvaluateRequest,
+    RewardEndpoints,
+    Scorer,
+)
+from rk_agent.types import EvaluateResult
+
+__all__ = [
+    "API_KEY_ENV",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_TIMEOUT_S",
+    "BatchRequest",
+    "BatchResponse",
+    "EvaluateRequest",
+    "check_bind",
+    "check_port",
+    "create_app",
+    "is_loopback",
+    "load_served_reward",
+    "serve_rewards",
+    "serving",
+]
+
+logger = logging.getLogger("rk_agent.server")
+
+DEFAULT_TIMEOUT_S = 20.0
+"""Per-sample limit; below `RewardFunction`'s 30 s client timeout so the client sees the result."""
+
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+
+DEFAULT_MAX_BATCHES = 2
+"""``/batch`` requests read and scored at once (the rest wait): bounds the server's memory."""
+
+_SETTINGS_ENV = "RK_AGENT_SERVE_SETTINGS"  # how `workers > 1` hands the settings to each worker
+
+
+# --------------------------------------------------------------------------------------------
+# The app
+
+
+def create_app(
+    reward: RewardLike,
+    *,
+    api_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    threads: int | None = None,
+    max_queue: int | None = None,
+    max_batches: int = DEFAULT_MAX_BATCHES,
+) -> FastAPI:
+    """The FastAPI app that serves ``reward`` (see the module docstring for the endpoints).
+
+    Args:
+        reward: a decorated reward, a callable, a registered name, ``module:fn`` or
+            ``file.py::fn``.
+        api_key: when set, every endpoint but ``/health`` and the docs needs the header
+            ``Authorization: Bearer <api_key>`` (compared in constant time).
+        max_body_bytes: larger request bodies get 413.
+        timeout_s: seconds one sample may take to run (the wait for a free thread does not
+            count); ``None`` for no limit.
+        threads: most threads running sync rewards at once (default ``min(32, cpus + 4)``).
+        max_queue: samples of a sync reward that may wait for a thread; past it, new scoring
+            requests get 503 with ``Retry-After`` (which `RewardFunction(mode="remote")`
+            honours) instead of timing out. Default: 8 per thread.
+        max_batches: ``/batch`` requests read and scored at once; later ones wait, unread, so
+            memory stays bounded by about ``max_batches`` x ``max_body_bytes`` (parsed).
+
+    Raises:
+        ConfigError: a setting is out of range; UnknownNameError / RewardLoadError: the reward
+            cannot be found.
+
+    Example:
+        >>> app = create_app("format", api_key="my-secret")
+        >>> sorted(app.openapi()["paths"])
+        ['/batch', '/evaluate', '/health', '/reward']
+    """
+    _check_settings(api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches)
+    scorer = Scorer(get_reward_function(reward), timeout_s, threads)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        scorer.pool.close()
+
+    description = scorer.reward.reward_spec.description
+    app = FastAPI(
+        title=f"rk-agent reward server: {scorer.name}",
+        description=description or "",
+        lifespan=lifespan,
+    )
+
+    @app.get("/health", summary="Liveness and the reward's name")
+    async def health() -> dict[str, str]:
+        return {"status": "ok", "reward": scorer.name}
+
+    app.openapi = functools.partial(_openapi, app, scorer.name)  # type: ignore[method-assign]
+    app.add_middleware(
+        RewardEndpoints, scorer=scorer, api_key=api_key, max_body_bytes=max_body_bytes,
+        max_queue=max_queue if max_queue is not None else 8 * scorer.pool.size,
+        max_batches=max_batches,
+    )  # fmt: skip
+    return app
+
+
+def _openapi(app: FastAPI, name: str) -> dict[str, Any]:
+    """The schema, with the three endpoints that `RewardEndpoints` answers before FastAPI."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+    from fastapi.routing import APIRoute
+
+    async def evaluate(sample: EvaluateRequest) -> EvaluateResult:  # pragma: no cover - docs only
+        raise NotImplementedError
+
+    async def batch(body: BatchRequest) -> BatchResponse:  # pragma: no cover - docs only
+        raise NotImplementedError
+
+    errors: dict[int | str, dict[str, Any]] = {
+        401: {"description": "missing or wrong API key"},
+        413: {"description": "request body over the size limit"},
+    }
+    documented = [
+        APIRoute(
+            path, evaluate, methods=["POST"], response_model=EvaluateResult, responses=errors,
+            name=path.strip("/"), summary=f"Score one sample with {name!r}" + alias,
+        )
+        for path, alias in (("/evaluate", ""), ("/reward", " (reward-kit's name)"))
+    ] + [
+        APIRoute(
+            "/batch", batch, methods=["POST"], response_model=BatchResponse, responses=errors,
+            summary="Score many samples, each on its own, concurrently",
+        )
+    ]  # fmt: skip
+    app.openapi_schema = get_openapi(
+        title=app.title, version=app.version, description=app.description,
+        routes=[*documented, *app.routes],
+    )  # fmt: skip
+    return app.openapi_schema
+
+
+def _check_settings(
+    api_key: str | None,
+    max_body_bytes: int,
+    timeout_s: float | None,
+    threads: int | None,
+    max_queue: int | None = None,
+    max_batches: int = 1,
+) -> None:
+    if api_key is not None and not api_key.strip():
+        raise ConfigError("the API key is empty: give a non-empty key, or none for no auth.")
+    if max_body_bytes <= 0:
+        raise ConfigError(f"max_body_bytes must be > 0, got {max_body_bytes}.")
+    if timeout_s is not None and not timeout_s > 0:
+        raise ConfigError(f"timeout_s must be > 0 seconds (or None for no limit), got {timeout_s}.")
+    if threads is not None and threads < 1:
+        raise ConfigError(f"threads must be >= 1, got {threads}.")
+    if max_queue is not None and max_queue < 1:
+        raise ConfigError(f"max_queue must be >= 1, got {max_queue}.")
+    if max_batches < 1:
+        raise ConfigError(f"max_batches must be >= 1, got {max_batches}.")
+
+
+# --------------------------------------------------------------------------------------------
+# Running it
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine (``127.x``, ``::1``).
+
+    Example:
+        >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0"), is_loopback("localhost")
+        (True, False, True)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to a public address
+
+
+def check_bind(host: str, api_key: str | None, allow_public: bool) -> None:
+    """Refuse a non-loopback address without a key, unless ``allow_public``.
+
+    Raises:
+        ConfigError: with the three ways out.
+    """
+    if api_key or allow_public or is_loopback(host):
+        return
+    raise ConfigError(
+        f"refusing to serve on {host} without an API key: anyone who can reach this machine "
+        f"could call the reward. Set a key with --api-key or {API_KEY_ENV} (clients send "
+        "'Authorization: Bearer <key>'), bind --host 127.0.0.1, or pass --allow-public "
+        "(allow_public=True) if the network is trusted."
+    )
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port outside 1..65535 or one this host cannot bind (in use, or privileged).
+
+    Binds a throw-away socket the way uvicorn will (``SO_REUSEADDR``), so the problem is one
+    line before anything claims to be serving.
+
+    Raises:
+        ConfigError: what was asked, what went wrong, and what to do.
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ConfigError(f"--port must be a TCP port from 1 to 65535, got {port!r}.")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host.strip("[]"), port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            why = "it is already in use (is another server running?)"
+        elif exc.errno == errno.EACCES:
+            why = "this user may not bind it (ports below 1024 need privileges)"
+        else:
+            why = exc.strerror or str(exc)
+        raise ConfigError(
+            f"cannot serve on {host}:{port}: {why}. Pick another port with --port, or stop "
+            "the process that holds it."
+        ) from None
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What each uvicorn worker needs to build the app (travels as JSON in an env var)."""
+
+    reward: str | None
+    config: str | None
+    api_key: str | None
+    max_body_bytes: int
+    timeout_s: float | None
+    threads: int | None
+    max_queue: int | None = None
+    max_batches: int = DEFAULT_MAX_BATCHES
+    sandbox: str | None = None
+
+    def load_reward(self) -> AnyRewardFn:
+        return load_served_reward(self.reward, self.config, sandbox=self.sandbox)
+
+    def app(self, reward: AnyRewardFn | None = None) -> FastAPI:
+        return create_app(
+            reward or self.load_reward(), api_key=self.api_key,
+            max_body_bytes=self.max_body_bytes, timeout_s=self.timeout_s, threads=self.threads,
+            max_queue=self.max_queue, max_batches=self.max_batches,
+        )  # fmt: skip
+
+
+def load_served_reward(
+    reward: RewardLike | None, config: str | Path | None, *, sandbox: str | None = None
+) -> AnyRewardFn:
+    """The reward to serve: from a spec (name, ``module:fn``, ``file.py::fn``) or a YAML config.
+
+    A reward that runs model code gets its sandbox mode fixed here (``sandbox``, default
+    ``bwrap``), checked now, and not open to change by a request
+    (`rk_agent.rewards.sandbox_choice.fix_sandbox`).
+
+    Raises:
+        ConfigError: neither or both given, or ``sandbox`` does not apply; UnknownNameError /
+            RewardLoadError as in `get_reward_function`.
+        SandboxError: the sandbox mode cannot run code here (the cause and the fix).
+    """
+    from rk_agent.rewards.sandbox_choice import fix_sandbox
+
+    return fix_sandbox(_load_reward(reward, config), sandbox)
+
+
+def _load_reward(reward: RewardLike | None, config: str | Path | None) -> AnyRewardFn:
+    if (reward is None) == (config is None):
+        raise ConfigError(
+            "give the reward to serve: a registered name, 'module:fn' or 'file.py::fn' "
+            "(e.g. `rk-agent serve my_rewards.py::fn`), or --config rewards.yaml; not both."
+        )
+    if config is not None:
+        from rk_agent.rewards.config import load_reward_config
+
+        return load_reward_config(config)
+    assert reward is not None
+    return get_reward_function(reward)
+
+
+def serve_rewards(
+    reward: RewardLike | None = None,
+    *,
+    config: str | Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    api_key: str | None = None,
+    allow_public: bool = False,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    threads: int | None = None,
+    access_log: bool = True,
+    log_level: str = "info",
+    max_queue: int | None = None,
+    max_batches: int = DEFAULT_MAX_BATCHES,
+    sandbox: str | None = None,
+) -> None:
+    """Serve a reward with uvicorn until SIGINT/SIGTERM (in-flight requests finish first).
+
+    Args:
+        reward: the reward (see `create_app`); or give ``config``.
+        config: a YAML file with a ``reward:`` key (`rk_agent.rewards.config`).
+        host: the address to bind; anything but loopback needs ``api_key`` or ``allow_public``.
+        port: the TCP port.
+        workers: uvicorn worker processes. Above 1 the reward must be given by name or path
+            (each worker loads it); the settings reach the workers through an environment
+            variable.
+        api_key, timeout_s, max_body_bytes, threads, max_queue, max_batches: as in
+            `create_app`.
+        allow_public: serve a non-loopback address without a key.
+        access_log: one log line per request.
+        log_level: uvicorn's log level.
+        sandbox: for a reward that runs model code: ``"bwrap"`` (isolated, the default) or
+            ``"process"`` (no isolation, opt-in), fixed for every request (see
+            `load_served_reward`).
+
+    It owns the process while it runs: after loading the reward it freezes the objects built so
+    far out of the garbage collector's reach (`gc.freeze`), which halves the p99 latency under
+    load.
+
+    Raises:
+        ConfigError: a non-loopback host without a key, a bad setting, or ``workers > 1`` with
+            a reward given as an object.
+        SandboxError: the sandbox mode cannot run code here (the cause and the fix).
+    """
+    import uvicorn
+
+    if api_key is not None and not api_key.strip():
+        api_key = None
+    check_bind(host, api_key, allow_public)
+    _check_settings(api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches)
+    check_port(host, port)
+    if not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be an int >= 1, got {workers!r}.")
+    if workers > 1 and reward is not None and not isinstance(reward, str):
+        raise ConfigError(
+            "workers > 1 start separate processes that each load the reward: give it as a "
+            "name, 'module:fn' or 'file.py::fn' (or a --config file), not as an object."
+        )
+    settings = _Settings(
+        reward if isinstance(reward, str) else None, str(config) if config else None,
+        api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches, sandbox,
+    )  # fmt: skip
+    loaded = load_served_reward(reward, config, sandbox=sandbox)
+    options: dict[str, Any] = {
+        "host": host, "port": port, "access_log": access_log, "log_level": log_level,
+        "timeout_graceful_shutdown": None,
+    }  # fmt: skip
+    if workers == 1:
+        app = settings.app(loaded)
+        _freeze_heap()
+        uvicorn.run(app, **options)
+        return
+    previous = os.environ.get(_SETTINGS_ENV)
+    os.environ[_SETTINGS_ENV] = json.dumps(asdict(settings))
+    try:
+        uvicorn.run(f"{__name__}:_app_from_environment", factory=True, workers=workers, **options)
+    finally:
+        if previous is None:
+            os.environ.pop(_SETTINGS_ENV, None)
+        else:
+            os.environ[_SETTINGS_ENV] = previous
+
+
+def _app_from_environment() -> FastAPI:
+    """The app of one uvicorn worker (``workers > 1``), built from ``RK_AGENT_SERVE_SETTINGS``."""
+    raw = os.environ.get(_SETTINGS_ENV)
+    if not raw:
+        raise ConfigError(f"{_SETTINGS_ENV} is not set: start workers with serve_rewards().")
+    app = _Settings(**json.loads(raw)).app()
+    _freeze_heap()
+    return app
+
+
+def _freeze_heap() -> None:
+    """Take what start-up built (modules, the app, the reward) out of the garbage collector's
+    sight. Under load, full collections that rescanned it all stalled every request in flight
+    for about 30 ms once a second: p99 latency 47 ms without, 26 ms with (bench_reward_server)."""
+    gc.collect()
+    gc.freeze()
+
+
+@contextlib.contextmanager
+def serving(
+    app_or_reward: FastAPI | RewardLike, *, host: str = "127.0.0.1", port: int = 0, **options: Any
+) -> Iterator[str]:
+    """Run a reward server in a background thread; yield its base URL (``http://host:port``).
+
+    For tests and notebooks. ``options`` go to `create_app`; a ready FastAPI app is served as
+    it is. Leaving the block shuts the server down (in-flight requests finish first).
+
+    Example:
+        >>> with serving("format", api_key="k") as url:
+        ...     url.startswith("http://127.0.0.1:")
+        True
+    """
+    import uvicorn
+
+    app = (
+        app_or_reward
+        if isinstance(app_or_reward, FastAPI)
+        else create_app(app_or_reward, **options)
+    )
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="rk-reward-server", daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise ConfigError(f"the reward server could not start on {host}:{port}.")
+        thread.join(0.01)
+    bound = server.servers[0].sockets[0].getsockname()
+    try:
+        yield f"http://{f'[{host}]' if ':' in host else host}:{bound[1]}"
+    finally:
+        server.should_exit = True
+        thread.join()
