@@ -4,7 +4,7 @@ Main names:
     Message, ToolCall, FunctionCall: OpenAI chat-completions messages.
     MetricResult: one named component of a reward.
     StepOutput: the reward of one step of a multi-turn episode.
-    StopReason, FailureKind: why an episode ended, and what failed.
+    StopReason, FailureKind, FailureSite: why an episode ended, what failed, and where.
     RunStatus: where a rollout or training run stands.
     EvaluateResult: what every reward function returns.
     RewardOutput, MetricRewardOutput: older names of EvaluateResult and MetricResult.
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 __all__ = [
     "EvaluateResult",
     "FailureKind",
+    "FailureSite",
     "FunctionCall",
     "Message",
     "MetricResult",
@@ -285,18 +286,39 @@ class StopReason(str, Enum):
 
 
 class FailureKind(str, Enum):
-    """What failed, when an episode did not end normally."""
+    """What failed, when an episode did not end normally.
+
+    A tool that raises, times out or gets bad arguments is not a failure (the model reads the
+    error and the step's ``tool_success`` metric records it), and neither is a malformed tool
+    call (the turn carries a ``parse_error`` and the model tries again).
+    """
 
     MODEL_ERROR = "model_error"
     """The model endpoint failed after its retries (HTTP errors, connection, bad replies)."""
-    TOOL_ERROR = "tool_error"
-    """The environment or a tool crashed in a way the episode could not recover from."""
-    PARSE_ERROR = "parse_error"
-    """The model's output could not be parsed (e.g. a malformed tool call) and ended the run."""
+    ENV_ERROR = "env_error"
+    """The environment itself raised (in ``reset``, a turn, or a tool call an outer loop ran)."""
     TIMEOUT = "timeout"
     """The episode ran past its wall-time limit."""
     CONTEXT_OVERFLOW = "context_overflow"
-    """The conversation no longer fits the model's context window."""
+    """The conversation no longer fits the model's context window, or TRL's token budget ran
+    out; the episode is still scored, as truncated."""
+    TOOL_ERROR = "tool_error"
+    """Legacy: what an environment crash was recorded as before ``env_error`` existed. Never
+    written now; a ``Failure`` read from an old file with this kind holds ``ENV_ERROR``."""
+    PARSE_ERROR = "parse_error"
+    """Legacy: never written (a malformed reply is a turn with a ``parse_error``, not a failure
+    of the episode); kept so that code naming it keeps working."""
+
+
+class FailureSite(str, Enum):
+    """Which part of the system a `FailureKind` came from (``Failure.where``)."""
+
+    POLICY = "policy"
+    """The model: its endpoint, its context window, its token budget."""
+    ENVIRONMENT = "environment"
+    """The environment: ``reset``, a turn, a tool call, its rewards."""
+    ENGINE = "engine"
+    """The loop around them, e.g. the episode's wall-time limit."""
 
 
 class RunStatus(str, Enum):

@@ -5,11 +5,13 @@ so ``gymnasium.make("rk_agent/Tools-v0")`` works after ``import rk_agent.envs``.
 rk_agent`` alone does not import Gymnasium.
 
 Main names:
-    ChatEnv, EpisodeState, ToolCallRecord: the base class and its per-episode state.
+    ChatEnv, EpisodeState: the base class and its per-episode state.
+    TurnResult, ToolCallRecord: what one turn did (``ChatEnv.play_turn``), and each tool call.
     tool, Tool, ToolResult: typed Python functions as tools the model can call.
     Task, load_tasks: tasks, generated or from JSONL.
     make_env, get_env_class, list_envs, get_solver, register_env: the registry.
-    check_env, play_episode: check an environment; play one episode with a solver.
+    check_env, play_with_solver: check an environment; play one episode with a solver
+        (``play_episode``, its old name, still works and warns).
     ToolsEnv, MathEnv, CodeEnv, GuessEnv: the built-ins (``tools``, ``math``, ``code``,
         ``guess``), imported on first use.
 
@@ -26,8 +28,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.envs.base import ChatEnv, EpisodeState, ToolCallRecord
-from rk_agent.envs.check import PlayedEpisode, check_env, play_episode
+from rk_agent.envs.base import ChatEnv, EpisodeState
+from rk_agent.envs.check import PlayedEpisode, check_env, play_episode, play_with_solver
 from rk_agent.envs.registry import (
     GYMNASIUM_IDS,
     get_env_class,
@@ -41,6 +43,7 @@ from rk_agent.envs.registry import (
 from rk_agent.envs.spaces import ConversationSpace, MessageSpace
 from rk_agent.envs.task import Task, load_tasks
 from rk_agent.envs.tool import Tool, ToolResult, tool
+from rk_agent.envs.turn import ToolCallRecord, TurnResult
 
 if TYPE_CHECKING:
     from rk_agent.envs.code_env import CodeEnv
@@ -63,6 +66,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolResult",
     "ToolsEnv",
+    "TurnResult",
     "check_env",
     "get_env_class",
     "get_solver",
@@ -70,6 +74,7 @@ __all__ = [
     "load_tasks",
     "make_env",
     "play_episode",
+    "play_with_solver",
     "register_env",
     "register_gymnasium_envs",
     "tool",

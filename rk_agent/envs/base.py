@@ -15,7 +15,13 @@ holding the tool schemas and the task; ``step(assistant_message)`` runs its tool
 the new conversation, the step reward (plus the episode reward on the last step), and ``info``
 with every `EvaluateResult`. The same seed gives the same task.
 
-Main names: `ChatEnv`, `EpisodeState`, `ToolCallRecord`.
+Loops that play an environment (the rollout engine, TRL's tool loop, `check_env`) use the typed
+methods ``step`` wraps instead: `ChatEnv.play_turn` and `ChatEnv.reject_turn` return a
+`TurnResult`; `ChatEnv.conversation` and `ChatEnv.task` say what the policy sees;
+`ChatEnv.run_tool` runs one call an outer loop made; `ChatEnv.end_truncated` ends an episode the
+policy could not go on with (its context is full) and scores it.
+
+Main names: `ChatEnv`, `EpisodeState`, `ToolCallRecord` (defined in `rk_agent.envs.turn`).
 """
 
 from __future__ import annotations
@@ -31,21 +37,17 @@ import numpy as np
 from rk_agent.envs.spaces import ConversationSpace, MessageSpace
 from rk_agent.envs.task import Task, load_tasks
 from rk_agent.envs.tool import Tool, ToolResult
+from rk_agent.envs.turn import ToolCallRecord, TurnResult
 from rk_agent.errors import ConfigError, EnvError
 from rk_agent.rewards.compose import combine
 from rk_agent.rewards.decorator import RewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
+
+# The feedback text is the tool-call protocol's; it only needs rk_agent.types (no rollouts code).
+from rk_agent.rollouts.tool_protocol import parse_error_feedback
 from rk_agent.types import EvaluateResult, Message, MetricResult, StepOutput, StopReason, ToolCall
 
 __all__ = ["ChatEnv", "EpisodeState", "ToolCallRecord"]
-
-
-@dataclass(frozen=True)
-class ToolCallRecord:
-    """One tool call of a step and its result."""
-
-    call: ToolCall
-    result: ToolResult
 
 
 @dataclass
@@ -200,17 +202,24 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         info = {"tools": self.tool_schemas, "task": task}
         return self._observation(), info
 
+    @property
+    def conversation(self) -> list[Message]:
+        """The whole conversation so far (a new list): what the policy answers next."""
+        return list(self.state.messages)
+
+    @property
+    def task(self) -> Task:
+        """The task being played. Raises `EnvError` before the first ``reset``."""
+        return self.state.task
+
     def step(
         self, action: Message | dict[str, Any], tool_results: Sequence[ToolResult] | None = None
     ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
-        """Play one assistant turn: run its tool calls, or let the environment respond.
+        """Play one assistant turn (Gymnasium's API over `play_turn`).
 
         Args:
             action: the assistant message.
-            tool_results: the results of the message's tool calls when an outer tool loop has
-                already run them through `call_tool` (TRL's, see `rk_agent.trainers.trl_env`):
-                one per call, in order. They are recorded and scored as if run here; the tools
-                are not called again.
+            tool_results: as for `play_turn`.
 
         Returns:
             ``(observation, reward, terminated, truncated, info)``. ``reward`` is the step's
@@ -219,13 +228,34 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             (the episode's `EvaluateResult`, on the last step) and ``stop_reason``.
 
         Raises:
+            EnvError: as `play_turn`.
+        """
+        return self._gymnasium(self.play_turn(action, tool_results))
+
+    def play_turn(
+        self, action: Message | dict[str, Any], tool_results: Sequence[ToolResult] | None = None
+    ) -> TurnResult:
+        """Play one assistant turn: run its tool calls, or let the environment respond.
+
+        Args:
+            action: the assistant message.
+            tool_results: the results of the message's tool calls when an outer tool loop has
+                already run them through `run_tool` (TRL's, see `rk_agent.trainers.trl_env`):
+                one per call, in order. They are recorded and scored as if run here; the tools
+                are not called again.
+
+        Returns:
+            The `TurnResult`: the messages the environment added, the step's score, the tool
+            records and, on the last turn, the episode's score and stop reason.
+
+        Raises:
             EnvError: ``reset`` was not called, the episode is already over, or
                 ``tool_results`` does not have one result per tool call.
         """
         message = _as_assistant(action)
         if tool_results is not None and len(tool_results) != len(message.tool_calls or []):
             raise EnvError(
-                f"{type(self).__name__}.step: got {len(tool_results)} tool results for "
+                f"{type(self).__name__}.play_turn: got {len(tool_results)} tool results for "
                 f"{len(message.tool_calls or [])} tool calls; give one result per call, in order."
             )
         return self._play(message, parse_error=None, tool_results=tool_results)
@@ -233,26 +263,86 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     def reject(
         self, action: Message | dict[str, Any], reason: str, feedback: str | None = None
     ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
-        """Play a turn whose output could not be used, e.g. a malformed tool call.
-
-        The message is recorded, the model is told what was wrong (a user message) and may try
-        again, and the step carries a ``parse_error`` metric (score -1) so the penalty is
-        visible. It counts towards ``max_turns``. Returns what `step` returns.
+        """Play a turn whose output could not be used (Gymnasium's API over `reject_turn`).
 
         Args:
             action: the unusable assistant message (kept as the model wrote it).
             reason: what was wrong, recorded in the ``parse_error`` metric.
-            feedback: the text the model is shown (default: a short note with ``reason``).
+            feedback: the text the model is shown (default: `parse_error_feedback`'s).
+
+        Returns:
+            What `step` returns.
         """
-        text = feedback or (
-            f"Error: your tool call could not be read: {reason}. Reply again with a "
-            "well-formed call or a final answer."
-        )
-        return self._play(_as_assistant(action), parse_error=reason, feedback=text)
+        return self._gymnasium(self.reject_turn(action, reason, feedback=feedback))
+
+    def reject_turn(
+        self, action: Message | dict[str, Any], parse_error: str, *, feedback: str | None = None
+    ) -> TurnResult:
+        """Play a turn whose output could not be used, e.g. a malformed tool call.
+
+        The message is recorded, the model is told what was wrong (a user message with
+        `parse_error_feedback`'s text) and may try again, and the step carries a
+        ``parse_error`` metric (score -1) so the penalty is visible. It counts towards
+        ``max_turns``.
+
+        Args:
+            action: the unusable assistant message (kept as the model wrote it).
+            parse_error: what was wrong, recorded in the ``parse_error`` metric.
+            feedback: the text the model is shown, instead of `parse_error_feedback`'s.
+
+        Returns:
+            The `TurnResult`, with ``parse_error`` set.
+        """
+        text = feedback if feedback is not None else self.parse_error_feedback(parse_error)
+        return self._play(_as_assistant(action), parse_error=parse_error, feedback=text)
+
+    def parse_error_feedback(self, parse_error: str) -> str:
+        """The text the model is shown after a reply that could not be used.
+
+        Default: the text tool-call protocol's note (what was wrong, and the expected form).
+        """
+        return parse_error_feedback(parse_error)
+
+    def run_tool(self, call: ToolCall) -> ToolResult:
+        """Run one tool call of the current episode through `call_tool`, outside a turn.
+
+        For outer tool loops (TRL's) that run calls as the model makes them and hand the
+        results to `play_turn` afterwards. Raises `EnvError` before ``reset``.
+        """
+        return self.call_tool(call, self.state)
+
+    def end_truncated(self) -> EvaluateResult:
+        """End the episode early because the policy cannot go on, and score it.
+
+        For a conversation that outgrew the model's context, or a token budget that ran out:
+        the episode is over (stop reason ``truncated``) and scored as it stands.
+
+        Returns:
+            The episode's `EvaluateResult`.
+
+        Raises:
+            EnvError: ``reset`` was not called, or the episode is already over.
+        """
+        state = self.state
+        if state.done:
+            raise EnvError(f"{type(self).__name__}: the episode is over; call reset().")
+        state.done = True
+        return self.score_episode(state, StopReason.TRUNCATED)
 
     def is_success(self, episode: EvaluateResult) -> bool:
         """Whether an episode counts as solved (default: a valid score of at least 1.0)."""
         return episode.is_score_valid and episode.score >= 1.0 - 1e-9
+
+    def _gymnasium(
+        self, result: TurnResult
+    ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
+        return (
+            self._observation(),
+            result.reward,
+            result.terminated,
+            result.truncated,
+            result.info(),
+        )
 
     def _play(
         self,
@@ -260,11 +350,12 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         parse_error: str | None,
         feedback: str | None = None,
         tool_results: Sequence[ToolResult] | None = None,
-    ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
+    ) -> TurnResult:
         state = self.state
         if state.done:
             raise EnvError(f"{type(self).__name__}: the episode is over; call reset().")
         state.messages.append(message)
+        answer_starts = len(state.messages)
         state.turn += 1
         records: list[ToolCallRecord] = []
         answered = False
@@ -290,16 +381,21 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         step_result = self._score_step(state, records, parse_error)
         terminated = answered or state.done
         truncated = not terminated and state.turn >= self.max_turns
-        info: dict[str, Any] = {"step": step_result, "tool_calls": records}
-        reward = step_result.score if step_result.is_score_valid else 0.0
+        episode, stop = None, None
         if terminated or truncated:
             state.done = True
             stop = StopReason.ANSWERED if terminated else StopReason.MAX_TURNS
             episode = self.score_episode(state, stop)
-            info["episode"] = episode
-            info["stop_reason"] = stop
-            reward += episode.score if episode.is_score_valid else 0.0
-        return self._observation(), reward, terminated, truncated, info
+        return TurnResult(
+            messages=tuple(state.messages[answer_starts:]),
+            step=step_result,
+            tool_calls=tuple(records),
+            terminated=terminated,
+            truncated=truncated,
+            episode=episode,
+            stop_reason=stop,
+            parse_error=parse_error,
+        )
 
     def score_episode(self, state: EpisodeState, stop_reason: StopReason) -> EvaluateResult:
         """The episode's `EvaluateResult` (the weighted episode rewards, with step outputs)."""

@@ -4,9 +4,10 @@ Run it on your own environment in a test; every built-in passes it with warnings
 
 Main names:
     check_env: Gymnasium's ``check_env`` plus rk-agent's checks (below).
-    play_episode: play one episode synchronously with a solver function (no event loop, no
-        engine), e.g. an environment's reference solver.
-    PlayedEpisode: what `play_episode` returns.
+    play_with_solver: play one episode synchronously with a solver function (no event loop, no
+        engine), e.g. an environment's reference solver. (``play_episode``, its old name, still
+        works and warns: the rollout engine's ``play_episode`` is another thing.)
+    PlayedEpisode: what `play_with_solver` returns.
 
 rk-agent's checks (the first two run before Gymnasium's, the third after):
 
@@ -24,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,17 +33,18 @@ from typing import Any
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.registry import EnvLike, get_env_class
 from rk_agent.envs.task import Task
+from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import EnvError
 from rk_agent.types import EvaluateResult, Message, StopReason
 
-__all__ = ["PlayedEpisode", "check_env", "play_episode"]
+__all__ = ["PlayedEpisode", "check_env", "play_episode", "play_with_solver"]
 
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 @dataclass
 class PlayedEpisode:
-    """One episode played by `play_episode`.
+    """One episode played by `play_with_solver`.
 
     Attributes:
         task: the task played.
@@ -51,6 +54,7 @@ class PlayedEpisode:
         episode: the episode's `EvaluateResult`.
         terminated: the episode ended normally (an answer, or the environment ended it).
         stop_reason: why it ended.
+        turns: every turn's `TurnResult`, in order (what the rollout engine records too).
     """
 
     task: Task
@@ -60,6 +64,7 @@ class PlayedEpisode:
     episode: EvaluateResult | None = None
     terminated: bool = False
     stop_reason: StopReason | None = None
+    turns: list[TurnResult] = field(default_factory=list)
 
     @property
     def total_reward(self) -> float:
@@ -67,14 +72,14 @@ class PlayedEpisode:
         return sum(self.rewards)
 
 
-def play_episode(
+def play_with_solver(
     env: ChatEnv,
     solver: Callable[..., Any],
     *,
     seed: int | None = None,
     options: dict[str, Any] | None = None,
 ) -> PlayedEpisode:
-    """Play one episode: ``reset``, then ``step(solver(messages, tools))`` until it ends.
+    """Play one episode: ``reset``, then ``play_turn(solver(messages, tools))`` until it ends.
 
     Args:
         env: the environment.
@@ -86,24 +91,46 @@ def play_episode(
     Example:
         >>> from rk_agent.envs.guess_env import GuessEnv
         >>> env = GuessEnv(high=100)
-        >>> played = play_episode(env, env.reference_solver, seed=1)
+        >>> played = play_with_solver(env, env.reference_solver, seed=1)
         >>> played.terminated, played.episode.metrics["solved"].score
         (True, 1.0)
     """
-    observation, info = env.reset(seed=seed, options=options)
-    played = PlayedEpisode(task=info["task"], messages=[])
+    env.reset(seed=seed, options=options)
+    played = PlayedEpisode(task=env.task, messages=[])
     while True:
-        reply = solver(Message.coerce_list(observation), info["tools"])
+        reply = solver(env.conversation, env.tool_schemas)
         action = Message(role="assistant", content=reply) if isinstance(reply, str) else reply
-        observation, reward, terminated, truncated, step_info = env.step(action)
-        played.rewards.append(float(reward))
-        played.step_results.append(step_info["step"])
-        if terminated or truncated:
-            played.episode = step_info["episode"]
-            played.terminated = terminated
-            played.stop_reason = step_info["stop_reason"]
-            played.messages = Message.coerce_list(observation)
+        turn = env.play_turn(action)
+        played.turns.append(turn)
+        played.rewards.append(turn.reward)
+        played.step_results.append(turn.step)
+        if turn.done:
+            played.episode = turn.episode
+            played.terminated = turn.terminated
+            played.stop_reason = turn.stop_reason
+            played.messages = env.conversation
             return played
+
+
+def play_episode(
+    env: ChatEnv,
+    solver: Callable[..., Any],
+    *,
+    seed: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> PlayedEpisode:
+    """Deprecated: the old name of `play_with_solver` (the engine has its own ``play_episode``).
+
+    Warns with `DeprecationWarning`, then plays as `play_with_solver` does.
+    """
+    warnings.warn(
+        "rk_agent.envs.play_episode was renamed play_with_solver (the rollout engine's "
+        "rk_agent.rollouts.episode.play_episode is another function); import play_with_solver "
+        "from rk_agent.envs instead.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return play_with_solver(env, solver, seed=seed, options=options)
 
 
 def check_env(
@@ -162,7 +189,7 @@ def check_env(
     solver = instance.reference_solver
     if use_solver and solver is not None:
         for seed in seeds:
-            _check_solved(play_episode(instance, solver, seed=seed), seed, label)
+            _check_solved(play_with_solver(instance, solver, seed=seed), seed, label)
     instance.close()
 
 

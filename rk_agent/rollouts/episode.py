@@ -1,9 +1,12 @@
 """Playing one episode: the fixed loop between a policy and an environment.
 
-`play_episode` is the whole loop in one readable function: reset, then ask the policy, step the
-environment, record the turn, until the environment says the episode is over. Environment code
-(tools, feedback, rewards) runs in a worker thread, off the event loop. Failures are recorded on
-the trajectory, never raised: the caller's failure policy decides what to do with them.
+`play_episode` is the whole loop in one readable function: reset, then ask the policy, play the
+turn (``ChatEnv.play_turn``, or ``ChatEnv.reject_turn`` for a reply that could not be parsed),
+record it, until the environment says the episode is over. The loop reads only what the
+environment returns (a typed `rk_agent.envs.turn.TurnResult`) and its public methods; it writes
+no feedback and scores nothing itself. Environment code (tools, feedback, rewards) runs in a
+worker thread, off the event loop. Failures are recorded on the trajectory, never raised: the
+caller's failure policy decides what to do with them.
 
 Main names: `EpisodeSlot`, `play_episode`; `step_turn` and `env_failure` build the records it
 makes (TRL's tool loop, `rk_agent.trainers.trl_tool_env`, makes the same ones).
@@ -16,13 +19,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rk_agent.envs.base import ChatEnv, ToolCallRecord
+from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.task import Task
+from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ContextOverflowError, EndpointError, EnvError
 from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams, Usage
-from rk_agent.rollouts.tool_protocol import parse_error_feedback
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
-from rk_agent.types import EvaluateResult, FailureKind, Message, StopReason
+from rk_agent.types import EvaluateResult, FailureKind, FailureSite, StopReason
 
 __all__ = ["EpisodeSlot", "env_failure", "play_episode", "step_turn"]
 
@@ -88,11 +91,11 @@ async def play_episode(
         record.failure = Failure(
             kind=FailureKind.TIMEOUT,
             message=f"the episode ran past its {timeout_s:g} s limit",
-            where="engine",
+            where=FailureSite.ENGINE,
             retryable=True,
         )
     try:
-        task = env.state.task
+        task = env.task
     except EnvError:  # reset itself failed: there is no task to record
         task = Task(id=f"unavailable-{slot.id}", messages=[])
     total = sum(t.reward for t in record.turns)
@@ -122,89 +125,75 @@ async def _loop(
     env: ChatEnv, policy: Policy, slot: EpisodeSlot, sampling: SamplingParams, record: _Recorder
 ) -> None:
     try:
-        _, info = await asyncio.to_thread(env.reset, seed=slot.seed, options=slot.options)
+        await asyncio.to_thread(env.reset, seed=slot.seed, options=slot.options)
     except Exception as exc:
         record.failure = env_failure(exc, "reset")
         return
-    tools = info.get("tools") or None
+    tools = env.tool_schemas or None
     while True:
         model_started = time.perf_counter()
         try:
-            output = await policy.generate(list(env.state.messages), tools, sampling)
+            output = await policy.generate(env.conversation, tools, sampling)
         except ContextOverflowError as exc:
             record.failure = Failure(
-                kind=FailureKind.CONTEXT_OVERFLOW, message=str(exc), where="policy"
+                kind=FailureKind.CONTEXT_OVERFLOW, message=str(exc), where=FailureSite.POLICY
             )
             record.stop_reason = StopReason.TRUNCATED
-            record.episode = await asyncio.to_thread(
-                env.score_episode, env.state, StopReason.TRUNCATED
-            )
+            record.episode = await asyncio.to_thread(env.end_truncated)
             return
         except EndpointError as exc:
             record.failure = Failure(
                 kind=FailureKind.MODEL_ERROR,
                 message=str(exc),
-                where="policy",
+                where=FailureSite.POLICY,
                 retryable=exc.retryable,
             )
             return
         model_latency = output.latency_s or time.perf_counter() - model_started
         env_started = time.perf_counter()
-        before = len(env.state.messages) + 1  # the environment's answer starts after the action
         try:
             if output.parse_error is not None:
-                feedback = parse_error_feedback(output.parse_error)
                 result = await asyncio.to_thread(
-                    env.reject, output.message, output.parse_error, feedback
+                    env.reject_turn, output.message, output.parse_error
                 )
             else:
-                result = await asyncio.to_thread(env.step, output.message)
+                result = await asyncio.to_thread(env.play_turn, output.message)
         except Exception as exc:
             record.failure = env_failure(exc, "step")
             return
-        _, _, terminated, truncated, step_info = result
-        record.turns.append(
-            step_turn(
-                len(record.turns),
-                output,
-                env.state.messages[before:],
-                step_info,
-                model_latency,
-                env_started,
-            )
-        )
+        env_latency = time.perf_counter() - env_started
+        turn = step_turn(len(record.turns), output, result, model_latency, env_latency)
+        record.turns.append(turn)
         if output.usage is not None:
             record.usage = record.usage + output.usage
-        if terminated or truncated:
-            record.episode = step_info.get("episode")
-            record.stop_reason = step_info.get("stop_reason", StopReason.ANSWERED)
+        if result.done:
+            record.episode = result.episode
+            record.stop_reason = result.stop_reason
             return
 
 
 def step_turn(
     index: int,
     output: PolicyOutput,
-    environment: list[Message],
-    info: dict[str, Any],
-    model_latency: float,
-    env_started: float,
+    result: TurnResult,
+    model_latency_s: float,
+    env_latency_s: float,
 ) -> Turn:
-    """The `Turn` record of one environment step: the reply, what the env answered, its reward.
+    """The `Turn` record of one played turn: the reply, what the env answered, its reward.
 
     Args:
         index: the turn's position in the episode.
-        output: the policy's reply.
-        environment: the messages the environment added after the reply.
-        info: the step's ``info`` (``step``: the step's `EvaluateResult`; ``tool_calls``).
-        model_latency: seconds the policy took.
-        env_started: ``time.perf_counter()`` when the step began.
+        output: the policy's reply (its message, tokens, usage).
+        result: what the environment returned for it (``ChatEnv.play_turn`` or
+            ``ChatEnv.reject_turn``).
+        model_latency_s: seconds the policy took.
+        env_latency_s: seconds the environment took.
     """
-    step: EvaluateResult = info["step"]
-    records: list[ToolCallRecord] = info.get("tool_calls", [])
+    step = result.step
     return Turn(
         index=index,
         assistant=output.message,
-        environment=environment,
+        environment=list(result.messages),
         tool_calls=[
             ToolCallOutcome(
                 name=r.call.function.name,
@@ -212,26 +201,26 @@ def step_turn(
                 error_kind=r.result.error_kind,
                 latency_s=r.result.latency_s,
             )
-            for r in records
+            for r in result.tool_calls
         ],
         reward=step.score,
         reward_valid=step.is_score_valid,
         metrics=step.metrics,
-        parse_error=output.parse_error,
+        parse_error=result.parse_error,
         prompt_token_ids=output.prompt_token_ids,
         token_ids=output.token_ids,
         logprobs=output.logprobs,
         usage=output.usage,
         finish_reason=output.finish_reason,
-        model_latency_s=model_latency,
-        env_latency_s=time.perf_counter() - env_started,
+        model_latency_s=model_latency_s,
+        env_latency_s=env_latency_s,
     )
 
 
-def env_failure(exc: Exception, where: str) -> Failure:
-    """The `Failure` of an episode whose environment raised in ``where`` (reset, step, ...)."""
+def env_failure(exc: Exception, method: str) -> Failure:
+    """The `Failure` of an episode whose environment raised in ``method`` (reset, step, ...)."""
     return Failure(
-        kind=FailureKind.TOOL_ERROR,
-        message=f"the environment's {where}() raised {type(exc).__name__}: {exc}",
-        where="environment",
+        kind=FailureKind.ENV_ERROR,
+        message=f"the environment's {method}() raised {type(exc).__name__}: {exc}",
+        where=FailureSite.ENVIRONMENT,
     )

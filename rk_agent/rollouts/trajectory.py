@@ -13,11 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from rk_agent.envs.task import Task
 from rk_agent.rollouts.policy import Usage
-from rk_agent.types import EvaluateResult, FailureKind, Message, MetricResult, StopReason
+from rk_agent.types import (
+    EvaluateResult,
+    FailureKind,
+    FailureSite,
+    Message,
+    MetricResult,
+    StopReason,
+)
 
 __all__ = ["Failure", "ToolCallOutcome", "Trajectory", "Turn"]
 
@@ -71,16 +78,23 @@ class Failure(BaseModel):
     """What went wrong, when an episode did not end normally.
 
     Attributes:
-        kind: the category.
+        kind: the category. Files written before ``env_error`` existed say ``tool_error`` for
+            an environment crash; they load as `FailureKind.ENV_ERROR`.
         message: the error, as the failing part reported it (never containing API keys).
-        where: ``"policy"``, ``"environment"`` or ``"engine"``.
+        where: the part that failed: ``"policy"``, ``"environment"`` or ``"engine"``.
         retryable: whether running the episode again may succeed.
     """
 
     kind: FailureKind
     message: str
-    where: str
+    where: FailureSite
     retryable: bool = False
+
+    @field_validator("kind", mode="after")
+    @classmethod
+    def _legacy_kind(cls, kind: FailureKind) -> FailureKind:
+        # Only an environment crash was ever written as tool_error (tool errors are not failures).
+        return FailureKind.ENV_ERROR if kind is FailureKind.TOOL_ERROR else kind
 
 
 class Trajectory(BaseModel):

@@ -12,14 +12,15 @@ environment's tools, built from ``env.tool_schemas`` so that TRL derives the sam
 
 - ``reset(**row)`` resets the environment with the row's ``seed`` and plays the row's ``task``
   (the columns of `rk_agent.trainers.tasks.env_dataset`).
-- A tool method runs the call through the environment's own ``call_tool`` (argument checks,
-  timeouts, errors written for the model) and returns the text rk-agent's loop would put in the
-  ``tool`` message; the `ToolResult` is kept.
+- A tool method runs the call through the environment's own ``ChatEnv.run_tool`` (argument
+  checks, timeouts, errors written for the model) and returns the text rk-agent's loop would put
+  in the ``tool`` message; the `ToolResult` is kept.
 - TRL does not say where one assistant turn ends and the next begins, so the environment is
   stepped once the episode is over: `episode_trajectory` takes the messages TRL generated and
-  plays each assistant message through ``ChatEnv.step`` with the results already obtained
-  (``tool_results=``). Step rewards and metrics, ``max_turns``, the success rule and the episode
-  score are the environment's own; the result is the `Trajectory` rk-agent's loop would record.
+  plays each assistant message through ``ChatEnv.play_turn`` with the results already obtained
+  (``tool_results=``), or ``ChatEnv.reject_turn`` for a call TRL could not parse. Step rewards
+  and metrics, ``max_turns``, the success rule and the episode score are the environment's own;
+  the result is the `Trajectory` rk-agent's loop would record.
 
 Main names: `TRLToolEnv`, `trl_env_class`, `episode_trajectory`, `check_trl_compatible`.
 """
@@ -38,11 +39,19 @@ from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.rollouts.episode import env_failure, step_turn
 from rk_agent.rollouts.policy import PolicyOutput
-from rk_agent.rollouts.tool_protocol import TOOL_CALL_OPEN, parse_error_feedback, parse_tool_calls
+from rk_agent.rollouts.tool_protocol import TOOL_CALL_OPEN, parse_tool_calls
 from rk_agent.rollouts.trajectory import Failure, Trajectory, Turn
 from rk_agent.trainers.tasks import TaskTable
 from rk_agent.trainers.trl_tool_methods import tool_method
-from rk_agent.types import EvaluateResult, FailureKind, FunctionCall, Message, StopReason, ToolCall
+from rk_agent.types import (
+    EvaluateResult,
+    FailureKind,
+    FailureSite,
+    FunctionCall,
+    Message,
+    StopReason,
+    ToolCall,
+)
 
 __all__ = ["TRLToolEnv", "check_trl_compatible", "episode_trajectory", "trl_env_class"]
 
@@ -147,7 +156,7 @@ class TRLToolEnv:
             self._failure = env_failure(exc, "reset")
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
-        """Run one call through the environment's ``call_tool``; the tool message's text."""
+        """Run one call through the environment's ``run_tool``; the tool message's text."""
         if self._failure is not None:
             return f"Error: the environment failed: {self._failure.message}"
         call = ToolCall(
@@ -155,7 +164,7 @@ class TRLToolEnv:
             function=FunctionCall(name=name, arguments=json.dumps(arguments, default=str)),
         )
         try:
-            result = self._env.call_tool(call, self._env.state)
+            result = self._env.run_tool(call)
         except Exception as exc:  # as in rk-agent's loop: the episode fails, its rewards are None
             self._failure = env_failure(exc, "call_tool")
             return f"Error: the environment failed: {self._failure.message}"
@@ -217,13 +226,13 @@ def episode_trajectory(
     """The `Trajectory` of the episode TRL played on ``environment``, stepped by the env's rules.
 
     Each assistant message of ``completion`` (TRL's generated messages: assistant, tool, ...,
-    assistant) is one ``ChatEnv.step``, with the results of the calls TRL already made through
+    assistant) is one ``ChatEnv.play_turn``, with the results of the calls TRL already made through
     the tool methods; calls TRL never ran (a tool name it did not know, or the last turn's calls
     when ``max_tool_calling_iterations`` ran out) are run by the environment now, as
-    ``ChatEnv.step`` would. A reply holding a ``<tool_call>`` TRL could not parse is a parse error
-    (``ChatEnv.reject``). An episode that TRL ended before the environment did is truncated and
-    scored as such (stop reason ``truncated``, ``metadata["budget_hit"]``). Computed once per
-    episode: later calls return the same trajectory.
+    ``ChatEnv.play_turn`` would. A reply holding a ``<tool_call>`` TRL could not parse is a
+    parse error (``ChatEnv.reject_turn``). An episode that TRL ended before the environment did
+    is truncated and scored as such (stop reason ``truncated``, ``metadata["budget_hit"]``).
+    Computed once per episode: later calls return the same trajectory.
 
     Args:
         environment: an instance of a `trl_env_class` class, after TRL's rollout.
@@ -270,9 +279,11 @@ class _Replay:
             self._step(message)
         budget_hit = self.failure is None and self.stop is None
         if budget_hit:
-            self.failure = Failure(kind=FailureKind.CONTEXT_OVERFLOW, message=_CUT, where="policy")
+            self.failure = Failure(
+                kind=FailureKind.CONTEXT_OVERFLOW, message=_CUT, where=FailureSite.POLICY
+            )
             self.stop = StopReason.TRUNCATED
-            self.episode = self.env.score_episode(self.env.state, StopReason.TRUNCATED)
+            self.episode = self.env.end_truncated()
         return self._trajectory(index, sample, step, budget_hit)
 
     def _step(self, raw: Mapping[str, Any]) -> None:
@@ -282,23 +293,20 @@ class _Replay:
             found = parse_tool_calls(action.text, self.env.tool_schemas).parse_error
             parse_error = found or "the tool call could not be parsed"
         started = time.perf_counter()
-        before = len(self.env.state.messages) + 1
         try:
             if parse_error is not None:
-                feedback = parse_error_feedback(parse_error)
-                result = self.env.reject(action, parse_error, feedback)
+                result = self.env.reject_turn(action, parse_error)
             else:
-                result = self.env.step(action, tool_results=self._results(action))
+                result = self.env.play_turn(action, tool_results=self._results(action))
         except Exception as exc:
             self.failure = env_failure(exc, "step")
             return
-        _, _, terminated, truncated, info = result
         output = PolicyOutput(message=action, parse_error=parse_error)
-        environment = self.env.state.messages[before:]
-        self.turns.append(step_turn(len(self.turns), output, environment, info, 0.0, started))
-        if terminated or truncated:
-            self.episode = info.get("episode")
-            self.stop = info.get("stop_reason", StopReason.ANSWERED)
+        latency = time.perf_counter() - started
+        self.turns.append(step_turn(len(self.turns), output, result, 0.0, latency))
+        if result.done:
+            self.episode = result.episode
+            self.stop = result.stop_reason
 
     def _results(self, action: Message) -> list[ToolResult] | None:
         """The results TRL already has for the message's calls; the env runs any others."""
@@ -314,7 +322,7 @@ class _Replay:
                     self.pending.pop(0)
                     results.append(ran.result)
                     continue
-            results.append(self.env.call_tool(call, self.env.state))
+            results.append(self.env.run_tool(call))
         return results
 
     def _trajectory(

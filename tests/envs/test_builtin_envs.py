@@ -15,7 +15,7 @@ from rk_agent.envs import (
     get_env_class,
     get_solver,
     make_env,
-    play_episode,
+    play_with_solver,
 )
 from rk_agent.envs.registry import _BUILTINS
 from rk_agent.errors import DataError
@@ -57,7 +57,7 @@ def test_seeds_are_deterministic_and_distinct(name: str) -> None:
 @pytest.mark.parametrize("name", ENVS)
 def test_reference_solver_solves_seeded_tasks(name: str) -> None:
     env, solver = make_env(name), get_solver(name)
-    played = [play_episode(env, solver, seed=1000 + seed) for seed in range(30)]
+    played = [play_with_solver(env, solver, seed=1000 + seed) for seed in range(30)]
     solved = [p for p in played if p.terminated and p.episode and p.episode.score > 0.99]
     assert len(solved) >= 29, [p.episode.reason for p in played if p not in solved]
 
@@ -75,7 +75,7 @@ def test_tasks_from_jsonl(name: str, tmp_path: Path) -> None:
     env = make_env(name, tasks=path)
     assert env.dataset is not None and [t.id for t in env.dataset] == [t.id for t in generated]
     for index, task in enumerate(generated):
-        played = play_episode(env, get_solver(name), options={"task_index": index})
+        played = play_with_solver(env, get_solver(name), options={"task_index": index})
         assert played.task.id == task.id
         assert played.messages[0].role == "system"
         assert played.terminated and played.episode is not None and played.episode.score > 0.99

@@ -1,4 +1,4 @@
-"""`check_env` catches the mistakes it promises to catch; `play_episode` plays."""
+"""`check_env` catches the mistakes it promises to catch; `play_with_solver` plays."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rk_agent.envs import ChatEnv, Task, check_env, play_episode
+from rk_agent.envs import ChatEnv, Task, check_env, play_with_solver
 from rk_agent.envs.guess_env import GuessEnv
 from rk_agent.errors import EnvError
 
@@ -105,7 +105,7 @@ def test_a_solver_that_never_finishes_is_caught() -> None:
 
 def test_play_episode_records_the_episode() -> None:
     env = SayEnv()
-    played = play_episode(env, say_it, seed=3)
+    played = play_with_solver(env, say_it, seed=3)
     assert played.terminated and played.episode is not None and played.episode.score == 1.0
     assert played.task == env.state.task
     assert [m.role for m in played.messages] == ["user", "assistant"]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from rk_agent.envs import play_episode
+from rk_agent.envs import play_with_solver
 from rk_agent.envs.guess_env import GuessEnv, parse_guess, solve
 from rk_agent.errors import ConfigError
 
@@ -81,7 +81,7 @@ def test_not_found_scores_zero() -> None:
 def test_binary_search_solver_is_within_the_bound() -> None:
     env = GuessEnv()
     for seed in range(20):
-        played = play_episode(env, solve, seed=seed)
+        played = play_with_solver(env, solve, seed=seed)
         assert played.terminated and played.episode is not None and played.episode.score == 1.0
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from rk_agent.envs import make_env, play_episode
+from rk_agent.envs import make_env, play_with_solver
 from rk_agent.envs.math_env import MathEnv, solve
 from rk_agent.errors import ConfigError
 from rk_agent.types import StopReason
@@ -43,7 +43,7 @@ def test_retries_give_feedback_then_end() -> None:
 
 def test_a_right_answer_ends_at_once_even_with_retries() -> None:
     env = MathEnv(retries=3)
-    played = play_episode(env, solve, seed=9)
+    played = play_with_solver(env, solve, seed=9)
     assert played.terminated and len(played.rewards) == 1 and played.episode is not None
     assert played.episode.score == 1.0
 

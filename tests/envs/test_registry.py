@@ -21,7 +21,7 @@ from rk_agent.envs import (
     get_solver,
     list_envs,
     make_env,
-    play_episode,
+    play_with_solver,
     register_env,
     register_gymnasium_envs,
     registry,
@@ -157,7 +157,7 @@ def test_user_env_from_a_file_overriding_only_hooks(user_env_file: Path) -> None
     env = make_env(spec)
     assert type(env).__name__ == "ShoutEnv"
     check_env(spec)
-    played = play_episode(env, get_solver(spec), seed=3)
+    played = play_with_solver(env, get_solver(spec), seed=3)
     assert played.terminated and played.episode is not None and played.episode.score == 1.0
     assert [m.role for m in played.messages] == ["user", "assistant", "tool", "assistant"]
     # A wrong answer gets the env's feedback, not the end of the episode.

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rk_agent.envs import Task, Tool, play_episode, tool
+from rk_agent.envs import Task, Tool, play_with_solver, tool
 from rk_agent.envs.tool_rewards import (
     answer_given,
     answer_match,
@@ -87,7 +87,7 @@ def test_a_failing_tool_is_an_error_message_and_a_metric_not_the_end(
 
 def test_rewards_of_a_solved_episode() -> None:
     env = ToolsEnv()
-    played = play_episode(env, solve, seed=11)
+    played = play_with_solver(env, solve, seed=11)
     assert played.terminated and played.episode is not None
     steps = played.rewards[:-1]
     assert steps == [pytest.approx(0.05)] * len(steps)  # every tool call succeeded

@@ -172,7 +172,7 @@ def test_a_crashing_environment_is_a_tool_error() -> None:
     )
     [trajectory] = result.trajectories
     assert trajectory.failure is not None
-    assert trajectory.failure.kind is FailureKind.TOOL_ERROR
+    assert trajectory.failure.kind is FailureKind.ENV_ERROR
     assert "RuntimeError: feedback generator crashed" in trajectory.failure.message
 
 

@@ -267,7 +267,7 @@ def test_an_env_that_crashes_fails_the_episode_and_its_rewards_are_none() -> Non
     )
     completion = [{"role": "assistant", "content": "", "tool_calls": [_call("nap", seconds=-1)]}]
     trl = episode_trajectory(instance, completion)
-    assert trl.failure is not None and trl.failure.kind is FailureKind.TOOL_ERROR
+    assert trl.failure is not None and trl.failure.kind is FailureKind.ENV_ERROR
     assert trl.episode is None
     rewards = {f.__name__: f(prompts=[[]], completions=[completion], environments=[instance])
                for f in spec.reward_funcs}  # fmt: skip
