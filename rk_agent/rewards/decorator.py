@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
 from rk_agent.errors import ConfigError, RewardInputError, did_you_mean
+from rk_agent.rewards.deploy_targets import get_deploy_target
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
 __all__ = [
@@ -91,6 +92,8 @@ class RewardFn(Protocol):
         name: str | None = None,
         description: str | None = None,
         force: bool = False,
+        *,
+        target: str = "fireworks",
         **options: Any,
     ) -> Any: ...
 
@@ -109,6 +112,8 @@ class AsyncRewardFn(Protocol):
         name: str | None = None,
         description: str | None = None,
         force: bool = False,
+        *,
+        target: str = "fireworks",
         **options: Any,
     ) -> Any: ...
 
@@ -560,16 +565,19 @@ def _deploy(
     name: str | None = None,
     description: str | None = None,
     force: bool = False,
+    *,
+    target: str = "fireworks",
     **options: Any,
 ) -> Any:
-    """``reward.deploy(...)``: create or update the reward's Fireworks evaluator.
+    """``reward.deploy(...)``: create or update where the reward runs (a Fireworks evaluator).
 
     ``name`` is the evaluator id (default: the reward's name); ``force`` replaces an evaluator
-    of that id whose code differs. Other keyword arguments go to
-    `rk_agent.fireworks.evaluators.deploy_reward` (``client``, ``wait``, ``requirements``, ...).
-    Returns its `Deployment`.
+    of that id whose code differs. ``target`` names the deploy target
+    (`rk_agent.rewards.deploy_targets`); ``"fireworks"`` is
+    `rk_agent.fireworks.evaluators.deploy_reward`, which takes ``client``, ``wait``,
+    ``requirements``, ... as other keyword arguments. Returns what the target returns
+    (Fireworks: a `Deployment`).
     """
-    # Imported here: the decorator stays light, and httpx loads only for a deploy.
-    from rk_agent.fireworks.evaluators import deploy_reward
-
-    return deploy_reward(reward, evaluator_id=name, description=description, force=force, **options)
+    # Looked up by name: the reward API does not import the packages that deploy it.
+    deploy = get_deploy_target(target)
+    return deploy(reward, evaluator_id=name, description=description, force=force, **options)

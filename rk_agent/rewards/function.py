@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from rk_agent.errors import ConfigError, RewardInputError
-from rk_agent.rewards.decorator import AnyRewardFn, check_options
+from rk_agent.rewards.decorator import AnyRewardFn, check_options, reward_function
 from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.rewards.trl_adapter import to_trl_reward
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = ["FIREWORKS_REWARD_URL", "RewardFunction", "RewardMode"]
@@ -175,13 +176,16 @@ class RewardFunction:
             return await self._func(**call_kwargs)  # type: ignore[misc]
         return await asyncio.to_thread(self._func, **call_kwargs)  # type: ignore[arg-type]
 
+    def as_reward_fn(self) -> AnyRewardFn:
+        """This reward as a decorated reward function (bound arguments and mode kept), so a
+        `RewardFunction` goes wherever a reward does (`get_reward_function`, `combine`, ...)."""
+        return reward_function(name=self.name)(self.__call__)
+
     def get_trl_adapter(self, **adapter_kwargs: Any) -> Callable[..., list[float | None]]:
         """A TRL reward function: ``(prompts, completions, **columns) -> list[float | None]``.
 
         See `rk_agent.rewards.trl_adapter.to_trl_reward` for the details.
         """
-        from rk_agent.rewards.trl_adapter import to_trl_reward
-
         return to_trl_reward(self, **adapter_kwargs)
 
     def _call_kwargs(

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, overload
+from typing import Any, Protocol, overload, runtime_checkable
 
 from rk_agent.errors import ConfigError, RewardLoadError
 from rk_agent.loading import is_import_spec, load_object
@@ -28,6 +28,7 @@ from rk_agent.rewards.decorator import AnyRewardFn, is_reward_function, reward_f
 __all__ = [
     "ENTRY_POINT_GROUP",
     "RewardLike",
+    "RewardSource",
     "get_reward_function",
     "list_reward_functions",
     "register_reward_function",
@@ -52,6 +53,17 @@ _BUILTINS: dict[str, str] = {
     "llm_judge": "rk_agent.rewards.llm_judge:llm_judge_reward",
     "relevance": "rk_agent.rewards.relevance:relevance_reward",
 }
+
+
+@runtime_checkable
+class RewardSource(Protocol):
+    """An object that stands for a reward and turns into a decorated one (a `RewardFunction`
+    does, keeping its bound arguments and mode); `get_reward_function` accepts it."""
+
+    def as_reward_fn(self) -> AnyRewardFn:
+        """The decorated reward this object stands for."""
+        ...
+
 
 REGISTRY: NameRegistry[AnyRewardFn] = NameRegistry("reward", ENTRY_POINT_GROUP, _BUILTINS)
 """Every reward name (built-ins, registrations, entry points)."""
@@ -154,12 +166,10 @@ def get_reward_function(spec: RewardLike) -> AnyRewardFn:
 
 
 def _as_reward(obj: Any, spec: str) -> AnyRewardFn:
-    from rk_agent.rewards.function import RewardFunction
-
     if is_reward_function(obj):
         return obj
-    if isinstance(obj, RewardFunction):  # keeps its bound kwargs and mode
-        return reward_function(name=obj.name)(obj.__call__)
+    if isinstance(obj, RewardSource):  # a RewardFunction keeps its bound kwargs and mode
+        return obj.as_reward_fn()
     if not callable(obj):
         raise RewardLoadError(
             f"reward {spec!r} is a {type(obj).__name__}, not a function. Point at a function "

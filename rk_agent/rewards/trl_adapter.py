@@ -20,16 +20,14 @@ import asyncio
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, runtime_checkable
 
 from rk_agent.errors import ConfigError, EndpointError, RewardInputError
+from rk_agent.rewards.decorator import AnyRewardFn
+from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.types import EvaluateResult
 
-if TYPE_CHECKING:
-    from rk_agent.rewards.function import RewardFunction
-    from rk_agent.rewards.registry import RewardLike
-
-__all__ = ["to_trl_reward"]
+__all__ = ["Scorer", "to_trl_reward"]
 
 logger = logging.getLogger("rk_agent.rewards")
 
@@ -37,8 +35,49 @@ logger = logging.getLogger("rk_agent.rewards")
 _TRL_CONTROL = frozenset({"trainer_state", "log_extra", "log_metric", "environments"})
 
 
+@runtime_checkable
+class Scorer(Protocol):
+    """What the adapter calls: a named reward with a sync and an async way to score a sample.
+
+    A `RewardFunction` is one (local or remote); any other reward is wrapped into one.
+    """
+
+    name: str
+
+    @property
+    def is_async(self) -> bool:
+        """Whether scoring needs an event loop (the adapter then awaits `acall`)."""
+        ...
+
+    def __call__(self, **kwargs: Any) -> EvaluateResult:
+        """Score one sample."""
+        ...
+
+    async def acall(self, **kwargs: Any) -> EvaluateResult:
+        """Score one sample from async code."""
+        ...
+
+
+class _Decorated:
+    """A decorated reward as a `Scorer`."""
+
+    def __init__(self, fn: AnyRewardFn) -> None:
+        self._fn = fn
+        self.name = fn.reward_spec.name
+
+    @property
+    def is_async(self) -> bool:
+        return self._fn.reward_spec.is_async
+
+    def __call__(self, **kwargs: Any) -> EvaluateResult:
+        return self._fn(**kwargs)  # type: ignore[return-value]  # sync: is_async is false
+
+    async def acall(self, **kwargs: Any) -> EvaluateResult:
+        return await self._fn(**kwargs)  # type: ignore[misc]  # awaited only when is_async
+
+
 def to_trl_reward(
-    reward: RewardFunction | RewardLike,
+    reward: Scorer | RewardLike,
     *,
     name: str | None = None,
     metric: str | None = None,
@@ -68,13 +107,11 @@ def to_trl_reward(
         invalid (or the component is missing), so TRL skips it instead of training on a fake 0.
         It is ``async`` when the reward is, so TRL runs it alongside the others.
     """
-    from rk_agent.rewards.function import RewardFunction
-
     if not 0.0 <= max_failed_fraction <= 1.0:
         raise ConfigError(
             f"max_failed_fraction must be between 0 and 1, got {max_failed_fraction!r}."
         )
-    rf = reward if isinstance(reward, RewardFunction) else RewardFunction(reward)
+    rf = reward if isinstance(reward, Scorer) else _Decorated(get_reward_function(reward))
     label = name or (f"{rf.name}.{metric}" if metric else rf.name)
 
     def rows(prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]) -> list:
@@ -120,7 +157,7 @@ def to_trl_reward(
 _UNREACHED = "EndpointError: "
 
 
-def _scored_or_unreached(rf: RewardFunction, call: dict[str, Any]) -> EvaluateResult:
+def _scored_or_unreached(rf: Scorer, call: dict[str, Any]) -> EvaluateResult:
     try:
         return rf(**call)
     except EndpointError as exc:  # the client already retried what may pass next time

@@ -1,0 +1,73 @@
+"""Where ``reward.deploy(...)`` sends a reward: deploy targets by name, loaded when used.
+
+The core reward types know no deploy target. ``reward.deploy(target="fireworks")`` (the default)
+looks the target up here and calls it; the built-in one is a ``"module:attr"`` string, so the
+Fireworks client (and httpx) load only for a deploy, and the reward API does not depend on the
+package that deploys it. Other packages add targets with the ``rk_agent.deploy_targets``
+entry-point group, or at run time with `register_deploy_target`.
+
+A target is a callable ``target(reward, *, evaluator_id, description, force, **options)``.
+
+Main names: `get_deploy_target`, `register_deploy_target`, `deploy_target_names`.
+
+Example:
+    >>> from rk_agent.rewards.deploy_targets import deploy_target_names
+    >>> "fireworks" in deploy_target_names()
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rk_agent.errors import ConfigError
+from rk_agent.loading import load_object
+from rk_agent.registry import NameRegistry, is_entry_point
+
+__all__ = ["DeployTarget", "deploy_target_names", "get_deploy_target", "register_deploy_target"]
+
+DeployTarget = Callable[..., Any]
+"""``target(reward, *, evaluator_id, description, force, **options) -> what it deployed``."""
+
+_TARGETS = NameRegistry[DeployTarget](
+    "deploy target",
+    "rk_agent.deploy_targets",
+    {"fireworks": "rk_agent.fireworks.evaluators:deploy_reward"},
+)
+
+
+def register_deploy_target(
+    name: str, target: DeployTarget | str, *, overwrite: bool = False
+) -> None:
+    """Add a deploy target: a callable, or a ``"module:attr"`` string loaded when first used.
+
+    Raises:
+        ConfigError: ``name`` is taken and ``overwrite`` is false.
+    """
+    _TARGETS.add(name, target, overwrite=overwrite)
+
+
+def get_deploy_target(name: str) -> DeployTarget:
+    """The deploy target called ``name`` (loaded now if it is a ``"module:attr"`` string).
+
+    Raises:
+        UnknownNameError: no such target (with the closest name suggested).
+        ConfigError: what the name points at is not callable.
+    """
+    entry = _TARGETS.lookup(name, hint="Pass target=... with one of these names.")
+    if isinstance(entry, str):
+        entry = load_object(entry, kind="deploy target")
+    elif is_entry_point(entry):
+        entry = entry.load()  # type: ignore[union-attr]
+    if not callable(entry):
+        raise ConfigError(
+            f"deploy target {name!r} is a {type(entry).__name__}, not a callable; register a "
+            "function target(reward, *, evaluator_id, description, force, **options)."
+        )
+    return entry
+
+
+def deploy_target_names() -> list[str]:
+    """The names of every known deploy target, sorted."""
+    return sorted(_TARGETS.names())
