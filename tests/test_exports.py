@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -25,11 +27,31 @@ EXPECTED = {
     "env_dataset", "grpo_trainer", "run_training", "sft_dataset",
     "TRLEnvSpec", "trl_environment", "trl_grpo_trainer", "VLLMPolicy",
     "EpisodeState", "ToolResult", "register_env", "RunLockedError", "FailurePolicy", "RunStatus",
+    "RunDir", "prepare_run",
 }  # fmt: skip
 
 
 def test_all_is_pinned() -> None:
     assert set(rk_agent.__all__) == EXPECTED
+
+
+def test_the_stub_is_the_one_list_of_public_names() -> None:
+    """``__init__.pyi`` lists the names (for type checkers too); ``__all__`` is read from it."""
+    stub = Path(rk_agent.__file__).with_suffix(".pyi").read_text("utf-8")
+    listed = {
+        alias.asname or alias.name
+        for node in ast.parse(stub).body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert listed | {"__version__"} == set(rk_agent.__all__)
+    assert sorted(dir(rk_agent)) == sorted(rk_agent.__all__)
+
+
+def test_star_import_gives_every_public_name() -> None:
+    code = "from rk_agent import *\nprint(reward_function.__name__, RunDir.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["reward_function", "RunDir"]
 
 
 def test_every_exported_name_resolves() -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from rk_agent.fireworks import _fake_http as http
-from rk_agent.fireworks import _fake_rules as rules
+from rk_agent.fireworks import _fake_http as http, _fake_rules as rules
 from rk_agent.fireworks._fake_http import FakeRequest
 
 

@@ -53,8 +53,7 @@ from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from rk_agent.fireworks import _fake_http as http
-from rk_agent.fireworks import _fake_rules as rules
+from rk_agent.fireworks import _fake_http as http, _fake_rules as rules
 from rk_agent.fireworks._fake_http import FakeRequest
 from rk_agent.fireworks._fake_jobs import JobsMixin
 

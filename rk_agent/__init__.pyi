@@ -1,0 +1,145 @@
+"""Type information for `rk_agent`, and its list of public names (one place).
+
+Each ``from module import Name as Name`` line below is a public name of ``rk_agent``: the
+package's ``__init__.py`` reads this file (`rk_agent._lazy.attach_stub`) and imports each name
+from its module on first use. Add a public name here, and pin it in ``tests/test_exports.py``.
+"""
+
+from rk_agent.envs.base import (
+    ChatEnv as ChatEnv,
+    EpisodeState as EpisodeState,
+)
+from rk_agent.envs.check import (
+    check_env as check_env,
+)
+from rk_agent.envs.registry import (
+    get_env_class as get_env_class,
+    list_envs as list_envs,
+    make_env as make_env,
+    register_env as register_env,
+)
+from rk_agent.envs.task import (
+    Task as Task,
+)
+from rk_agent.envs.tool import (
+    Tool as Tool,
+    ToolResult as ToolResult,
+    tool as tool,
+)
+from rk_agent.errors import (
+    ConfigError as ConfigError,
+    ContextOverflowError as ContextOverflowError,
+    DataError as DataError,
+    EndpointError as EndpointError,
+    EnvError as EnvError,
+    FireworksError as FireworksError,
+    NotAvailableError as NotAvailableError,
+    RewardError as RewardError,
+    RewardInputError as RewardInputError,
+    RewardLoadError as RewardLoadError,
+    RkAgentError as RkAgentError,
+    RunLockedError as RunLockedError,
+    SandboxError as SandboxError,
+    UnknownNameError as UnknownNameError,
+)
+from rk_agent.rewards.compose import (
+    combine as combine,
+)
+from rk_agent.rewards.decorator import (
+    is_reward_function as is_reward_function,
+    reward_function as reward_function,
+)
+from rk_agent.rewards.function import (
+    RewardFunction as RewardFunction,
+)
+from rk_agent.rewards.registry import (
+    get_reward_function as get_reward_function,
+    list_reward_functions as list_reward_functions,
+    register_reward_function as register_reward_function,
+)
+from rk_agent.rewards.stats import (
+    RewardStats as RewardStats,
+    group_normalize as group_normalize,
+    normalize_rewards as normalize_rewards,
+    reward_stats as reward_stats,
+)
+from rk_agent.rollouts.config import (
+    FailurePolicy as FailurePolicy,
+    RolloutConfig as RolloutConfig,
+)
+from rk_agent.rollouts.engine import (
+    run_rollouts as run_rollouts,
+)
+from rk_agent.rollouts.hf_policy import (
+    HFPolicy as HFPolicy,
+)
+from rk_agent.rollouts.openai_policy import (
+    OpenAIPolicy as OpenAIPolicy,
+)
+from rk_agent.rollouts.policy import (
+    Policy as Policy,
+    PolicyOutput as PolicyOutput,
+    SamplingParams as SamplingParams,
+)
+from rk_agent.rollouts.run_dir import (
+    RunDir as RunDir,
+)
+from rk_agent.rollouts.runner import (
+    prepare_run as prepare_run,
+)
+from rk_agent.rollouts.stub_server import (
+    StubServer as StubServer,
+)
+from rk_agent.rollouts.testing import (
+    FunctionPolicy as FunctionPolicy,
+    ScriptedPolicy as ScriptedPolicy,
+)
+from rk_agent.rollouts.trajectory import (
+    Trajectory as Trajectory,
+)
+from rk_agent.rollouts.vllm_policy import (
+    VLLMPolicy as VLLMPolicy,
+)
+from rk_agent.trainers.config import (
+    TrainConfig as TrainConfig,
+)
+from rk_agent.trainers.grpo import (
+    grpo_trainer as grpo_trainer,
+)
+from rk_agent.trainers.rollout import (
+    EpisodeRollout as EpisodeRollout,
+)
+from rk_agent.trainers.run import (
+    run_training as run_training,
+)
+from rk_agent.trainers.sft import (
+    build_sft_trainer as build_sft_trainer,
+)
+from rk_agent.trainers.sft_data import (
+    SFTFilter as SFTFilter,
+    build_sft_data as build_sft_data,
+    sft_dataset as sft_dataset,
+)
+from rk_agent.trainers.tasks import (
+    env_dataset as env_dataset,
+)
+from rk_agent.trainers.trl_env import (
+    TRLEnvSpec as TRLEnvSpec,
+    trl_environment as trl_environment,
+    trl_grpo_trainer as trl_grpo_trainer,
+)
+from rk_agent.types import (
+    EvaluateResult as EvaluateResult,
+    FailureKind as FailureKind,
+    FunctionCall as FunctionCall,
+    Message as Message,
+    MetricResult as MetricResult,
+    MetricRewardOutput as MetricRewardOutput,
+    RewardOutput as RewardOutput,
+    RunStatus as RunStatus,
+    StepOutput as StepOutput,
+    StopReason as StopReason,
+    ToolCall as ToolCall,
+)
+
+__version__: str
