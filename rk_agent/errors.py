@@ -4,7 +4,9 @@
 RkAgentError
 ├── ConfigError (ValueError)            a setting, argument or name is wrong; fix the input
 │   ├── UnknownNameError (KeyError)     a registry has no such name ("did you mean ...?")
-│   ├── RewardLoadError (ImportError)   `module:fn` / `file.py::fn` could not be loaded
+│   ├── LoadError (ImportError)         `module:attr` / `file.py::attr` could not be loaded
+│   │   ├── RewardLoadError             ... and it was a reward
+│   │   └── EnvLoadError                ... and it was an environment
 │   └── DataError                       a data file is unreadable (carries path and line)
 ├── RewardError                         a reward was used wrongly
 │   └── RewardInputError (TypeError)    the call does not fit the reward's signature
@@ -36,7 +38,9 @@ __all__ = [
     "DataError",
     "EndpointError",
     "EnvError",
+    "EnvLoadError",
     "FireworksError",
+    "LoadError",
     "NotAvailableError",
     "RewardError",
     "RewardInputError",
@@ -100,11 +104,19 @@ class UnknownNameError(ConfigError, KeyError):
     __str__ = RkAgentError.__str__
 
 
-class RewardLoadError(ConfigError, ImportError):
-    """A reward given as ``module:fn`` or ``file.py::fn`` could not be loaded."""
+class LoadError(ConfigError, ImportError):
+    """Code named as ``module:attr`` or ``file.py::attr`` could not be loaded."""
 
     def __init__(self, message: str) -> None:
         ConfigError.__init__(self, message)
+
+
+class RewardLoadError(LoadError):
+    """A reward given as ``module:fn`` or ``file.py::fn`` could not be loaded."""
+
+
+class EnvLoadError(LoadError):
+    """An environment given as ``module:Class`` or ``file.py::Class`` could not be loaded."""
 
 
 class DataError(ConfigError):

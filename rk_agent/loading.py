@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rk_agent.errors import RewardLoadError, did_you_mean
+from rk_agent.errors import EnvLoadError, LoadError, RewardLoadError, did_you_mean
 
 __all__ = ["is_import_spec", "load_object"]
 
@@ -31,7 +31,9 @@ def load_object(spec: str, *, kind: str = "object") -> Any:
         kind: what is being loaded, for error messages (``"reward"``, ``"environment"``).
 
     Raises:
-        RewardLoadError: the module or file cannot be imported, or has no such attribute.
+        LoadError: the module or file cannot be imported, or has no such attribute
+            (`RewardLoadError` when ``kind`` is ``"reward"``, `EnvLoadError` when it is
+            ``"environment"``).
 
     Example:
         >>> load_object("os.path:join")("a", "b")
@@ -44,16 +46,16 @@ def load_object(spec: str, *, kind: str = "object") -> Any:
         module_name, _, attr = spec.partition(":")
         module = _load_module(module_name, spec, kind)
     else:
-        raise RewardLoadError(
+        raise _load_error(kind)(
             f"cannot load {kind} {spec!r}: expected 'package.module:name' or 'file.py::name'."
         )
     if not attr:
-        raise RewardLoadError(f"cannot load {kind} {spec!r}: the name after ':' is empty.")
+        raise _load_error(kind)(f"cannot load {kind} {spec!r}: the name after ':' is empty.")
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             public = [n for n in dir(obj) if not n.startswith("_")]
-            raise RewardLoadError(
+            raise _load_error(kind)(
                 f"cannot load {kind} {spec!r}: {getattr(module, '__name__', module)!r} has no "
                 f"attribute {part!r}.{did_you_mean(part, public)}"
             )
@@ -61,11 +63,16 @@ def load_object(spec: str, *, kind: str = "object") -> Any:
     return obj
 
 
+def _load_error(kind: str) -> type[LoadError]:
+    """The error class for loading a ``kind``."""
+    return {"reward": RewardLoadError, "environment": EnvLoadError}.get(kind, LoadError)
+
+
 def _load_module(module_name: str, spec: str, kind: str) -> Any:
     try:
         return importlib.import_module(module_name)
     except ImportError as exc:
-        raise RewardLoadError(
+        raise _load_error(kind)(
             f"cannot load {kind} {spec!r}: importing {module_name!r} failed: {exc}. Is the "
             "package installed, or did you mean a file ('path/to/file.py::name')?"
         ) from exc
@@ -74,7 +81,7 @@ def _load_module(module_name: str, spec: str, kind: str) -> Any:
 def _load_file(path_text: str, spec: str, kind: str) -> Any:
     path = Path(path_text).expanduser()
     if not path.is_file():
-        raise RewardLoadError(
+        raise _load_error(kind)(
             f"cannot load {kind} {spec!r}: file {path_text!r} does not exist "
             f"(looked in {Path.cwd()})."
         )
@@ -86,7 +93,7 @@ def _load_file(path_text: str, spec: str, kind: str) -> Any:
         return sys.modules[module_name]
     module_spec = importlib.util.spec_from_file_location(module_name, resolved)
     if module_spec is None or module_spec.loader is None:
-        raise RewardLoadError(f"cannot load {kind} {spec!r}: {path_text!r} is not a Python file.")
+        raise _load_error(kind)(f"cannot load {kind} {spec!r}: {path_text!r} is not a Python file.")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_name] = module
     # Let the file import its neighbours, as it would when run as a script.
@@ -98,7 +105,7 @@ def _load_file(path_text: str, spec: str, kind: str) -> Any:
         module_spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[module_name]
-        raise RewardLoadError(
+        raise _load_error(kind)(
             f"cannot load {kind} {spec!r}: running {path_text!r} failed with "
             f"{type(exc).__name__}: {exc}"
         ) from exc

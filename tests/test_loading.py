@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rk_agent.errors import RewardLoadError
+from rk_agent.errors import ConfigError, EnvLoadError, LoadError, RewardLoadError
 from rk_agent.loading import load_object
 
 
@@ -51,3 +51,14 @@ def test_file_that_raises_on_import(tmp_path: Path) -> None:
 def test_missing_module() -> None:
     with pytest.raises(RewardLoadError, match=re.escape("importing 'no_such_pkg_xyz' failed")):
         load_object("no_such_pkg_xyz:fn", kind="reward")
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [("reward", RewardLoadError), ("environment", EnvLoadError), ("deploy target", LoadError)],
+)
+def test_the_error_names_what_was_being_loaded(kind: str, error: type[LoadError]) -> None:
+    with pytest.raises(error, match=re.escape(f"cannot load {kind} 'no_such_module_x:f'")) as info:
+        load_object("no_such_module_x:f", kind=kind)
+    assert type(info.value) is error
+    assert isinstance(info.value, ConfigError) and isinstance(info.value, ImportError)

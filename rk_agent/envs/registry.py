@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.errors import ConfigError, RewardLoadError, UnknownNameError, did_you_mean
+from rk_agent.errors import ConfigError, EnvLoadError, UnknownNameError, did_you_mean
 from rk_agent.loading import is_import_spec, load_object
 from rk_agent.registry import NameRegistry, is_entry_point
 
@@ -158,7 +158,7 @@ def get_env_class(spec: EnvLike) -> type[ChatEnv]:
 
     Raises:
         UnknownNameError: no environment has that name (the message suggests the closest).
-        RewardLoadError: the module or file cannot be loaded.
+        EnvLoadError: the module or file cannot be loaded.
         ConfigError: the object named is not a `ChatEnv` subclass.
 
     Example:
@@ -298,7 +298,7 @@ def _from_gymnasium(spec: str) -> type[ChatEnv]:
     if isinstance(entry, str):
         try:
             entry = load_object(entry, kind="environment")
-        except RewardLoadError as exc:
+        except EnvLoadError as exc:
             raise ConfigError(f"Gymnasium id {spec!r}: {exc}") from exc
     return _check_class(entry, spec)
 

@@ -29,7 +29,7 @@ from rk_agent.envs import (
 )
 from rk_agent.envs.guess_env import GuessEnv
 from rk_agent.envs.math_env import MathEnv
-from rk_agent.errors import ConfigError, RewardLoadError, UnknownNameError
+from rk_agent.errors import ConfigError, EnvLoadError, UnknownNameError
 
 USER_ENV = '''
 from rk_agent.envs import ChatEnv, Task, tool
@@ -167,7 +167,7 @@ def test_user_env_from_a_file_overriding_only_hooks(user_env_file: Path) -> None
 
 
 def test_missing_file_is_a_load_error(tmp_path: Path) -> None:
-    with pytest.raises(RewardLoadError, match=re.escape("does not exist")):
+    with pytest.raises(EnvLoadError, match=re.escape("does not exist")):
         get_env_class(f"{tmp_path}/nope.py::Env")
 
 
