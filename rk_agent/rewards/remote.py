@@ -7,8 +7,9 @@ level and every other keyword argument under ``kwargs``; the response is an `Eva
 
 Every call retries what may succeed next time: timeouts, connection errors, 408, 429 and 5xx,
 up to ``max_retries`` times, waiting ``Retry-After`` when the server sends it and otherwise a
-random delay up to ``backoff_base_s * 2**attempt`` (full jitter), capped at ``backoff_max_s``.
-Other 4xx answers (401, 413, 422) are not retried: the same request would fail the same way.
+random delay up to ``backoff_base_s * 2**attempt`` (full jitter), capped at ``backoff_max_s``
+(`rk_agent.retry.REWARD_ENDPOINT_RETRY`; pass ``retry=`` for another `RetryPolicy`). Other 4xx
+answers (401, 413, 422) are not retried: the same request would fail the same way.
 The key comes from ``api_key=`` or, failing that, ``RK_AGENT_SERVER_API_KEY``, and never
 appears in an error message or a log line.
 
@@ -26,16 +27,14 @@ import asyncio
 import atexit
 import logging
 import os
-import random
 import threading
-import time
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from rk_agent.errors import ConfigError, EndpointError, RewardInputError
-from rk_agent.retry import retry_after_seconds
+from rk_agent.retry import REWARD_ENDPOINT_RETRY, RetryPolicy, aretry_call, retry_call
 from rk_agent.types import EvaluateResult, Message
 
 if TYPE_CHECKING:
@@ -57,7 +56,6 @@ API_KEY_ENV = "RK_AGENT_SERVER_API_KEY"
 """The environment variable read for the key when ``api_key`` is not given."""
 
 _TOP_LEVEL = ("messages", "original_messages", "ground_truth", "tools")
-_RETRY_STATUSES = frozenset({408, 429})
 
 
 def build_request(call_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,9 +94,10 @@ def post_evaluate(
     *,
     api_key: str | None = None,
     timeout: float = 30.0,
-    max_retries: int = 3,
-    backoff_base_s: float = 0.25,
-    backoff_max_s: float = 10.0,
+    max_retries: int = REWARD_ENDPOINT_RETRY.max_retries,
+    backoff_base_s: float = REWARD_ENDPOINT_RETRY.base_s,
+    backoff_max_s: float = REWARD_ENDPOINT_RETRY.max_s,
+    retry: RetryPolicy | None = None,
 ) -> EvaluateResult:
     """POST one sample to a reward endpoint and return its `EvaluateResult`, retrying failures.
 
@@ -110,6 +109,8 @@ def post_evaluate(
         max_retries: further attempts after the first on retryable failures.
         backoff_base_s: the first retry waits up to this long; the ceiling doubles per attempt.
         backoff_max_s: the longest wait between attempts, ``Retry-After`` included.
+        retry: the whole retry policy instead of the three above (e.g. to record the waits
+            instead of sleeping, in a test).
 
     Raises:
         EndpointError: the last attempt's failure: connection failure, timeout, a non-2xx
@@ -117,10 +118,8 @@ def post_evaluate(
             ``retryable`` tells whether it was a transient kind. The key never appears in it.
         ConfigError: ``endpoint`` is not an http(s) URL.
     """
-    call = _Call(
-        endpoint, build_request(call_kwargs), api_key, timeout, max_retries,
-        (backoff_base_s, backoff_max_s),
-    )  # fmt: skip
+    retry = retry or _policy(max_retries, backoff_base_s, backoff_max_s)
+    call = _Call(endpoint, build_request(call_kwargs), api_key, timeout, retry)
     return call.result(_send(call))
 
 
@@ -130,15 +129,14 @@ async def apost_evaluate(
     *,
     api_key: str | None = None,
     timeout: float = 30.0,
-    max_retries: int = 3,
-    backoff_base_s: float = 0.25,
-    backoff_max_s: float = 10.0,
+    max_retries: int = REWARD_ENDPOINT_RETRY.max_retries,
+    backoff_base_s: float = REWARD_ENDPOINT_RETRY.base_s,
+    backoff_max_s: float = REWARD_ENDPOINT_RETRY.max_s,
+    retry: RetryPolicy | None = None,
 ) -> EvaluateResult:
     """`post_evaluate` for async code: the same arguments, retries and errors, no threads."""
-    call = _Call(
-        endpoint, build_request(call_kwargs), api_key, timeout, max_retries,
-        (backoff_base_s, backoff_max_s),
-    )  # fmt: skip
+    retry = retry or _policy(max_retries, backoff_base_s, backoff_max_s)
+    call = _Call(endpoint, build_request(call_kwargs), api_key, timeout, retry)
     return call.result(await _asend(call))
 
 
@@ -148,9 +146,10 @@ def post_batch(
     *,
     api_key: str | None = None,
     timeout: float = 120.0,
-    max_retries: int = 3,
-    backoff_base_s: float = 0.25,
-    backoff_max_s: float = 10.0,
+    max_retries: int = REWARD_ENDPOINT_RETRY.max_retries,
+    backoff_base_s: float = REWARD_ENDPOINT_RETRY.base_s,
+    backoff_max_s: float = REWARD_ENDPOINT_RETRY.max_s,
+    retry: RetryPolicy | None = None,
 ) -> list[EvaluateResult]:
     """POST many samples to a reward server's ``/batch`` in one request; one result each.
 
@@ -165,50 +164,45 @@ def post_batch(
         [1.0]
     """
     body = {"samples": [build_request(sample) for sample in samples]}
-    call = _Call(endpoint, body, api_key, timeout, max_retries, (backoff_base_s, backoff_max_s))
+    retry = retry or _policy(max_retries, backoff_base_s, backoff_max_s)
+    call = _Call(endpoint, body, api_key, timeout, retry)
     return call.results(_send(call), len(samples))
+
+
+def _policy(max_retries: int, base_s: float, max_s: float) -> RetryPolicy:
+    return REWARD_ENDPOINT_RETRY.replace(max_retries=max_retries, base_s=base_s, max_s=max_s)
 
 
 def _send(call: _Call) -> httpx.Response:
     """POST until a 2xx answer, retrying what may pass next time; raise the last failure."""
     client = _sync_client(call.origin)
-    for attempt in range(call.attempts):
+
+    def attempt() -> httpx.Response:
         try:
             response = client.post(
                 call.endpoint, json=call.body, headers=call.headers, timeout=call.timeout
             )
         except Exception as exc:
-            error, wait = call.failed(exc), None
-        else:
-            if response.status_code < 400:
-                return response
-            error, wait = call.rejected(response)
-        delay = call.next_delay(attempt, error, wait)
-        if delay is None:
-            raise error
-        time.sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop raises or returns
+            raise call.failed(exc) from exc
+        return call.checked(response)
+
+    return retry_call(attempt, call.retry, on_retry=call.retrying)
 
 
 async def _asend(call: _Call) -> httpx.Response:
     """`_send` on the event loop."""
     client = await _async_client(call.origin)
-    for attempt in range(call.attempts):
+
+    async def attempt() -> httpx.Response:
         try:
             response = await client.post(
                 call.endpoint, json=call.body, headers=call.headers, timeout=call.timeout
             )
         except Exception as exc:
-            error, wait = call.failed(exc), None
-        else:
-            if response.status_code < 400:
-                return response
-            error, wait = call.rejected(response)
-        delay = call.next_delay(attempt, error, wait)
-        if delay is None:
-            raise error
-        await asyncio.sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop raises or returns
+            raise call.failed(exc) from exc
+        return call.checked(response)
+
+    return await aretry_call(attempt, call.retry, on_retry=call.retrying)
 
 
 class _Call:
@@ -220,8 +214,7 @@ class _Call:
         body: dict[str, Any],
         api_key: str | None,
         timeout: float,
-        max_retries: int,
-        backoff: tuple[float, float],
+        retry: RetryPolicy,
     ) -> None:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -229,16 +222,13 @@ class _Call:
                 f"reward endpoint {endpoint!r} is not an http(s) URL; expected e.g. "
                 "'http://127.0.0.1:8000/evaluate'."
             )
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ConfigError(f"max_retries must be an int >= 0, got {max_retries!r}.")
         self.endpoint = endpoint
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.body = body
         key = api_key or os.environ.get(API_KEY_ENV)
         self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.timeout = timeout
-        self.attempts = max_retries + 1
-        self.backoff = backoff  # (first ceiling, longest wait) in seconds
+        self.retry = retry
 
     def failed(self, exc: Exception) -> EndpointError:
         """The `EndpointError` for an exception raised while sending (httpx's or another)."""
@@ -262,21 +252,30 @@ class _Call:
                 f"calling reward endpoint {self.endpoint} failed: {type(exc).__name__}: {exc}",
                 url=self.endpoint,
             )
-        error.__cause__ = exc
         return error
 
-    def rejected(self, response: httpx.Response) -> tuple[EndpointError, float | None]:
-        """The error for a non-2xx answer, and the wait the server asked for."""
-        return self.status_error(response), retry_after_seconds(response.headers)
+    def checked(self, response: httpx.Response) -> httpx.Response:
+        """``response`` when its status is below 400; else the `EndpointError` for it, raised
+        from an ``httpx.HTTPStatusError`` (which carries the server's ``Retry-After`` to the
+        retries)."""
+        import httpx
 
-    def status_error(self, response: httpx.Response) -> EndpointError:
         status = response.status_code
-        return EndpointError(
+        if status < 400:
+            return response
+        cause = httpx.HTTPStatusError(f"HTTP {status}", request=response.request, response=response)
+        raise EndpointError(
             f"reward endpoint {self.endpoint} answered {status}: {_server_message(response)}",
             status=status,
-            retryable=status in _RETRY_STATUSES or status >= 500,
+            retryable=self.retry.retries_status(status),
             url=self.endpoint,
-        )
+        ) from cause
+
+    def retrying(self, error: EndpointError, attempt: int, delay: float) -> None:
+        logger.warning(
+            "%s Retrying in %.2f s (attempt %d of %d).",
+            error, delay, attempt + 2, self.retry.attempts,
+        )  # fmt: skip
 
     def result(self, response: httpx.Response) -> EvaluateResult:
         try:
@@ -300,25 +299,6 @@ class _Call:
             status=response.status_code,
             url=self.endpoint,
         )
-
-    def next_delay(
-        self, attempt: int, error: EndpointError, retry_after: float | None
-    ) -> float | None:
-        """Seconds to wait before the next attempt; ``None`` to give up (and say how often)."""
-        if not error.retryable or attempt + 1 >= self.attempts:
-            if attempt:
-                error.message += f" (gave up after {attempt + 1} attempts)"
-                error.args = (error.message,)
-            return None
-        base, ceiling = self.backoff
-        if retry_after is not None:
-            delay = min(retry_after, ceiling)
-        else:
-            delay = random.uniform(0.0, min(ceiling, base * 2**attempt))
-        logger.warning(
-            "%s Retrying in %.2f s (attempt %d of %d).", error, delay, attempt + 2, self.attempts
-        )
-        return delay
 
 
 def _server_message(response: httpx.Response) -> str:

@@ -1,171 +1,29 @@
-"""The one boundary where ``openai`` SDK (and its HTTP library's) errors become ours.
+"""Deprecated: the ``openai`` error boundary moved to `rk_agent.openai_errors`, and ``redact`` to
+`rk_agent.secrets`.
 
-`translate_error` turns any failure of a chat-completions request into an `EndpointError` with
-``status`` and ``retryable`` set, or a `ContextOverflowError` when the server says the
-conversation does not fit; the message carries the server's own message, never the API key.
-`retry_after_s` reads the server's ``Retry-After`` back from a translated error, and
-`rejects_tools` tells whether a server refused the ``tools`` field.
-
-Main names: `Endpoint`, `translate_error`, `retry_after_s`, `rejects_tools`, `redact`.
-
-Example:
-    >>> endpoint = Endpoint(url="http://127.0.0.1:8000/v1", model="m", key="sk-0123456789")
-    >>> redact("bad key sk-0123456789", endpoint.key)
-    'bad key ***'
+``from rk_agent.rollouts.openai_errors import translate_error`` keeps working, with a
+`DeprecationWarning`; import from `rk_agent.openai_errors` (and `rk_agent.secrets.redact`)
+instead. The boundary moved below rewards and rollouts so that the LLM judge can use it too.
 """
 
-from __future__ import annotations
+import warnings
 
-import json
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from rk_agent.openai_errors import *  # noqa: F403  (the old module's names, all of them)
+from rk_agent.openai_errors import __all__ as _moved
+from rk_agent.secrets import redact as _redact
 
-from rk_agent.errors import ContextOverflowError, EndpointError
-from rk_agent.retry import retry_after_seconds
+__all__ = [*_moved, "redact"]
 
-__all__ = ["NO_KEY", "Endpoint", "redact", "rejects_tools", "retry_after_s", "translate_error"]
-
-NO_KEY = "EMPTY"
-"""The key sent to servers that check none (what vLLM, SGLang and Ollama expect)."""
-
-_CONTEXT_OVERFLOW = re.compile(
-    r"context[ _-]?(length|window|size)|maximum context|too many tokens|prompt is too long"
-    r"|input is too long|max_model_len|exceeds the model'?s? (max|context)",
-    re.IGNORECASE,
+warnings.warn(
+    "rk_agent.rollouts.openai_errors moved to rk_agent.openai_errors (and its redact to "
+    "rk_agent.secrets.redact); import from there instead (the old path will be removed in a "
+    "later release)",
+    DeprecationWarning,
+    stacklevel=2,
 )
-_NO_TOOL_SUPPORT = re.compile(
-    r"(does not|doesn't|not) support(ed)?( function calling| tools?)|tools? (is|are) not supported"
-    r"|tool[ _]choice|tool-call-parser|tools param|--jinja",
-    re.IGNORECASE,
-)
-_MAX_MESSAGE = 500
-_RETRYABLE = (408, 409, 429)
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """What an error message may say about the endpoint (never the key itself).
-
-    Attributes:
-        url: the base URL.
-        model: the model id.
-        key: the API key, only to redact it from messages.
-        key_source: where the key came from (``"FIREWORKS_API_KEY"``, ``"argument"``, ...).
-        timeout_s: the per-request timeout.
-        model_hint: appended to a 404 (e.g. how Fireworks model names look).
-    """
-
-    url: str
-    model: str
-    key: str = NO_KEY
-    key_source: str = "none"
-    timeout_s: float = 0.0
-    model_hint: str | None = None
-
-    def __repr__(self) -> str:
-        return f"Endpoint(url={self.url!r}, model={self.model!r})"
 
 
 def redact(text: str, key: str) -> str:
-    """``text`` with ``key`` replaced by ``***`` (placeholder keys are left alone)."""
-    return text.replace(key, "***") if key != NO_KEY and len(key) >= 6 else text
-
-
-def translate_error(exc: Exception, endpoint: Endpoint) -> EndpointError:
-    """The `EndpointError` (or `ContextOverflowError`) for a failed request.
-
-    Retryable: timeouts, connection errors, 408, 409, 429, 5xx, and replies that are not a
-    chat completion (a proxy's glitch). Not retryable: every other status, context overflow.
-    """
-    import openai
-
-    url = endpoint.url
-
-    def clean(text: str) -> str:
-        return redact(text, endpoint.key)[:_MAX_MESSAGE]
-
-    if isinstance(exc, openai.APIConnectionError):  # the SDK's timeout error is one too
-        cause = _root_cause(exc)
-        # The aiohttp transport reports any dropped connection as a connect *timeout*; the
-        # root cause tells a real timeout from a server that hung up.
-        if isinstance(exc, openai.APITimeoutError) and (
-            cause is exc or isinstance(cause, TimeoutError)
-        ):
-            return EndpointError(
-                f"{url} did not answer within {endpoint.timeout_s:g}s (timeout)",
-                retryable=True,
-                url=url,
-            )
-        detail = clean(f"{type(cause).__name__}: {cause}")
-        return EndpointError(f"could not reach {url}: {detail}", retryable=True, url=url)
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        text = clean(_server_message(exc))
-        if status in (400, 413, 422) and _CONTEXT_OVERFLOW.search(text):
-            return ContextOverflowError(
-                f"{url}: HTTP {status}: the conversation does not fit the context window of "
-                f"{endpoint.model!r}: {text}",
-                status=status,
-                url=url,
-            )
-        message = f"{url}: HTTP {status}: {text}"
-        if status == 404 and endpoint.model_hint:
-            message += f" ({endpoint.model_hint})"
-        if status in (401, 403):
-            message += f" (check the API key; it came from: {endpoint.key_source})"
-        retryable = status in _RETRYABLE or status >= 500
-        return EndpointError(message, status=status, retryable=retryable, url=url)
-    if isinstance(exc, openai.APIResponseValidationError):
-        return EndpointError(
-            f"{url} sent a reply that is not a chat completion: {clean(str(exc))}",
-            status=exc.status_code,
-            retryable=True,
-            url=url,
-        )
-    detail = clean(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, ValueError):  # the SDK lets a broken JSON body through as is
-        return EndpointError(
-            f"{url} sent a body that is not JSON: {detail}", status=200, retryable=True, url=url
-        )
-    return EndpointError(f"{url} failed: {detail}", url=url)
-
-
-def rejects_tools(error: EndpointError) -> bool:
-    """Whether the server refused the request because of its ``tools`` (no tool support)."""
-    return error.status in (400, 422, 501) and bool(_NO_TOOL_SUPPORT.search(str(error)))
-
-
-def retry_after_s(error: EndpointError) -> float | None:
-    """The ``Retry-After`` (or ``retry-after-ms``) sent with the response behind ``error``,
-    in seconds; an HTTP date counts from now. ``None`` when there is none."""
-    response = getattr(error.__cause__, "response", None)
-    return retry_after_seconds(getattr(response, "headers", None))
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The innermost exception of ``exc``'s ``__cause__`` chain (``exc`` when it has none)."""
-    seen = {id(exc)}
-    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
-        exc = exc.__cause__
-        seen.add(id(exc))
-    return exc
-
-
-def _server_message(exc: Any) -> str:
-    """The server's own error message from an SDK status error."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, str):
-            return error
-        if isinstance(error, Mapping):
-            for key in ("message", "detail", "msg"):
-                if isinstance(error.get(key), str):
-                    return str(error[key])
-        detail = body.get("detail") or body.get("message")
-        if detail is not None:
-            return detail if isinstance(detail, str) else json.dumps(detail)
-    text = " ".join(exc.response.text.split())
-    return text or exc.response.reason_phrase or "(empty body)"
+    """Deprecated: ``text`` with ``key`` replaced by ``***``; use ``rk_agent.secrets.redact(text,
+    [key])``."""
+    return _redact(text, [key])

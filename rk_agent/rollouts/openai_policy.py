@@ -3,11 +3,12 @@ Ollama, llama.cpp.
 
 It uses the ``openai`` SDK's async client (imported on first use, so importing this module stays
 cheap) on the SDK's ``aiohttp`` transport, and adds what a rollout engine needs around it: its
-own retry loop (exponential backoff with full jitter on 429, 5xx, connection errors and
-timeouts, honouring ``Retry-After``), a per-request timeout, a client-side concurrency limit,
-native tool calling with a fallback to the text tool-call protocol, and running usage totals.
-SDK and HTTP errors become `EndpointError` / `ContextOverflowError` in one place,
-`rk_agent.rollouts.openai_errors`. The API key never appears in an error message or a ``repr``.
+own retries (`rk_agent.retry`: exponential backoff with full jitter on 408, 409, 429, 5xx,
+connection errors and timeouts, honouring ``Retry-After``), a per-request timeout, a
+client-side concurrency limit, native tool calling with a fallback to the text tool-call
+protocol, and running usage totals. SDK and HTTP errors become `EndpointError` /
+`ContextOverflowError` in one place, `rk_agent.openai_errors`. The API key never appears in an
+error message or a ``repr``.
 
 Main names:
     OpenAIPolicy: the policy.
@@ -28,23 +29,17 @@ import functools
 import json
 import logging
 import os
-import random
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
-from rk_agent.rollouts.openai_errors import (
-    NO_KEY,
-    Endpoint,
-    redact,
-    rejects_tools,
-    retry_after_s,
-    translate_error,
-)
+from rk_agent.openai_errors import NO_KEY, Endpoint, rejects_tools, translate_error
+from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
-from rk_agent.rollouts.tool_protocol import parse_tool_calls, to_text_messages
+from rk_agent.secrets import redact
+from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.types import FunctionCall, Message, ToolCall
 
 if TYPE_CHECKING:
@@ -179,17 +174,21 @@ class OpenAIPolicy:
         max_concurrency: at most this many requests in flight from this policy.
         tool_choice: sent with ``tools``: ``"auto"``, ``"required"``, ``"none"`` or a dict.
         native_tools: ``True`` always sends ``tools`` (native tool calling). ``False`` uses the
-            text protocol of `rk_agent.rollouts.tool_protocol` instead: the tools are described
-            in the system prompt, earlier calls and results are sent as text, and
-            ``<tool_call>`` blocks in the reply are parsed (a malformed one sets
-            ``parse_error``). ``None`` (default) sends ``tools`` until the server rejects them
-            once (a 4xx saying it does not support tools), then uses the text protocol from
-            then on.
+            text protocol instead: the tools are described in the system prompt, earlier
+            calls and results are sent as text, and the calls in the reply are parsed with
+            ``tool_call_format`` (a malformed one sets ``parse_error``). ``None`` (default)
+            sends ``tools`` until the server rejects them once (a 4xx saying it does not
+            support tools), then uses the text protocol from then on.
+        tool_call_format: the text protocol's format, a `rk_agent.tool_calls.ToolCallFormat`
+            or its name: ``"hermes"`` (default, ``<tool_call>`` blocks) or ``"llama3_json"``.
         logprobs: ask for per-token log-probabilities.
         return_token_ids: ask a vLLM server for prompt and completion token ids
             (``return_token_ids``, vLLM >= 0.10.2).
         backoff_base_s: the first retry waits up to this long; it doubles per attempt.
         backoff_max_s: the longest wait between attempts, ``Retry-After`` included.
+        retry: the whole retry policy instead of ``max_retries`` and ``backoff_*`` (e.g. to
+            retry other statuses, or, in tests, to record the waits instead of sleeping).
+            Default: `rk_agent.retry.MODEL_ENDPOINT_RETRY` with the three above.
         extra_body: more request fields (``top_k``, ``context_length_exceeded_behavior``, ...).
         name: the policy's name in trajectories; default: ``model``.
 
@@ -220,14 +219,16 @@ class OpenAIPolicy:
         api_key: str | None = None,
         provider: Provider | None = None,
         timeout_s: float = 120.0,
-        max_retries: int = 5,
+        max_retries: int = MODEL_ENDPOINT_RETRY.max_retries,
         max_concurrency: int = 64,
         tool_choice: str | dict[str, Any] = "auto",
         native_tools: bool | None = None,
+        tool_call_format: str | ToolCallFormat = "hermes",
         logprobs: bool = False,
         return_token_ids: bool = False,
-        backoff_base_s: float = 0.5,
-        backoff_max_s: float = 30.0,
+        backoff_base_s: float = MODEL_ENDPOINT_RETRY.base_s,
+        backoff_max_s: float = MODEL_ENDPOINT_RETRY.max_s,
+        retry: RetryPolicy | None = None,
         extra_body: Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> None:
@@ -259,19 +260,22 @@ class OpenAIPolicy:
             timeout_s=self.timeout_s,
             model_hint=hint,
         )
-        self.max_retries = max_retries
+        self.retry = retry or MODEL_ENDPOINT_RETRY.replace(
+            max_retries=max_retries, base_s=float(backoff_base_s), max_s=float(backoff_max_s)
+        )
+        self.max_retries = self.retry.max_retries
         self.max_concurrency = max_concurrency
         self.tool_choice = tool_choice
         self.native_tools = native_tools
+        self.tool_call_format = get_tool_call_format(tool_call_format)
         self.logprobs = logprobs
         self.return_token_ids = return_token_ids
-        self.backoff_base_s = float(backoff_base_s)
-        self.backoff_max_s = float(backoff_max_s)
+        self.backoff_base_s = self.retry.base_s
+        self.backoff_max_s = self.retry.max_s
         self.extra_body = dict(extra_body or {})
         self.stats = PolicyStats()
         self._client: AsyncOpenAI | None = None
         self._semaphore: asyncio.Semaphore | None = None
-        self._random = random.Random()
         if hint:
             logger.warning("model %r: %s", model, hint)
 
@@ -301,7 +305,7 @@ class OpenAIPolicy:
                 verify=_ssl_context(),
             )  # fmt: skip
         except httpx.HTTPError as exc:
-            reason = redact(str(exc), key) or type(exc).__name__
+            reason = redact(str(exc), [key]) or type(exc).__name__
             raise EndpointError(
                 f"cannot reach the model server: GET {url} failed ({reason}). Is the server "
                 "running, and is --base-url right? OpenAI-compatible servers serve under /v1, "
@@ -325,7 +329,7 @@ class OpenAIPolicy:
                 "e.g. --base-url http://localhost:8000/v1."
             )
         else:
-            fix = f"the server said: {redact(response.text[:300], key).strip() or '(no body)'}."
+            fix = f"the server said: {redact(response.text[:300], [key]).strip() or '(no body)'}."
         raise EndpointError(
             f"the model server answered {status} to GET {url}: {fix}",
             status=status,
@@ -382,17 +386,23 @@ class OpenAIPolicy:
     async def _with_retries(
         self, messages: list[Message], tools: list[dict[str, Any]] | None, sampling: SamplingParams
     ) -> PolicyOutput:
-        attempt = 0
-        while True:
-            native = bool(tools) and self.native_tools is not False
-            request = self._request(messages, tools, sampling, native=native)
-            self.stats.requests += 1
-            try:
-                output = await self._send(request)
-            except ContextOverflowError:
-                raise
-            except EndpointError as error:
-                if native and self.native_tools is None and rejects_tools(error):
+        attempts = 0
+        native = False
+
+        async def attempt() -> PolicyOutput:
+            nonlocal attempts, native
+            attempts += 1
+            while True:
+                native = bool(tools) and self.native_tools is not False
+                request = self._request(messages, tools, sampling, native=native)
+                self.stats.requests += 1
+                try:
+                    return await self._send(request)
+                except ContextOverflowError:
+                    raise
+                except EndpointError as error:
+                    if not (native and self.native_tools is None and rejects_tools(error)):
+                        raise
                     logger.warning(
                         "%s rejected `tools` (%s); using the text tool-call protocol from now "
                         "on. Pass native_tools=False to skip this.",
@@ -401,33 +411,18 @@ class OpenAIPolicy:
                     )
                     self.native_tools = False
                     self.stats.tool_fallbacks += 1
-                    continue
-                if not error.retryable or attempt >= self.max_retries:
-                    if error.retryable:
-                        plural = "s" if attempt else ""
-                        error.message += f" (gave up after {attempt + 1} attempt{plural})"
-                        error.args = (error.message,)
-                    raise
-                await asyncio.sleep(self._delay(attempt, error))
-                attempt += 1
-                self.stats.retries += 1
-                continue
-            if tools and not native:
-                parsed = parse_tool_calls(output.message.text, tools)
-                parsed.message.reasoning_content = output.message.reasoning_content
-                output.message, output.parse_error = parsed.message, parsed.parse_error
-            output.extra["attempts"] = attempt + 1
-            output.extra["tool_protocol"] = ("native" if native else "text") if tools else None
-            return output
 
-    def _delay(self, attempt: int, error: EndpointError) -> float:
-        """Seconds before the next attempt: ``Retry-After`` if the server sent it, else full
-        jitter over an exponential ceiling; both capped at ``backoff_max_s``."""
-        retry_after = retry_after_s(error)
-        if retry_after is not None:
-            return min(retry_after, self.backoff_max_s)
-        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2**attempt)
-        return self._random.uniform(0.0, ceiling)
+        def count_retry(error: EndpointError, failed: int, delay: float) -> None:
+            self.stats.retries += 1
+
+        output = await aretry_call(attempt, self.retry, on_retry=count_retry)
+        if tools and not native:
+            parsed = self.tool_call_format.parse(output.message.text, tools)
+            parsed.message.reasoning_content = output.message.reasoning_content
+            output.message, output.parse_error = parsed.message, parsed.parse_error
+        output.extra["attempts"] = attempts
+        output.extra["tool_protocol"] = ("native" if native else "text") if tools else None
+        return output
 
     # ------------------------------------------------------------------------------------
     # One request
@@ -441,7 +436,7 @@ class OpenAIPolicy:
         native: bool,
     ) -> dict[str, Any]:
         if tools and not native:
-            wire: list[dict[str, Any]] = list(to_text_messages(messages, tools))
+            wire: list[dict[str, Any]] = self.tool_call_format.render_messages(messages, tools)
         else:
             wire = [_wire(m) for m in messages]
         request: dict[str, Any] = {
@@ -504,13 +499,13 @@ class OpenAIPolicy:
             )
             body = json.loads(response.content)
         except (openai.OpenAIError, ValueError) as exc:
-            raise translate_error(exc, self._endpoint) from exc
+            raise translate_error(exc, self._endpoint, self.retry) from exc
         try:
             return _output(body)
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
             raise EndpointError(
                 f"{self.base_url} sent an unreadable completion: {type(exc).__name__}: "
-                f"{redact(str(exc), self._endpoint.key)[:500]}",
+                f"{redact(str(exc), [self._endpoint.key])[:500]}",
                 status=200,
                 retryable=True,
                 url=self.base_url,

@@ -43,7 +43,7 @@ This contract is tested against the project's stub server
 
 Requests go over one ``openai`` SDK client (concurrent episodes' turns in parallel; vLLM batches
 them); SDK and HTTP errors become `EndpointError` / `ContextOverflowError` in
-`rk_agent.rollouts.openai_errors`; the SDK retries 408, 409, 429, 5xx, connection errors and
+`rk_agent.openai_errors`; the SDK retries 408, 409, 429, 5xx, connection errors and
 timeouts (``max_retries``, honouring ``Retry-After``).
 
 Main names: `VLLMPolicy`, `openai_base_url`.
@@ -63,6 +63,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError, EndpointError, UnknownNameError
+from rk_agent.openai_errors import NO_KEY, Endpoint, translate_error
 from rk_agent.rollouts.chat_template import (
     ChatTemplate,
     ToolFormat,
@@ -70,8 +71,8 @@ from rk_agent.rollouts.chat_template import (
     native_tools,
     read_reply,
 )
-from rk_agent.rollouts.openai_errors import NO_KEY, Endpoint, redact, translate_error
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
+from rk_agent.secrets import redact
 from rk_agent.types import Message
 
 if TYPE_CHECKING:
@@ -243,13 +244,13 @@ class VLLMPolicy(ChatTemplate):
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
             raise EndpointError(
                 f"{self.base_url}/completions sent an unreadable completion: "
-                f"{type(exc).__name__}: {redact(str(exc), self._key)[:500]}",
+                f"{type(exc).__name__}: {redact(str(exc), [self._key])[:500]}",
                 status=200,
                 retryable=True,
                 url=self.base_url,
             ) from exc
         self._check_tokens(prompt_ids, reply_ids, echoed)
-        reply, finish = read_reply(text, tools, finish)
+        reply, finish = read_reply(text, tools, finish, self.tool_call_format)
         return PolicyOutput(
             message=reply.message,
             prompt_token_ids=list(prompt_ids),

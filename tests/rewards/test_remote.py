@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 
 from rk_agent import RewardFunction, reward_function
 from rk_agent.errors import ConfigError, EndpointError, RewardInputError
+from rk_agent.retry import REWARD_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.rewards.remote import (
     API_KEY_ENV,
     apost_evaluate,
@@ -144,17 +145,24 @@ def test_no_retry_on_4xx(url: str, seen: Recorder, status: int) -> None:
     assert seen.calls[f"/always/{status}?"] == 1
 
 
-def test_retry_after_is_honoured_and_capped(
-    url: str, seen: Recorder, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    assert post_evaluate(f"{url}/limited?wait=0.3", {"messages": CHAT}).score == 0.5
-    assert seen.times[1] - seen.times[0] >= 0.3  # honoured: the retry came after the wait
-    import rk_agent.rewards.remote as remote
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_retry_after_is_honoured_and_capped(url: str, seen: Recorder, sync: bool) -> None:
+    waits: list[float] = []  # the policy's sleep records the waits instead of sleeping
+    retry = REWARD_ENDPOINT_RETRY.replace(max_s=2.0, sleep=waits.append)
+    assert call(sync, f"{url}/limited?wait=0.3", retry=retry).score == 0.5
+    assert call(sync, f"{url}/limited?wait=30", retry=retry).score == 0.5
+    assert waits == [0.3, 2.0]  # honoured; 30 s asked, 2 s allowed
+    assert seen.calls["/limited?wait=0.3"] == seen.calls["/limited?wait=30"] == 2
 
+
+def test_a_retry_policy_sets_the_attempts_and_delays(url: str, seen: Recorder) -> None:
     waits: list[float] = []
-    monkeypatch.setattr(remote.time, "sleep", waits.append)  # record the waits, skip them
-    post_evaluate(f"{url}/limited?wait=30", {"messages": CHAT}, backoff_max_s=0.1)
-    assert waits and max(waits) <= 0.1  # 30 s asked, 0.1 s allowed
+    with pytest.raises(EndpointError, match=re.escape("(gave up after 3 attempts)")):
+        post_evaluate(
+            f"{url}/always/503", {"messages": CHAT},
+            retry=RetryPolicy(max_retries=2, base_s=0.5, jitter="none", sleep=waits.append),
+        )  # fmt: skip
+    assert waits == [0.5, 1.0] and seen.calls["/always/503?"] == 3
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])

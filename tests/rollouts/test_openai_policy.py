@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
+from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.rollouts import openai_policy
 from rk_agent.rollouts.openai_policy import OpenAIPolicy, PolicyStats, make_policy
 from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams
@@ -231,13 +232,18 @@ def test_gives_up_after_max_retries_with_the_servers_message() -> None:
     assert (policy.stats.requests, policy.stats.retries, policy.stats.errors) == (3, 2, 1)
 
 
-def test_backoff_is_exponential_with_full_jitter(server: StubServer) -> None:
-    policy = policy_for(server, backoff_base_s=0.1, backoff_max_s=0.25)
-    error = EndpointError("x", status=500, retryable=True)
-    delays = [[policy._delay(attempt, error) for _ in range(200)] for attempt in range(4)]
-    ceilings = [0.1, 0.2, 0.25, 0.25]
-    for drawn, ceiling in zip(delays, ceilings, strict=True):
-        assert 0 <= min(drawn) < ceiling / 4 and ceiling * 3 / 4 < max(drawn) <= ceiling
+def test_the_backoff_arguments_make_the_retry_policy(server: StubServer) -> None:
+    policy = policy_for(server, max_retries=2, backoff_base_s=0.1, backoff_max_s=0.25)
+    assert policy.retry == MODEL_ENDPOINT_RETRY.replace(max_retries=2, base_s=0.1, max_s=0.25)
+    assert policy.retry.jitter == "full" and policy.retry.retries_status(409)
+
+
+def test_waits_follow_the_retry_policy() -> None:
+    waits: list[float] = []
+    retry = RetryPolicy(max_retries=3, base_s=0.1, max_s=0.25, jitter="none", sleep=waits.append)
+    with StubServer(fail_first_n=3, fault=Fault.http(503)) as server:
+        out = ask(OpenAIPolicy("stub", base_url=server.base_url, retry=retry))
+    assert waits == [0.1, 0.2, 0.25] and out.extra["attempts"] == 4
 
 
 @pytest.mark.parametrize(
