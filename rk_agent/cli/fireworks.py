@@ -60,8 +60,36 @@ def _client(dry_run: bool, console: Console) -> FireworksClient:
 
 def deploy(
     reward: Annotated[
-        str, typer.Argument(help="The reward: 'my_rewards.py::fn', 'package.module:fn' or a name.")
-    ],
+        str | None,
+        typer.Argument(
+            help="The reward: 'my_rewards.py::fn', 'package.module:fn' or a name (or give "
+            "--metrics-folders instead)."
+        ),
+    ] = None,
+    metrics_folders: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics-folders",
+            "-m",
+            help="Reward Kit metric folder as NAME=PATH, a folder whose main.py defines "
+            "evaluate() (repeatable). Several folders make one evaluator whose score is the mean "
+            "of the folders' scores (see --combine) and whose metrics are NAME.<metric>.",
+        ),
+    ] = None,
+    combine: Annotated[
+        str,
+        typer.Option(
+            "--combine",
+            help="With --metrics-folders: how the folders' scores become one: mean (default), "
+            "weighted_sum, min or product.",
+        ),
+    ] = "mean",
+    weight: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--weight", help="With --metrics-folders: NAME=NUMBER, a folder's weight (repeatable)."
+        ),
+    ] = None,
     evaluator_id: Annotated[
         str | None,
         typer.Option("--id", help="Evaluator id (default: the reward's name, e.g. exact-match)."),
@@ -95,20 +123,39 @@ def deploy(
 
     Packages the reward's file, its requirements and an entry point (main.py::evaluate),
     uploads them and waits for the build. Deploying unchanged code again reuses the evaluator.
+    With --metrics-folders (Reward Kit's form) the folders become one evaluator: its score is
+    the mean of the folders' scores unless --combine or --weight say otherwise.
     """
     from rich.console import Console
 
-    from rk_agent.fireworks.evaluators import deploy_reward
+    from rk_agent.fireworks.evaluators import deploy_metric_folders, deploy_reward
 
+    _one_reward_source(reward, metrics_folders, "deploy", "my_rewards.py::fn")
+    if include and metrics_folders:
+        raise ConfigError(
+            "--include applies to a reward file, not to --metrics-folders (each folder is packed "
+            "whole). Move the file into the metric folder instead."
+        )
     console = Console(soft_wrap=True)  # a URL is never broken across lines
     client = _client(dry_run, console)
+    common: dict[str, Any] = {
+        "evaluator_id": evaluator_id, "display_name": display_name, "description": description,
+        "force": force, "requirements": requirement or (), "client": client, "wait": wait,
+        "poll_s": poll,
+    }  # fmt: skip
     with client, console.status("deploying", spinner="dots") as spinner:
-        deployment = deploy_reward(
-            reward, evaluator_id=evaluator_id, display_name=display_name,
-            description=description, force=force, requirements=requirement or (),
-            include=include or (), client=client, wait=wait, poll_s=poll,
-            on_update=lambda e: spinner.update(f"evaluator {e.id or evaluator_id}: {e.state}"),
-        )  # fmt: skip
+        common["on_update"] = lambda e: spinner.update(
+            f"evaluator {e.id or evaluator_id}: {e.state}"
+        )
+        if metrics_folders:
+            from rk_agent.rewards.metric_folders import parse_weights
+
+            deployment = deploy_metric_folders(
+                metrics_folders, method=_combine_method(combine),
+                weights=parse_weights(weight or ()) or None, **common,
+            )  # fmt: skip
+        else:
+            deployment = deploy_reward(reward, include=include or (), **common)  # type: ignore[arg-type]
     package = deployment.package
     if package.left_out:
         console.print(
@@ -139,6 +186,35 @@ def deploy(
         f"Evaluator {evaluator.name} {deployment.action} ({evaluator.state}); entry point "
         f"{package.entry_point}, requirements: {', '.join(package.requirements)}."
     )
+
+
+def _one_reward_source(
+    reward: str | None, metrics_folders: list[str] | None, command: str, example: str
+) -> None:
+    """Exactly one of a reward and --metrics-folders."""
+    if reward is not None and metrics_folders:
+        raise ConfigError(
+            f"expected a reward or --metrics-folders, got both ({reward!r} and "
+            f"{metrics_folders[0]!r}). Drop one: `rk-agent {command} {example}` or "
+            f'`rk-agent {command} --metrics-folders "relevance=./metrics/relevance"`.'
+        )
+    if reward is None and not metrics_folders:
+        raise ConfigError(
+            f"expected a reward or --metrics-folders, got neither. Try `rk-agent {command} "
+            f'{example}` or `rk-agent {command} --metrics-folders "relevance=./metrics/relevance"`.'
+        )
+
+
+def _combine_method(method: str) -> Any:
+    methods = ("mean", "weighted_sum", "min", "product")
+    if method not in methods:
+        from rk_agent.errors import did_you_mean
+
+        raise ConfigError(
+            f"expected --combine to be one of {', '.join(methods)}, got {method!r}."
+            f"{did_you_mean(method, methods)}"
+        )
+    return method
 
 
 # ---------------------------------------------------------------------------------- rft

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -45,6 +45,35 @@ def preview(
             help="YAML file whose 'reward:' key configures the reward (instead of --reward).",
         ),
     ] = None,
+    metrics_folders: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics-folders",
+            "-m",
+            help="Instead of --reward: a Reward Kit metric folder as NAME=PATH, a folder whose "
+            "main.py defines evaluate() (repeatable). Several folders make one reward whose "
+            "score is the mean of the folders' scores (see --combine) and whose metrics are "
+            "NAME.<metric>.",
+        ),
+    ] = None,
+    combine: Annotated[
+        str,
+        typer.Option(
+            "--combine",
+            help="With --metrics-folders: how the folders' scores become one: mean (default), "
+            "weighted_sum, min or product.",
+        ),
+    ] = "mean",
+    weight: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--weight", help="With --metrics-folders: NAME=NUMBER, a folder's weight (repeatable)."
+        ),
+    ] = None,
+    max_samples: Annotated[
+        int | None,
+        typer.Option("--max-samples", help="Score only the first N samples (default: all)."),
+    ] = None,
     kwargs: Annotated[
         str | None,
         typer.Option(
@@ -66,21 +95,39 @@ def preview(
 ) -> None:
     """Score every sample with the reward and show a table and a summary.
 
-    Lines that cannot be read are reported with their file and line number; the rest are
-    still scored, and the exit code is 1 so scripts notice.
+    The reward comes from --reward, --config, or Reward Kit metric folders
+    (--metrics-folders "relevance=./metrics/relevance"). Lines that cannot be read are reported
+    with their file and line number; the rest are still scored, and the exit code is 1 so
+    scripts notice.
     """
     from rich.console import Console
 
     from rk_agent.rewards.config import load_reward_config
+    from rk_agent.rewards.metric_folders import metric_folders_reward, parse_weights
     from rk_agent.rewards.preview import preview_samples
 
     bound = _parse_kwargs(kwargs)
-    if (reward is None) == (config is None):
-        raise ConfigError("give the reward with either --reward NAME|PATH or --config FILE.")
-    spec = reward if reward is not None else load_reward_config(config)  # type: ignore[arg-type]
+    given = [reward is not None, config is not None, bool(metrics_folders)]
+    if sum(given) != 1:
+        raise ConfigError(
+            "give the reward with exactly one of --reward NAME|PATH, --config FILE or "
+            "--metrics-folders NAME=PATH."
+        )
+    if metrics_folders:
+        from rk_agent.cli.fireworks import _combine_method
+
+        spec: Any = metric_folders_reward(
+            metrics_folders,
+            method=_combine_method(combine),
+            weights=parse_weights(weight or ()) or None,
+        )
+    elif reward is not None:
+        spec = reward
+    else:
+        spec = load_reward_config(config)  # type: ignore[arg-type]
     if "sandbox" in bound:
         raise ConfigError("give the sandbox mode with --sandbox, not in --kwargs.")
-    report = preview_samples(spec, samples, sandbox=sandbox, **bound)
+    report = preview_samples(spec, samples, sandbox=sandbox, max_samples=max_samples, **bound)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:

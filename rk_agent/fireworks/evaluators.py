@@ -1,8 +1,9 @@
 """Fireworks evaluators: deploy a reward function as one, wait for its build, preview it.
 
-Main names: `deploy_reward`, `Evaluator`, `Deployment`, `preview_evaluator`, `PreviewResult`,
-`get_evaluator`, `create_evaluator`, `upload_evaluator_code`, `wait_for_evaluator`,
-`build_logs`, `delete_evaluator`, `evaluator_id_for`.
+Main names: `deploy_reward`, `deploy_metric_folders`, `deploy_package`, `Evaluator`,
+`Deployment`, `preview_evaluator`, `PreviewResult`, `get_evaluator`, `create_evaluator`,
+`upload_evaluator_code`, `wait_for_evaluator`, `build_logs`, `delete_evaluator`,
+`evaluator_id_for`.
 
 Deploying follows eval-protocol's current upload flow (documented contract, see the docs'
 Fireworks page; not yet exercised against the live service):
@@ -34,15 +35,19 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from rk_agent.errors import ConfigError, FireworksError
 from rk_agent.fireworks.client import ApiModel, FireworksClient
 from rk_agent.fireworks.datasets import ApiStatus
-from rk_agent.fireworks.packaging import EvaluatorPackage, package_reward
+from rk_agent.fireworks.packaging import EvaluatorPackage, package_metric_folders, package_reward
 from rk_agent.rewards.registry import RewardLike, get_reward_function
+
+if TYPE_CHECKING:
+    from rk_agent.rewards.compose import CombineMethod
+    from rk_agent.rewards.metric_folders import MetricFolder
 
 __all__ = [
     "Deployment",
@@ -52,6 +57,8 @@ __all__ = [
     "build_logs",
     "create_evaluator",
     "delete_evaluator",
+    "deploy_metric_folders",
+    "deploy_package",
     "deploy_reward",
     "evaluator_id_for",
     "get_evaluator",
@@ -326,7 +333,92 @@ def deploy_reward(
         evaluator_id or evaluator_id_for(fn.reward_spec.name, _source_file(fn)), "evaluator"
     )
     package = package_reward(fn, directory=evaluator_id, requirements=requirements, include=include)
-    package.check_imports()  # a package that cannot even be imported is never uploaded
+    return deploy_package(
+        package, evaluator_id, display_name=display_name,
+        description=description or fn.reward_spec.description or None, force=force,
+        client=client, wait=wait, poll_s=poll_s, timeout_s=timeout_s, on_update=on_update,
+    )  # fmt: skip
+
+
+def deploy_metric_folders(
+    folders: Iterable[str | MetricFolder] | Mapping[str, str | Path],
+    *,
+    evaluator_id: str | None = None,
+    display_name: str | None = None,
+    description: str | None = None,
+    force: bool = False,
+    method: CombineMethod = "mean",
+    weights: Mapping[str, float] | None = None,
+    requirements: Sequence[str] = (),
+    client: FireworksClient | None = None,
+    wait: bool = True,
+    poll_s: float = 10.0,
+    timeout_s: float = 900.0,
+    on_update: Callable[[Evaluator], None] | None = None,
+) -> Deployment:
+    """Create or update the Fireworks evaluator made of Reward Kit metric folders.
+
+    What ``rk-agent deploy --metrics-folders NAME=PATH ...`` runs: the folders are packaged
+    (`package_metric_folders`; the score is the mean of the folders' scores unless ``method``
+    or ``weights`` say otherwise) and deployed as `deploy_reward` deploys a reward.
+
+    Args:
+        folders: ``NAME=PATH`` pairs (or `MetricFolder` objects, or ``{name: path}``).
+        evaluator_id: the id (default: the folders' names, e.g. ``relevance``).
+        display_name: shown in the console (default: the id).
+        description: one line (default: names the folders and how they are combined).
+        force: replace an evaluator of this id whose code differs.
+        method: ``"mean"``, ``"weighted_sum"``, ``"min"`` or ``"product"``.
+        weights: ``{name: weight}`` for ``mean`` and ``weighted_sum``.
+        requirements: pip requirements beyond the folders' own.
+        client, wait, poll_s, timeout_s, on_update: as for `deploy_reward`.
+
+    Raises:
+        ConfigError: a folder is not a valid metric folder, the id is not valid, or no API key
+            is set.
+        FireworksError: as for `deploy_reward`.
+    """
+    from rk_agent.rewards.metric_folders import parse_metric_folders
+
+    parsed = parse_metric_folders(folders)
+    evaluator_id = validate_resource_id(
+        evaluator_id or _slug("-".join(f.name for f in parsed)) or "metrics", "evaluator"
+    )
+    package = package_metric_folders(
+        parsed, directory=evaluator_id, method=method, weights=weights, requirements=requirements
+    )
+    default = f"Reward Kit metric folders {', '.join(f.name for f in parsed)} ({method})"
+    return deploy_package(
+        package, evaluator_id, display_name=display_name, description=description or default,
+        force=force, client=client, wait=wait, poll_s=poll_s, timeout_s=timeout_s,
+        on_update=on_update,
+    )  # fmt: skip
+
+
+def deploy_package(
+    package: EvaluatorPackage,
+    evaluator_id: str,
+    *,
+    display_name: str | None = None,
+    description: str | None = None,
+    force: bool = False,
+    client: FireworksClient | None = None,
+    wait: bool = True,
+    poll_s: float = 10.0,
+    timeout_s: float = 900.0,
+    on_update: Callable[[Evaluator], None] | None = None,
+) -> Deployment:
+    """Deploy a package made by `package_reward` or `package_metric_folders`.
+
+    No evaluator of that id -> create it; one with the same code (``commitHash``) -> reuse it;
+    one with other code -> replace it when ``force``, else raise. The package is imported in a
+    fresh interpreter first, so one that cannot even be imported is never uploaded.
+
+    Raises:
+        ConfigError: the package cannot be imported, or no API key is set.
+        FireworksError: as for `deploy_reward`.
+    """
+    package.check_imports()
     own_client = client is None
     client = client or FireworksClient()
     try:
@@ -354,9 +446,8 @@ def deploy_reward(
             action, replaced = "replaced", existing
         try:
             evaluator = create_evaluator(
-                client, evaluator_id, package, display_name=display_name,
-                description=description or fn.reward_spec.description or None,
-            )  # fmt: skip
+                client, evaluator_id, package, display_name=display_name, description=description
+            )
         except FireworksError as exc:
             # Absent a moment ago: a create whose reply was lost, then retried. Carry on.
             if exc.status != 409 or exc.attempts < 2:

@@ -1,6 +1,6 @@
 """Package a reward function as a Fireworks evaluator: its source, requirements, an entry point.
 
-Main names: `EvaluatorPackage`, `package_reward`, `ENTRY_POINT`.
+Main names: `EvaluatorPackage`, `package_reward`, `package_metric_folders`, `ENTRY_POINT`.
 
 The archive (a deterministic ``.tar.gz``: same inputs, same bytes, same digest) holds, under one
 top directory named after the evaluator::
@@ -15,6 +15,10 @@ When one of your files would land on a name the package needs (a reward file cal
 folder), all your files move under ``<dir>/user/`` instead, so nothing is overwritten. Files
 that look like secrets (``.env*``, ``*.pem``, ``*.key``, ``auth.ini``, credentials files) in an
 included folder are left out (``EvaluatorPackage.left_out``) unless named one by one.
+
+Reward Kit's metric folders (`package_metric_folders`, ``NAME=PATH`` pairs) are packed as
+``<dir>/<name>/...`` (each folder's files) plus a generated ``metric_folders_evaluator.py`` that
+combines their ``evaluate`` functions as ``rk-agent preview --metrics-folders`` does locally.
 
 ``main.py`` loads the reward and exposes it in the reward-kit evaluator contract: ``evaluate``
 returns ``{"score", "reason", "is_score_valid", "metrics": {name: {"score", "is_score_valid",
@@ -42,16 +46,20 @@ import inspect
 import io
 import sys
 import tarfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rk_agent import __version__
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 
-__all__ = ["ENTRY_POINT", "EvaluatorPackage", "package_reward"]
+if TYPE_CHECKING:
+    from rk_agent.rewards.compose import CombineMethod
+    from rk_agent.rewards.metric_folders import MetricFolder
+
+__all__ = ["ENTRY_POINT", "EvaluatorPackage", "package_metric_folders", "package_reward"]
 
 ENTRY_POINT = "main.py::evaluate"
 """The ``entryPoint`` of every packaged reward."""
@@ -66,7 +74,10 @@ _SECRET_PATTERNS = (
     "auth.ini", "credentials", "credentials.*", "*credentials*.json", ".netrc", ".pypirc",
 )  # fmt: skip
 _SKIP_DIRS = {"__pycache__", ".git", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
-_VENDORED = ("rewards",)  # rk_agent subpackages every package carries (besides top-level modules)
+# rk_agent subpackages every package carries besides the top-level modules (rewards import the
+# sandbox that runs model code).
+_VENDORED = ("rewards", "sandbox")
+_FOLDERS_FILE = "metric_folders_evaluator.py"  # the generated module of a metric-folders package
 
 
 @dataclass(frozen=True)
@@ -181,17 +192,83 @@ def package_reward(
     left_out: list[str] = []
     for extra in include:
         user.update(_included(Path(extra), source.root, left_out))
+    needed = [*fn.reward_spec.requirements, *requirements]
+    return _assemble(fn.reward_spec.name, source, user, left_out, directory, needed)
+
+
+def package_metric_folders(
+    folders: Iterable[str | MetricFolder] | Mapping[str, str | Path],
+    *,
+    directory: str = "evaluator",
+    method: CombineMethod = "mean",
+    weights: Mapping[str, float] | None = None,
+    requirements: Sequence[str] = (),
+) -> EvaluatorPackage:
+    """Package Reward Kit metric folders (``NAME=PATH`` pairs) as one evaluator.
+
+    Each folder's files go under ``<directory>/<name>/``; the entry point combines the folders'
+    ``evaluate`` functions as `rk_agent.rewards.metric_folders.metric_folders_reward` does
+    locally (the mean of their scores unless ``method``/``weights`` say otherwise). A folder's
+    ``requirements.txt`` and its reward's ``requirements`` join the package's.
+
+    Raises:
+        ConfigError: a folder is not a valid metric folder (see `parse_metric_folders`), or one
+            of its files cannot be read.
+        RewardLoadError: a folder's ``main.py`` raised while it was imported.
+    """
+    from rk_agent.rewards.metric_folders import (
+        folder_requirements,
+        metric_folders_reward,
+        parse_metric_folders,
+    )
+
+    parsed = parse_metric_folders(folders)
+    fn = metric_folders_reward(parsed, method=method, weights=weights)
+    user: dict[str, str] = {}
+    left_out: list[str] = []
+    needed: list[str] = []
+    for folder in parsed:
+        for path in _walk(folder.path):
+            if not path.is_file():
+                continue
+            if any(fnmatch.fnmatch(path.name, pat) for pat in _SECRET_PATTERNS):
+                left_out.append(str(path))
+                continue
+            user[f"{folder.name}/{path.relative_to(folder.path).as_posix()}"] = _read(path)
+        needed += folder_requirements(folder)
+        component = get_reward_function(f"{folder.main}::evaluate")
+        needed += component.reward_spec.requirements
+    user[_FOLDERS_FILE] = _FOLDERS_TEMPLATE.format(
+        version=__version__,
+        folders=", ".join(f"({f.name!r}, {f.name!r})" for f in parsed),
+        method=method,
+        weights=dict(weights) if weights else None,
+    )
+    source = _Source(_FOLDERS_FILE, None, "evaluate", {}, None)
+    return _assemble(fn.reward_spec.name, source, user, left_out, directory,
+                     [*needed, *requirements])  # fmt: skip
+
+
+def _assemble(
+    reward_name: str,
+    source: _Source,
+    user: dict[str, str],
+    left_out: list[str],
+    directory: str,
+    requirements: Sequence[str],
+) -> EvaluatorPackage:
+    """The package: the vendored rk-agent, the user's files, requirements.txt and main.py."""
     # Your files never take a name the package needs: on a clash, all of them move to user/.
     clash = any(name in _RESERVED or name.startswith("rk_agent/") for name in user)
     user_dir = _USER_DIR if clash else ""
     files = _vendored_files(source.vendor_extra)
     files.update({f"{user_dir}/{k}" if user_dir else k: v for k, v in user.items()})
-    needed = [*BASE_REQUIREMENTS, *fn.reward_spec.requirements, *requirements]
+    needed = [*BASE_REQUIREMENTS, *requirements]
     reqs = tuple(dict.fromkeys(r.strip() for r in needed if r and r.strip()))
     files["requirements.txt"] = "".join(f"{r}\n" for r in reqs)
     files["main.py"] = _MAIN_TEMPLATE.format(
         version=__version__,
-        reward_name=fn.reward_spec.name,
+        reward_name=reward_name,
         user_dir=user_dir,
         file=source.file,
         module=source.module,
@@ -199,7 +276,7 @@ def package_reward(
     )
     archive = _tar_gz(directory, files)
     return EvaluatorPackage(
-        reward_name=fn.reward_spec.name,
+        reward_name=reward_name,
         directory=directory,
         files=files,
         requirements=reqs,
@@ -307,11 +384,11 @@ def _included(path: Path, root: Path | None, left_out: list[str]) -> dict[str, s
 def _vendored_files(extra: Sequence[str]) -> dict[str, str]:
     package_dir = Path(importlib.import_module("rk_agent").__file__ or "").parent
     out: dict[str, str] = {}
-    for p in sorted(package_dir.glob("*.py")):
-        out[f"rk_agent/{p.name}"] = _read(p)
+    for p in sorted([*package_dir.glob("*.py"), *package_dir.glob("*.pyi")]):
+        out[f"rk_agent/{p.name}"] = _read(p)  # a .pyi may list the lazily imported names
     for sub in (*_VENDORED, *extra):
         for p in _walk(package_dir / sub):
-            if p.is_file() and p.suffix in (".py", ".json"):
+            if p.is_file() and p.suffix in (".py", ".pyi", ".json"):
                 out[f"rk_agent/{p.relative_to(package_dir).as_posix()}"] = _read(p)
     return out
 
@@ -344,6 +421,28 @@ def _tar_gz(directory: str, files: dict[str, str]) -> bytes:
             info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(data))
     return raw.getvalue()
+
+
+_FOLDERS_TEMPLATE = '''"""Reward Kit metric folders, combined into one reward.
+
+Generated by rk-agent {version}.
+
+Each folder beside this file holds a main.py that defines evaluate(); the combined score is
+their {method} (see rk_agent.rewards.metric_folders).
+"""
+
+from pathlib import Path
+
+from rk_agent.rewards.metric_folders import MetricFolder, metric_folders_reward
+
+_HERE = Path(__file__).resolve().parent
+
+evaluate = metric_folders_reward(
+    [MetricFolder(name, _HERE / folder) for name, folder in [{folders}]],
+    method={method!r},
+    weights={weights!r},
+)
+'''
 
 
 _MAIN_TEMPLATE = '''"""Fireworks evaluator entry point for reward {reward_name!r}.

@@ -60,9 +60,10 @@ def preview_samples(
     samples: str | Path,
     *,
     sandbox: SandboxMode | str | None = None,
+    max_samples: int | None = None,
     **bound_kwargs: Any,
 ) -> PreviewReport:
-    """Score every sample in a JSONL file.
+    """Score every sample in a JSONL file (or its first ``max_samples``).
 
     Args:
         reward: the reward (name, ``module:fn``, ``file.py::fn``, callable or `RewardFunction`).
@@ -70,6 +71,7 @@ def preview_samples(
         sandbox: for a reward that runs model code: ``"bwrap"`` (isolated, the default) or
             ``"process"`` (no isolation, opt-in); fixed for every sample and checked before
             the first (see `rk_agent.rewards.sandbox_choice`).
+        max_samples: read no more than this many samples (non-blank lines); ``None``: all.
         **bound_kwargs: passed to the reward on every call (sample fields take precedence).
 
     Raises:
@@ -93,9 +95,13 @@ def preview_samples(
         if takes_sandbox(func):
             mode = SandboxMode.BWRAP if sandbox is None else sandbox_mode(sandbox)
         rf = RewardFunction(fixed, **bound_kwargs)
+    if max_samples is not None and max_samples < 1:
+        raise ConfigError(f"max_samples must be at least 1, got {max_samples}.")
     rows: list[PreviewRow] = []
     skipped: list[SkippedLine] = []
     for line in iter_jsonl(samples):
+        if max_samples is not None and len(rows) + len(skipped) >= max_samples:
+            break
         if line.error is not None or line.value is None:
             skipped.append(SkippedLine(line=line.number, error=str(line.error)))
             continue
