@@ -1,5 +1,8 @@
 """Summary statistics of a run: rewards, success, pass@k, tools, stop reasons, tokens, latency.
 
+The episode counts and rates (failed, success, tool success, parse errors, turns, stop reasons)
+are `rk_agent.rollouts.stats.EpisodeStats`'s, the same definitions training logs use.
+
 Main names: `RunSummary`, `summarize`, `pass_at_k`.
 
 Example:
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from rk_agent.rewards.stats import RewardStats, reward_stats
+from rk_agent.rollouts.stats import EpisodeStats
 from rk_agent.rollouts.trajectory import Trajectory
 
 __all__ = ["LatencyStats", "RunSummary", "pass_at_k", "summarize"]
@@ -47,7 +51,12 @@ class LatencyStats(BaseModel):
 
 
 class RunSummary(BaseModel):
-    """What a run produced, in numbers (``summary.json``)."""
+    """What a run produced, in numbers (``summary.json``).
+
+    ``failed``, ``success_rate``, ``tool_call_success_rate``, ``parse_error_rate``,
+    ``turns_mean``, ``stop_reasons`` and ``failures`` are defined in `rk_agent.rollouts.stats`
+    (context overflow counts as failed; a rate with nothing to count is ``None``).
+    """
 
     episodes: int
     failed: int
@@ -74,34 +83,29 @@ class RunSummary(BaseModel):
 
 def summarize(trajectories: Sequence[Trajectory], group_size: int | None = None) -> RunSummary:
     """Compute the `RunSummary` of a set of trajectories."""
+    stats = EpisodeStats.of(trajectories)
     turns = [turn for t in trajectories for turn in t.turns]
-    tool_outcomes = [call for turn in turns for call in turn.tool_calls]
     groups: dict[int, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         groups[t.task_index].append(t)
     size = group_size or max((len(g) for g in groups.values()), default=1)
-    judged = [t.success for t in trajectories if t.success is not None]
     return RunSummary(
-        episodes=len(trajectories),
-        failed=sum(t.failure is not None for t in trajectories),
+        episodes=stats.episodes,
+        failed=stats.failed,
         tasks=len(groups),
         group_size=size,
         episode_reward=reward_stats([t.episode_reward for t in trajectories]),
         total_reward=reward_stats([t.total_reward for t in trajectories]),
-        success_rate=sum(judged) / len(judged) if judged else None,
+        success_rate=stats.success_rate,
         pass_at_k=_pass_at_k(groups, size),
         metric_means=_metric_means(trajectories),
-        step_reward=reward_stats([turn.reward if turn.reward_valid else None for turn in turns]),
-        turns_mean=len(turns) / len(trajectories) if trajectories else None,
-        tool_calls=len(tool_outcomes),
-        tool_call_success_rate=(
-            sum(c.ok for c in tool_outcomes) / len(tool_outcomes) if tool_outcomes else None
-        ),
-        parse_error_rate=(
-            sum(turn.parse_error is not None for turn in turns) / len(turns) if turns else None
-        ),
-        stop_reasons=dict(Counter(t.stop_reason.value for t in trajectories)),
-        failures=dict(Counter(t.failure.kind.value for t in trajectories if t.failure)),
+        step_reward=stats.step_reward,
+        turns_mean=stats.turns_mean,
+        tool_calls=stats.tool_calls,
+        tool_call_success_rate=stats.tool_success_rate,
+        parse_error_rate=stats.parse_error_rate,
+        stop_reasons=stats.stop_reasons,
+        failures=stats.failures,
         reward_errors=dict(
             Counter(t.episode.error[:200] for t in trajectories if t.episode and t.episode.error)
         ),

@@ -9,7 +9,8 @@ TRL logs every reward function on its own (``rewards/<name>/mean``) and weights 
   they are the episode's return, as the environment defines it. Each episode reward component
   (``answer``, ``efficiency``, ...) is logged too, with weight 0: it is already inside
   ``episode``. The ``episode`` function also logs per-step reward statistics, tool-call and
-  parse-error rates, stop reasons, turns and success, and adds a turn-by-turn ``trajectory``
+  parse-error rates, stop reasons, turns and success (`episode_stats`, defined as run summaries
+  define them: `rk_agent.rollouts.stats`), and adds a turn-by-turn ``trajectory``
   column to TRL's completions table (and so to wandb).
 - single-turn (`single_turn_reward_funcs`): each episode reward component, through
   `rk_agent.rewards.trl_adapter.to_trl_reward`, fed the task's ground truth and metadata from the
@@ -18,14 +19,13 @@ TRL logs every reward function on its own (``rewards/<name>/mean``) and weights 
 A failed episode, or an invalid score, is ``None``: TRL leaves it out instead of training on a
 fake 0.
 
-Main names: `episode_reward_funcs`, `single_turn_reward_funcs`, `render_trajectory_text`.
+Main names: `episode_reward_funcs`, `episode_stats`, `single_turn_reward_funcs`,
+`render_trajectory_text`.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,9 +33,9 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.errors import DataError
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.rewards.trl_adapter import to_trl_reward
+from rk_agent.rollouts.stats import EpisodeStats
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.trainers.tasks import TaskTable
-from rk_agent.types import FailureKind
 
 __all__ = ["episode_reward_funcs", "render_trajectory_text", "single_turn_reward_funcs"]
 
@@ -108,34 +108,36 @@ def episode_reward_funcs(env: ChatEnv, *, step_weight: float = 1.0) -> RewardFun
 
 
 def episode_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    """Batch statistics of episodes, as ``episodes/...`` metrics for TRL's log."""
-    n = len(trajectories)
+    """Batch statistics of episodes, as ``episodes/...`` metrics for TRL's log.
+
+    The numbers are `EpisodeStats`'s (see `rk_agent.rollouts.stats` for the definitions, the
+    same as ``summary.json``'s): context overflow counts in ``failure_rate`` (its share alone is
+    ``stop/truncated``, and TRL's cut episodes' is ``budget_hit_rate``); a rate with nothing to
+    count (``tool_success_rate`` without tool calls, ``success_rate`` without a verdict) is left
+    out rather than logged as 0.
+    """
+    counted = EpisodeStats.of(trajectories)
+    n = counted.episodes
     if not n:
         return {}
-    steps = [turn.reward for t in trajectories for turn in t.turns if turn.reward_valid]
-    calls = [c for t in trajectories for turn in t.turns for c in turn.tool_calls]
-    turns = [len(t.turns) for t in trajectories]
-    parse_errors = sum(turn.parse_error is not None for t in trajectories for turn in t.turns)
-    stats = {
-        "episodes/success_rate": sum(bool(t.success) for t in trajectories) / n,
-        "episodes/failure_rate": sum(_failed(t) for t in trajectories) / n,
-        "episodes/turns_mean": sum(turns) / n,
-        "episodes/turns_max": float(max(turns)),
-        "episodes/tool_calls_per_episode": len(calls) / n,
-        "episodes/tool_success_rate": (sum(c.ok for c in calls) / len(calls)) if calls else 0.0,
-        "episodes/parse_error_rate": parse_errors / max(1, sum(turns)),
-        "episodes/budget_hit_rate": sum(bool(t.metadata.get("budget_hit")) for t in trajectories)
-        / n,
+    step = counted.step_reward
+    stats: dict[str, float | None] = {
+        "episodes/success_rate": counted.success_rate,
+        "episodes/failure_rate": counted.failure_rate,
+        "episodes/turns_mean": counted.turns_mean,
+        "episodes/turns_max": float(counted.turns_max),
+        "episodes/tool_calls_per_episode": counted.tool_calls / n,
+        "episodes/tool_success_rate": counted.tool_success_rate,
+        "episodes/parse_error_rate": counted.parse_error_rate,
+        "episodes/budget_hit_rate": counted.budget_hit_rate,
+        "episodes/step_reward_mean": step.mean,
+        "episodes/step_reward_std": step.std,
+        "episodes/step_reward_min": step.min,
+        "episodes/step_reward_max": step.max,
     }
-    if steps:
-        stats["episodes/step_reward_mean"] = statistics.fmean(steps)
-        stats["episodes/step_reward_std"] = statistics.pstdev(steps)
-        stats["episodes/step_reward_min"] = min(steps)
-        stats["episodes/step_reward_max"] = max(steps)
-    reasons = Counter(t.stop_reason.value for t in trajectories)
-    for reason, count in reasons.items():
+    for reason, count in counted.stop_reasons.items():
         stats[f"episodes/stop/{reason}"] = count / n
-    return {k: v for k, v in stats.items() if math.isfinite(v)}
+    return {k: v for k, v in stats.items() if v is not None and math.isfinite(v)}
 
 
 def render_trajectory_text(trajectory: Trajectory, limit: int = 600) -> str:
@@ -202,9 +204,3 @@ def _with_task(name: str, adapter: Callable[..., Any]) -> Callable[..., list[flo
         return list(adapter(prompts, completions, **kwargs))
 
     return _named(reward, name)
-
-
-def _failed(trajectory: Trajectory) -> bool:
-    """Whether an episode failed (running out of the token budget is a truncation, not that)."""
-    failure = trajectory.failure
-    return failure is not None and failure.kind is not FailureKind.CONTEXT_OVERFLOW

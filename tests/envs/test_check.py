@@ -103,10 +103,20 @@ def test_a_solver_that_never_finishes_is_caught() -> None:
         check_env(Stubborn, high=1000)
 
 
-def test_play_episode_records_the_episode() -> None:
+def test_play_with_solver_records_the_episode() -> None:
     env = SayEnv()
     played = play_with_solver(env, say_it, seed=3)
     assert played.terminated and played.episode is not None and played.episode.score == 1.0
     assert played.task == env.state.task
     assert [m.role for m in played.messages] == ["user", "assistant"]
     assert played.total_reward == 1.0
+    assert [turn.done for turn in played.turns] == [True]
+    assert played.step_results == [played.turns[0].step]
+
+
+def test_the_old_play_episode_name_warns_and_still_plays() -> None:
+    from rk_agent.envs import play_episode
+
+    with pytest.warns(DeprecationWarning, match=re.escape("renamed play_with_solver")):
+        played = play_episode(SayEnv(), say_it, seed=3)
+    assert played.terminated and played.total_reward == 1.0

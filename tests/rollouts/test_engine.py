@@ -16,7 +16,7 @@ from rk_agent.rollouts.policy import PolicyOutput, SamplingParams
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.summary import summarize
 from rk_agent.rollouts.testing import FunctionPolicy, ScriptedPolicy
-from rk_agent.types import FailureKind, Message, StopReason
+from rk_agent.types import FailureKind, FailureSite, Message, StopReason
 
 from .toy import AddEnv, solver
 
@@ -161,7 +161,7 @@ def test_parse_errors_are_fed_back_with_a_penalty() -> None:
     assert len(trajectory.turns) == 2  # the model got another turn
 
 
-def test_a_crashing_environment_is_a_tool_error() -> None:
+def test_a_crashing_environment_is_an_env_error() -> None:
     class Broken(AddEnv):
         def respond(self, action: Message, state: Any) -> None:
             raise RuntimeError("feedback generator crashed")
@@ -173,6 +173,7 @@ def test_a_crashing_environment_is_a_tool_error() -> None:
     [trajectory] = result.trajectories
     assert trajectory.failure is not None
     assert trajectory.failure.kind is FailureKind.ENV_ERROR
+    assert trajectory.failure.where is FailureSite.ENVIRONMENT
     assert "RuntimeError: feedback generator crashed" in trajectory.failure.message
 
 

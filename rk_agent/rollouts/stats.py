@@ -1,0 +1,130 @@
+"""Episode statistics, defined once: for run summaries and for training logs.
+
+`EpisodeStats.of` counts a batch of trajectories; `rk_agent.rollouts.summary.summarize`
+(``summary.json``) and `rk_agent.trainers.rewards.episode_stats` (TRL's ``episodes/*`` log) both
+read their numbers from it, so a rate means the same in both places.
+
+Definitions:
+
+- **failed**: the episode carries a `Failure`, whatever its kind. Context overflow (the model's
+  context, or TRL's token budget, ran out) counts: the episode did not end by the environment's
+  rules, even though it is still scored, as truncated. This is also what the failure policies
+  (retry, drop the group), ``show --failed`` and SFT's ``drop_failed`` act on.
+- **success rate**: succeeded / episodes with a verdict (``success`` not ``None``). An episode
+  that failed before it could be scored has no verdict and is left out; a truncated one has one.
+  ``None`` when no episode has a verdict.
+- **tool success rate**: tool calls that succeeded / tool calls. ``None`` when no tool was
+  called (undefined, not 0).
+- **parse error rate**: turns whose reply could not be parsed / turns; ``None`` without turns.
+- **turns mean**: turns / episodes; ``None`` without episodes.
+- **step reward**: statistics of the valid per-step rewards (`RewardStats`; invalid ones counted).
+
+Main names: `EpisodeStats`.
+
+Example:
+    >>> EpisodeStats.of([]).tool_success_rate is None
+    True
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rk_agent.rewards.stats import RewardStats, reward_stats
+from rk_agent.rollouts.trajectory import Trajectory
+
+__all__ = ["EpisodeStats"]
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+@dataclass(frozen=True)
+class EpisodeStats:
+    """Counts over a batch of episodes, and the rates defined in the module docstring.
+
+    Attributes:
+        episodes: how many episodes.
+        failed: episodes with a `Failure` (context overflow included).
+        judged: episodes with a success verdict.
+        succeeded: episodes that succeeded.
+        turns: turns over all episodes.
+        turns_max: the most turns of one episode (0 without episodes).
+        tool_calls: tool calls over all turns.
+        tool_calls_ok: the tool calls that succeeded.
+        parse_errors: turns whose reply could not be parsed.
+        budget_hits: episodes TRL's tool loop cut (``metadata["budget_hit"]``).
+        stop_reasons: episodes by `StopReason` value.
+        failures: failed episodes by `FailureKind` value.
+        step_reward: statistics of the per-step rewards.
+    """
+
+    episodes: int
+    failed: int
+    judged: int
+    succeeded: int
+    turns: int
+    turns_max: int
+    tool_calls: int
+    tool_calls_ok: int
+    parse_errors: int
+    budget_hits: int
+    step_reward: RewardStats
+    stop_reasons: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, trajectories: Sequence[Trajectory]) -> EpisodeStats:
+        """Count ``trajectories``."""
+        turns = [turn for t in trajectories for turn in t.turns]
+        calls = [call for turn in turns for call in turn.tool_calls]
+        return cls(
+            episodes=len(trajectories),
+            failed=sum(t.failure is not None for t in trajectories),
+            judged=sum(t.success is not None for t in trajectories),
+            succeeded=sum(t.success is True for t in trajectories),
+            turns=len(turns),
+            turns_max=max((len(t.turns) for t in trajectories), default=0),
+            tool_calls=len(calls),
+            tool_calls_ok=sum(call.ok for call in calls),
+            parse_errors=sum(turn.parse_error is not None for turn in turns),
+            budget_hits=sum(bool(t.metadata.get("budget_hit")) for t in trajectories),
+            step_reward=reward_stats(
+                [turn.reward if turn.reward_valid else None for turn in turns]
+            ),
+            stop_reasons=dict(Counter(t.stop_reason.value for t in trajectories)),
+            failures=dict(Counter(t.failure.kind.value for t in trajectories if t.failure)),
+        )
+
+    @property
+    def success_rate(self) -> float | None:
+        """Succeeded / episodes with a verdict; ``None`` when none has one."""
+        return _ratio(self.succeeded, self.judged)
+
+    @property
+    def failure_rate(self) -> float | None:
+        """Failed / episodes (context overflow counts as a failure); ``None`` without episodes."""
+        return _ratio(self.failed, self.episodes)
+
+    @property
+    def tool_success_rate(self) -> float | None:
+        """Succeeded tool calls / tool calls; ``None`` when no tool was called."""
+        return _ratio(self.tool_calls_ok, self.tool_calls)
+
+    @property
+    def parse_error_rate(self) -> float | None:
+        """Turns with a parse error / turns; ``None`` without turns."""
+        return _ratio(self.parse_errors, self.turns)
+
+    @property
+    def turns_mean(self) -> float | None:
+        """Turns per episode; ``None`` without episodes."""
+        return _ratio(self.turns, self.episodes)
+
+    @property
+    def budget_hit_rate(self) -> float | None:
+        """Episodes TRL's tool loop cut / episodes; ``None`` without episodes."""
+        return _ratio(self.budget_hits, self.episodes)
