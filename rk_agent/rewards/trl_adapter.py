@@ -43,6 +43,8 @@ class Scorer(Protocol):
     """
 
     name: str
+    mode: str
+    """``"local"`` (runs in this process) or where it runs (``"remote"``, ...)."""
 
     @property
     def is_async(self) -> bool:
@@ -64,6 +66,7 @@ class _Decorated:
     def __init__(self, fn: AnyRewardFn) -> None:
         self._fn = fn
         self.name = fn.reward_spec.name
+        self.mode = "local"
 
     @property
     def is_async(self) -> bool:
@@ -89,6 +92,15 @@ def to_trl_reward(
     Works for plain-text datasets (prompts and completions are strings) and conversational ones
     (lists of messages; tool calls in completions are kept). Every other dataset column arrives
     as the sample's own value, so ``ground_truth`` or ``answer`` columns reach the reward.
+
+    Rewards that change with training progress get it: when TRL passes its ``trainer_state``,
+    every call also gets ``step`` (the trainer's ``global_step``, 0 at the start), and a local
+    reward gets ``trainer_state`` itself (a remote one gets only ``step``, which travels as
+    JSON). A reward that names neither parameter (and takes no ``**kwargs``) gets neither::
+
+        @reward_function
+        def curriculum_reward(response: str, step: int, **kwargs) -> float:
+            ...
 
     Args:
         reward: a `RewardFunction`, or anything `get_reward_function` accepts.
@@ -121,7 +133,8 @@ def to_trl_reward(
                 "completions; they must pair up one to one."
             )
         pairs = enumerate(zip(prompts, completions, strict=True))
-        return [_row_kwargs(i, p, c, kwargs) for i, (p, c) in pairs]
+        progress = _progress(kwargs.get("trainer_state"), local=rf.mode == "local")
+        return [{**_row_kwargs(i, p, c, kwargs), **progress} for i, (p, c) in pairs]
 
     def finish(results: list[EvaluateResult], kwargs: dict[str, Any]) -> list[float | None]:
         _check_unreached(label, results, max_failed_fraction)
@@ -187,6 +200,17 @@ def _check_unreached(label: str, results: list[EvaluateResult], max_fraction: fl
         "TRL reward %r: %d of %d samples could not be scored (no score, left out of training): "
         "%s", label, len(failed), len(results), failed[-1].removeprefix(_UNREACHED),
     )  # fmt: skip
+
+
+def _progress(trainer_state: Any, *, local: bool) -> dict[str, Any]:
+    """``step`` (and, for a local reward, ``trainer_state``) from TRL's trainer state."""
+    step = getattr(trainer_state, "global_step", None)  # TRL's TrainerState; None: not given
+    if step is None:
+        return {}
+    progress: dict[str, Any] = {"step": int(step)}
+    if local:
+        progress["trainer_state"] = trainer_state
+    return progress
 
 
 def _row_kwargs(i: int, prompt: Any, completion: Any, kwargs: dict[str, Any]) -> dict[str, Any]:

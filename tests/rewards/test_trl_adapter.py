@@ -11,12 +11,15 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from rk_agent import EvaluateResult, Message, RewardFunction, reward_function
 from rk_agent.errors import ConfigError, EndpointError, RewardInputError
+from rk_agent.rewards.trl_adapter import to_trl_reward
+from rk_agent.server import serving
 
 
 @reward_function
@@ -127,25 +130,60 @@ def test_a_real_grpo_step_uses_the_adapter(tmp_path: Path, monkeypatch: pytest.M
             score=float("7" in response), metrics={"nonempty": float(bool(response))}
         )
 
+    steps: list[int] = []
+
+    @reward_function
+    def curriculum_reward(response: str, step: int, **kwargs: Any) -> float:
+        """The guides' curriculum example: what counts depends on training progress."""
+        steps.append(step)
+        return 1.0 if step == 0 else float("7" in response)
+
     model_dir = _tiny_model_dir(tmp_path / "model")
     data = Dataset.from_dict({"prompt": ["what is 3 plus 4 ?"] * 4, "ground_truth": ["7"] * 4})
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
-        max_completion_length=4, max_steps=1, logging_steps=1, report_to=[], use_cpu=True,
+        max_completion_length=4, max_steps=2, logging_steps=1, report_to=[], use_cpu=True,
         bf16=False, activation_checkpointing=False, save_strategy="no", seed=0,
     )  # fmt: skip
     trainer = GRPOTrainer(
         model=str(model_dir),
-        reward_funcs=[RewardFunction(answer_is_seven).get_trl_adapter()],
+        reward_funcs=[
+            RewardFunction(answer_is_seven).get_trl_adapter(),
+            RewardFunction(curriculum_reward).get_trl_adapter(),
+        ],
         args=args,
         train_dataset=data,
     )
     trainer.train()
-    assert len(calls) == 4
+    assert len(calls) == 8
+    assert steps == [0] * 4 + [1] * 4  # the training step, as the guides' curriculum reward asks
     assert {c["ground_truth"] for c in calls} == {"7"}
     logged = trainer.state.log_history[0]
     assert "rewards/answer_is_seven/mean" in logged
     assert logged["answer_is_seven/nonempty"] >= 0.0
+
+
+def test_rewards_get_the_training_step_and_local_ones_the_trainer_state() -> None:
+    seen: list[tuple[int, Any]] = []
+
+    @reward_function
+    def curriculum_reward(response: str, step: int, **kwargs: Any) -> float:
+        seen.append((step, kwargs.get("trainer_state")))
+        return min(1.0, step / 10)
+
+    @reward_function
+    def plain(response: str) -> float:  # names neither: gets neither, and still works
+        return 1.0
+
+    state = SimpleNamespace(global_step=7)
+    adapter = RewardFunction(curriculum_reward).get_trl_adapter()
+    assert adapter(prompts=["q"], completions=["a"], trainer_state=state) == [0.7]
+    assert seen == [(7, state)]
+    assert to_trl_reward(plain)(prompts=["q"], completions=["a"], trainer_state=state) == [1.0]
+    with serving(curriculum_reward) as url:
+        remote = RewardFunction(mode="remote", endpoint=f"{url}/evaluate").get_trl_adapter()
+        assert remote(prompts=["q"], completions=["a"], trainer_state=state) == [0.7]
+    assert seen[-1] == (7, None)  # a remote reward gets the step, not the (unsendable) state
 
 
 class _FlakyEndpoint(BaseHTTPRequestHandler):
