@@ -445,13 +445,13 @@ def status(
     from rich.console import Console
 
     from rk_agent.fireworks.client import FireworksClient
-    from rk_agent.fireworks.dry_run import redact_json
     from rk_agent.fireworks.rft import get_rft_job
+    from rk_agent.secrets import redact
 
     with FireworksClient() as client:
         found = get_rft_job(client, job)
     if as_json:
-        typer.echo(json.dumps(redact_json(found.to_api()), indent=2))
+        typer.echo(json.dumps(redact(found.to_api()), indent=2))
         return
     _render_job(found, Console(soft_wrap=True))
 

@@ -8,9 +8,9 @@ Every call goes through `FireworksClient.request`, the one place where HTTP beco
 
 * ``Authorization: Bearer <key>`` on API calls, **never** on signed upload URLs (those go to
   cloud storage, which must not see the key); the key is redacted from every message.
-* Timeouts; retries with exponential backoff on 429, 5xx, connection errors and timeouts,
-  honouring ``Retry-After``; then a `FireworksError` carrying the status, the API's own message
-  and a hint (401: where the key came from).
+* Timeouts; retries with exponential backoff on 408, 429, 5xx, connection errors and timeouts,
+  honouring ``Retry-After`` (`rk_agent.retry.FIREWORKS_API_RETRY`); then a `FireworksError`
+  carrying the status, the API's own message and a hint (401: where the key came from).
 * A **dry run** (``dry_run=True``) sends nothing: each request is recorded as a
   `PlannedRequest` (secrets redacted) and answered with a plausible placeholder, so the code
   that builds requests runs unchanged and shows exactly what it would send.
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -43,18 +42,17 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from rk_agent import __version__
-from rk_agent.errors import FireworksError
+from rk_agent.errors import EndpointError, FireworksError
 from rk_agent.fireworks.auth import Credentials, resolve_credentials
 from rk_agent.fireworks.dry_run import (
     DRY_ACCOUNT,
     DRY_SIGNED_URL,
-    REDACTED,
     PlannedRequest,
     dry_response,
-    redact_json,
     strip_query,
 )
-from rk_agent.retry import retry_after_seconds
+from rk_agent.retry import FIREWORKS_API_RETRY, RetryPolicy, retry_call
+from rk_agent.secrets import redact
 
 if TYPE_CHECKING:
     import httpx
@@ -63,7 +61,6 @@ __all__ = ["ApiModel", "FireworksClient"]
 
 logger = logging.getLogger("rk_agent.fireworks")
 
-_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _MAX_MESSAGE = 600
 
 
@@ -85,9 +82,11 @@ class FireworksClient:
             environment and ``~/.fireworks/auth.ini``).
         timeout_s: per-request timeout for API calls.
         upload_timeout_s: per-request timeout for file uploads and downloads.
-        max_retries: further attempts after a retryable failure (429, 5xx, timeouts).
+        max_retries: further attempts after a retryable failure (408, 429, 5xx, timeouts).
         backoff_s: the first retry's base delay; doubles each time, with jitter.
         backoff_max_s: the longest wait between attempts, ``Retry-After`` included.
+        retry: the whole retry policy instead of the three above (default
+            `rk_agent.retry.FIREWORKS_API_RETRY` with them).
         dry_run: record requests instead of sending them (see `FireworksClient.dry`).
         on_request: called with each `PlannedRequest` of a dry run (e.g. to print it).
 
@@ -101,9 +100,10 @@ class FireworksClient:
         *,
         timeout_s: float = 30.0,
         upload_timeout_s: float = 600.0,
-        max_retries: int = 4,
-        backoff_s: float = 1.0,
-        backoff_max_s: float = 30.0,
+        max_retries: int = FIREWORKS_API_RETRY.max_retries,
+        backoff_s: float = FIREWORKS_API_RETRY.base_s,
+        backoff_max_s: float = FIREWORKS_API_RETRY.max_s,
+        retry: RetryPolicy | None = None,
         dry_run: bool = False,
         on_request: Callable[[PlannedRequest], None] | None = None,
     ) -> None:
@@ -113,9 +113,12 @@ class FireworksClient:
             self.credentials.require_key()
         self.timeout_s = timeout_s
         self.upload_timeout_s = upload_timeout_s
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.backoff_max_s = backoff_max_s
+        self.retry = retry or FIREWORKS_API_RETRY.replace(
+            max_retries=max_retries, base_s=backoff_s, max_s=backoff_max_s
+        )
+        self.max_retries = self.retry.max_retries
+        self.backoff_s = self.retry.base_s
+        self.backoff_max_s = self.retry.max_s
         self.on_request = on_request
         self.planned: list[PlannedRequest] = []
         self._account_id = self.credentials.account_id
@@ -313,52 +316,40 @@ class FireworksClient:
             request_headers["Authorization"] = f"Bearer {self.credentials.require_key()}"
         timeout = self.upload_timeout_s if (signed or files) else self.timeout_s
         shown = strip_query(path) if signed else path
-        attempt = 0
-        while True:
+
+        def attempt() -> httpx.Response:
             started = time.monotonic()
             try:
                 response = self._client().request(
                     method, path, json=json, params=params, files=files, content=content,
                     headers=request_headers, timeout=timeout,
                 )  # fmt: skip
-            except httpx.TimeoutException:
-                error = FireworksError(
+            except httpx.TimeoutException as exc:
+                raise FireworksError(
                     f"Fireworks API {method} {shown}: no answer within {timeout:g}s (timeout)",
                     retryable=True, url=self._url(shown),
-                )  # fmt: skip
-                delay = None
+                ) from exc  # fmt: skip
             except httpx.TransportError as exc:
-                error = FireworksError(
+                raise FireworksError(
                     f"Fireworks API {method} {shown}: could not connect to {self.api_base}: "
                     f"{self._clean(f'{type(exc).__name__}: {exc}')}",
                     retryable=True, url=self._url(shown),
-                )  # fmt: skip
-                delay = None
-            else:
-                logger.debug(
-                    "%s %s -> %s (%.2fs)", method, shown, response.status_code,
-                    time.monotonic() - started,
-                )  # fmt: skip
-                if response.is_success or (allow_404 and response.status_code == 404):
-                    return response
-                error = self._status_error(method, shown, response, what)
-                delay = retry_after_seconds(response.headers)
-            if not error.retryable or attempt >= self.max_retries:
-                if attempt:
-                    error.message += f" (after {attempt + 1} attempts)"
-                    error.args = (error.message,)
-                error.attempts = attempt + 1
-                raise error
-            wait = self._delay(attempt, delay)
-            logger.info("%s; retrying in %.1fs", error.message, wait)
-            time.sleep(wait)
-            attempt += 1
+                ) from exc  # fmt: skip
+            logger.debug(
+                "%s %s -> %s (%.2fs)", method, shown, response.status_code,
+                time.monotonic() - started,
+            )  # fmt: skip
+            if response.is_success or (allow_404 and response.status_code == 404):
+                return response
+            cause = httpx.HTTPStatusError(
+                f"HTTP {response.status_code}", request=response.request, response=response
+            )
+            raise self._status_error(method, shown, response, what) from cause
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.backoff_max_s)
-        base = min(self.backoff_s * 2**attempt, self.backoff_max_s)
-        return base / 2 + random.uniform(0, base / 2)
+        def retrying(error: EndpointError, failed: int, delay: float) -> None:
+            logger.info("%s; retrying in %.1fs", error.message, delay)
+
+        return retry_call(attempt, self.retry, on_retry=retrying)
 
     def _status_error(
         self, method: str, path: str, response: httpx.Response, what: str | None
@@ -376,7 +367,7 @@ class FireworksClient:
         return FireworksError(
             message[:_MAX_MESSAGE + 200],
             status=status,
-            retryable=status in _RETRYABLE_STATUS or status >= 500,
+            retryable=self.retry.retries_status(status),
             url=self._url(path),
             api_message=api_message,
         )  # fmt: skip
@@ -385,9 +376,7 @@ class FireworksClient:
         return path if path.startswith(("http://", "https://")) else f"{self.api_base}{path}"
 
     def _clean(self, text: str) -> str:
-        key = self.credentials.api_key
-        if key and len(key) >= 6:
-            text = text.replace(key, REDACTED)
+        text = redact(text, [self.credentials.api_key])
         return " ".join(text.split())[:_MAX_MESSAGE]
 
     def _record(self, planned: PlannedRequest) -> None:
@@ -415,7 +404,7 @@ class FireworksClient:
             )
         self._record(
             PlannedRequest(
-                method, url, json=redact_json(body, self.credentials.api_key), content=content,
+                method, url, json=redact(body, [self.credentials.api_key]), content=content,
                 headers={"Authorization": "Bearer ***"}, note=note,
             )
         )  # fmt: skip

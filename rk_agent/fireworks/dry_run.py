@@ -1,21 +1,24 @@
 """Dry runs: requests planned instead of sent, shown with their secrets redacted.
 
-Main names: `PlannedRequest`, `redact_json`, `dry_response`.
+Main names: `PlannedRequest`, `dry_response`, `strip_query`.
 
 A dry-run `rk_agent.fireworks.client.FireworksClient` records each request as a
 `PlannedRequest` and answers it with `dry_response`: nothing exists yet (a lookup finds
 nothing, so the whole flow is shown), creations succeed, and a poll finds its resource ready at
 once. Values of secret-looking fields (``apiKey``, ``token``, ``password``, ...) and the API key
-itself are replaced by ``***`` before anything is stored or shown.
+itself are replaced by ``***`` (`rk_agent.secrets.redact`) before anything is stored or shown.
+``redact_json`` is deprecated: use `rk_agent.secrets.redact`.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from rk_agent.secrets import REDACTED, redact
 
 __all__ = [
     "DRY_ACCOUNT",
@@ -27,33 +30,20 @@ __all__ = [
     "strip_query",
 ]
 
-REDACTED = "***"
 DRY_ACCOUNT = "ACCOUNT_ID"
 """The account shown in a dry run when none is configured (a real run looks it up)."""
 DRY_SIGNED_URL = "<signed URL returned by :getUploadEndpoint>"
-_SECRET_KEY = re.compile(r"api_?key|secret|token|password|authorization", re.IGNORECASE)
 
 
 def redact_json(value: Any, secret: str | None = None) -> Any:
-    """A copy of ``value`` with secret-looking fields (``apiKey``, ``token``, ...) and any
-    occurrence of ``secret`` replaced by ``***``.
-
-    Example:
-        >>> redact_json({"wandbConfig": {"apiKey": "abc", "project": "p"}})
-        {'wandbConfig': {'apiKey': '***', 'project': 'p'}}
-    """
-    if isinstance(value, Mapping):
-        return {
-            k: REDACTED
-            if _SECRET_KEY.search(str(k)) and isinstance(v, str) and v
-            else redact_json(v, secret)
-            for k, v in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [redact_json(v, secret) for v in value]
-    if isinstance(value, str) and secret and len(secret) >= 6:
-        return value.replace(secret, REDACTED)
-    return value
+    """Deprecated: use ``rk_agent.secrets.redact(value, [secret])``, which this calls."""
+    warnings.warn(
+        "rk_agent.fireworks.dry_run.redact_json is deprecated; use "
+        "rk_agent.secrets.redact(value, [secret]) instead (it will be removed in a later release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return redact(value, [secret])
 
 
 @dataclass(frozen=True)
@@ -139,5 +129,10 @@ def dry_response(
 
 
 def strip_query(url: str) -> str:
-    """A signed URL without its query (which is the signature: a credential of its own)."""
+    """A signed URL without its query (which is the signature: a credential of its own).
+
+    Example:
+        >>> strip_query("https://storage.example/bucket/f.jsonl?X-Goog-Signature=abc")
+        'https://storage.example/bucket/f.jsonl?<signature>'
+    """
     return url.split("?", 1)[0] + ("?<signature>" if "?" in url else "")

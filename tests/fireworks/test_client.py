@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import random
 import re
 import socket
-import time
+from typing import Any
 
 import pytest
 
@@ -15,11 +16,12 @@ from rk_agent.fireworks.auth import Credentials
 from rk_agent.fireworks.client import FireworksClient
 from rk_agent.fireworks.dry_run import PlannedRequest, redact_json
 from rk_agent.fireworks.fake_api import FakeFireworks
+from rk_agent.retry import FIREWORKS_API_RETRY
 from tests.fireworks.conftest import ACCOUNT, SECRET
 
 
 def make(fake: FakeFireworks, key: str = SECRET, account: str | None = ACCOUNT,
-         **options: float) -> FireworksClient:  # fmt: skip
+         **options: Any) -> FireworksClient:  # fmt: skip
     options = {"backoff_s": 0.001, "backoff_max_s": 0.05, **options}
     return FireworksClient(Credentials(key, account, fake.url, "FIREWORKS_API_KEY"), **options)
 
@@ -46,12 +48,31 @@ def test_the_account_is_looked_up_from_the_key(fake: FakeFireworks) -> None:
 
 def test_429_is_retried_honouring_retry_after(fake: FakeFireworks) -> None:
     fake.fail_next(429, "rate limited: slow down", times=2, retry_after="0.2")
-    with make(fake, backoff_max_s=5) as client:
-        started = time.monotonic()
+    waits: list[float] = []  # the policy's sleep records the waits instead of sleeping
+    with make(fake, retry=FIREWORKS_API_RETRY.replace(sleep=waits.append)) as client:
         assert client.request("GET", client.account_path("datasets/none"), allow_404=True) is None
-        waited = time.monotonic() - started
     assert len(fake.requests) == 3
-    assert waited >= 0.4  # two waits of Retry-After 0.2 s
+    assert waits == [0.2, 0.2]  # two waits of Retry-After 0.2 s
+
+
+def test_the_backoff_is_equal_jitter_under_a_doubling_ceiling(fake: FakeFireworks) -> None:
+    fake.fail_next(503, "busy", times=3)
+    waits: list[float] = []
+    with make(fake, backoff_s=1.0, backoff_max_s=3.0) as client:
+        assert client.retry == FIREWORKS_API_RETRY.replace(base_s=1.0, max_s=3.0)
+        client.retry = client.retry.replace(sleep=waits.append, rng=random.Random(5))
+        assert client.request("GET", client.account_path("datasets/x"), allow_404=True) is None
+    assert len(waits) == 3
+    for wait, ceiling in zip(waits, [1.0, 2.0, 3.0], strict=True):
+        assert ceiling / 2 <= wait <= ceiling
+
+
+def test_409_already_exists_is_not_retried(fake: FakeFireworks) -> None:
+    fake.fail_next(409, "dataset already exists", times=2)
+    with make(fake) as client, pytest.raises(FireworksError) as caught:
+        client.request("POST", client.account_path("datasets"), json={"datasetId": "d"})
+    assert not caught.value.retryable and caught.value.attempts == 1
+    assert len(fake.requests) == 1
 
 
 def test_5xx_gives_up_with_the_api_message(fake: FakeFireworks) -> None:
@@ -61,7 +82,7 @@ def test_5xx_gives_up_with_the_api_message(fake: FakeFireworks) -> None:
     error = caught.value
     assert str(error) == (
         "Fireworks API GET /v1/accounts/acme/datasets/x: HTTP 503: backend unavailable "
-        "(after 3 attempts)"
+        "(gave up after 3 attempts)"
     )
     assert (error.status, error.retryable, error.api_message) == (503, True, "backend unavailable")
     assert error.attempts == 3
@@ -99,7 +120,7 @@ def test_a_server_that_is_not_there_is_retryable() -> None:
     with client, pytest.raises(FireworksError, match=re.escape("could not connect to")) as caught:
         client.request("GET", "/v1/accounts/acme/datasets")
     assert caught.value.retryable and caught.value.status is None
-    assert "(after 2 attempts)" in str(caught.value)
+    assert "(gave up after 2 attempts)" in str(caught.value)
 
 
 def test_a_missing_key_fails_before_any_request(fake: FakeFireworks) -> None:
@@ -156,9 +177,11 @@ def test_a_dry_run_sends_nothing_and_redacts(fake: FakeFireworks) -> None:
     ]  # fmt: skip
 
 
-def test_redact_json_leaves_other_values() -> None:
+def test_redact_json_is_deprecated_and_still_redacts() -> None:
     value = {"a": [{"token": "t", "n": 1}], "password": "", "text": "k-123456 here"}
-    assert redact_json(value, "k-123456") == {
+    with pytest.warns(DeprecationWarning, match=re.escape("use rk_agent.secrets.redact")):
+        redacted = redact_json(value, "k-123456")
+    assert redacted == {
         "a": [{"token": "***", "n": 1}], "password": "", "text": "*** here",
     }  # fmt: skip
 
