@@ -12,7 +12,6 @@ from rk_agent.envs.guess_env import GuessEnv
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import EnvError
 from rk_agent.rollouts.testing import tool_call
-from rk_agent.rollouts.tool_protocol import parse_error_feedback
 from rk_agent.types import Message, StopReason
 from tests.rollouts.toy import AddEnv
 
@@ -71,8 +70,9 @@ def test_reject_turn_writes_the_feedback_and_penalises_the_step() -> None:
     result = env.reject_turn({"role": "assistant", "content": "<tool_call>{"}, "invalid JSON")
     assert result.parse_error == "invalid JSON"
     assert [(m.role, m.text) for m in result.messages] == [
-        ("user", parse_error_feedback("invalid JSON"))
+        ("user", env.parse_error_feedback("invalid JSON"))
     ]
+    assert result.messages[0].text.startswith("Your tool call could not be read: invalid JSON")
     assert result.step.metrics["parse_error"].score == -1.0
     assert not result.done and env.state.turn == 1
 

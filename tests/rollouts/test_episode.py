@@ -15,7 +15,6 @@ from rk_agent.envs.task import Task
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode, step_turn
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams
 from rk_agent.rollouts.testing import ScriptedPolicy
-from rk_agent.rollouts.tool_protocol import parse_tool_calls
 from rk_agent.rollouts.trajectory import Trajectory, Turn
 from rk_agent.trainers.trl_env import trl_environment
 from rk_agent.trainers.trl_tool_env import episode_trajectory
@@ -117,15 +116,13 @@ def test_the_engine_check_and_trl_loops_record_the_same_turns() -> None:
 def test_a_malformed_call_is_the_same_rejected_turn_in_the_engine_and_trl() -> None:
     spec = trl_environment("tools", n_tasks=1, env_kwargs=KINDS)
     row = dict(spec.train_dataset[0])
-    text = '<tool_call>{"name": "lookup", </tool_call>'
-    schemas = make_env("tools", **KINDS).tool_schemas
-    error = parse_tool_calls(text, schemas).parse_error
-    assert error is not None
-    broken = Message(role="assistant", content=text)
+    broken = Message(role="assistant", content='<tool_call>{"name": "lookup", </tool_call>')
     answer = Message(role="assistant", content="Answer: 1.23")
 
-    engine = _engine(row, [PolicyOutput(message=broken, parse_error=error), answer])
     trl = _trl(spec, row, [broken, answer])
+    error = trl.turns[0].parse_error  # TRL's loop finds it; the engine's policy reports it
+    assert error is not None
+    engine = _engine(row, [PolicyOutput(message=broken, parse_error=error), answer])
 
     assert [_record(t) for t in engine.turns] == [_record(t) for t in trl.turns]
     assert engine.turns[0].parse_error == error
