@@ -26,6 +26,9 @@ from rk_agent.envs.tool import (
     ToolResult as ToolResult,
     tool as tool,
 )
+from rk_agent.envs.turn import (
+    TurnResult as TurnResult,
+)
 from rk_agent.errors import (
     ConfigError as ConfigError,
     ContextOverflowError as ContextOverflowError,
@@ -133,6 +136,7 @@ from rk_agent.trainers.trl_env import (
 from rk_agent.types import (
     EvaluateResult as EvaluateResult,
     FailureKind as FailureKind,
+    FailureSite as FailureSite,
     FunctionCall as FunctionCall,
     Message as Message,
     MetricResult as MetricResult,

@@ -27,7 +27,7 @@ EXPECTED = {
     "env_dataset", "grpo_trainer", "run_training", "sft_dataset",
     "TRLEnvSpec", "trl_environment", "trl_grpo_trainer", "VLLMPolicy",
     "EpisodeState", "ToolResult", "register_env", "RunLockedError", "FailurePolicy", "RunStatus",
-    "RunDir", "prepare_run", "LoadError", "EnvLoadError",
+    "RunDir", "prepare_run", "LoadError", "EnvLoadError", "TurnResult", "FailureSite",
 }  # fmt: skip
 
 
