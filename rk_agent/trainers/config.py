@@ -34,7 +34,7 @@ from rk_agent.config_files import (
     validation_problems,
 )
 from rk_agent.errors import ConfigError, did_you_mean
-from rk_agent.trainers.wandb_setup import redact, secret_values
+from rk_agent.secrets import redact, secret_values
 
 __all__ = [
     "CONFIG_FILE",
@@ -213,7 +213,7 @@ def save_train_config(config: TrainConfig, output_dir: str | Path | None = None)
     """Write the resolved config to ``<output_dir>/rk_agent_config.yaml``, secrets redacted.
 
     Settings named like credentials and the values of credential environment variables
-    (`rk_agent.trainers.wandb_setup.secret_values`) are replaced by ``***``.
+    (`rk_agent.secrets.secret_values`) are replaced by ``***``.
 
     Returns:
         The file written.

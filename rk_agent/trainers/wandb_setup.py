@@ -4,12 +4,12 @@
 how a run logs: online when an API key is found (``WANDB_API_KEY``, ``WANDB_IDENTITY_TOKEN_FILE``
 or a ``.netrc`` entry for the W&B host, the places wandb itself looks), otherwise offline into
 the run's directory, with a note saying how to upload it later. `apply_wandb` sets wandb's
-environment variables when training starts (never at import). `redact` takes secrets out of
-anything rk-agent writes or logs (transformers' own ``TrainingArguments.to_dict`` already hides
-``*_token`` fields such as ``hub_token``).
+environment variables when training starts (never at import). What rk-agent adds to a W&B
+config goes through `rk_agent.secrets.redact` first; ``redact``, ``secret_values`` and
+``is_secret_name`` still import from here, with a `DeprecationWarning`.
 
-Main names: `WandbPlan`, `plan_wandb`, `apply_wandb`, `restore_environ`, `finish_wandb`, `redact`,
-`secret_values`.
+Main names: `WandbPlan`, `plan_wandb`, `apply_wandb`, `restore_environ`, `finish_wandb`,
+`find_api_key_source`.
 
 Example::
 
@@ -28,13 +28,16 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Iterable, Mapping, MutableMapping
+import warnings
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+from rk_agent import secrets as _secrets
 from rk_agent.errors import NotAvailableError
+from rk_agent.secrets import REDACTED
 
 if TYPE_CHECKING:
     from rk_agent.trainers.config import WandbSettings
@@ -45,14 +48,10 @@ __all__ = [
     "apply_wandb",
     "find_api_key_source",
     "finish_wandb",
-    "is_secret_name",
     "plan_wandb",
-    "redact",
     "restore_environ",
-    "secret_values",
 ]
 
-REDACTED = "***"
 WandbMode = Literal["online", "offline", "disabled"]
 _DEFAULT_HOST = "https://api.wandb.ai"
 
@@ -257,54 +256,17 @@ def finish_wandb() -> None:
         teardown()
 
 
-_SECRET_NAME = re.compile(
-    r"(^|_)(api_?key|apikey|token|secret|password|passwd|authorization|credentials?)$"
-    r"|_key$",
-    re.IGNORECASE,
-)
-# Tokenizer settings that end in `_token` but hold a special token, not a credential.
-_NOT_SECRET = frozenset(
-    {"eos_token", "pad_token", "bos_token", "unk_token", "sep_token", "cls_token", "mask_token"}
-)
+_MOVED = frozenset({"redact", "secret_values", "is_secret_name"})
 
 
-def is_secret_name(name: str) -> bool:
-    """Whether a setting's name says it holds a credential (``api_key``, ``hub_token``, ...)."""
-    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()  # apiKey -> api_key
-    return snake not in _NOT_SECRET and bool(_SECRET_NAME.search(snake))
-
-
-def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The values of environment variables named like credentials (``FIREWORKS_API_KEY``, ...).
-
-    Pass them to `redact` so a key pasted into another setting is caught too. Values shorter
-    than 8 characters are left out (too likely to match ordinary text).
-    """
-    env = os.environ if environ is None else environ
-    return sorted({v for k, v in env.items() if is_secret_name(k) and len(v) >= 8}, key=len)[::-1]
-
-
-def redact(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """A copy of ``value`` with credentials replaced by ``***``.
-
-    Mapping entries whose key names a credential (anything ending in ``_key``, ``_token``,
-    ``api_key``, ``password``, ``secret``; not tokenizer tokens such as ``eos_token``) are
-    replaced when set, and so is every occurrence of a string in ``secrets``, at any depth.
-
-    Example:
-        >>> redact({"hub_token": "hf_abc", "eos_token": "</s>", "url": "x?k=sk-12345678"},
-        ...        secrets=["sk-12345678"])
-        {'hub_token': '***', 'eos_token': '</s>', 'url': 'x?k=***'}
-    """
-    known = [s for s in secrets if s]
-    if isinstance(value, Mapping):
-        return {
-            k: REDACTED if is_secret_name(str(k)) and v not in (None, "") else redact(v, known)
-            for k, v in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [redact(v, known) for v in value]
-    if isinstance(value, str):
-        for secret in known:
-            value = value.replace(secret, REDACTED)
-    return value
+def __getattr__(name: str) -> Any:
+    """The names that moved to `rk_agent.secrets`, with a `DeprecationWarning`."""
+    if name in _MOVED:
+        warnings.warn(
+            f"rk_agent.trainers.wandb_setup.{name} moved to rk_agent.secrets.{name}; import it "
+            "from there (the old name will be removed in a later release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_secrets, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,24 +5,26 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import rk_agent.secrets
 from rk_agent.errors import NotAvailableError
+from rk_agent.secrets import is_secret_name, redact, secret_values
+from rk_agent.trainers import wandb_setup
 from rk_agent.trainers.config import WandbSettings
 from rk_agent.trainers.wandb_setup import (
     WandbPlan,
     apply_wandb,
     find_api_key_source,
     finish_wandb,
-    is_secret_name,
     plan_wandb,
-    redact,
     restore_environ,
-    secret_values,
 )
 
 SECRET = "sk-test-secret-0123456789"
@@ -151,6 +153,25 @@ def test_redact() -> None:
     }
     env = {"FIREWORKS_API_KEY": SECRET, "SHORT_TOKEN": "abc", "HOME": "/home/someone"}
     assert secret_values(env) == [SECRET]
+
+
+@pytest.mark.parametrize("name", ["redact", "secret_values", "is_secret_name"])
+def test_the_old_secret_helpers_warn_and_still_work(name: str) -> None:
+    with pytest.warns(DeprecationWarning, match=re.escape(f"moved to rk_agent.secrets.{name}")):
+        moved = getattr(wandb_setup, name)
+    assert moved is getattr(rk_agent.secrets, name)
+    with pytest.raises(AttributeError, match="no_such_helper"):
+        wandb_setup.no_such_helper  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_config_does_not_import_wandb_setup() -> None:
+    # wandb_setup needs the config's types; the config must not need wandb_setup (no circle).
+    code = (
+        "import sys, rk_agent.trainers.config\n"
+        "print('rk_agent.trainers.wandb_setup' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def _wandb_children() -> list[str]:
