@@ -42,9 +42,7 @@ from rk_agent.errors import ConfigError, EnvError
 from rk_agent.rewards.compose import combine
 from rk_agent.rewards.decorator import RewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
-
-# The feedback text is the tool-call protocol's; it only needs rk_agent.types (no rollouts code).
-from rk_agent.rollouts.tool_protocol import parse_error_feedback
+from rk_agent.tool_calls import get_tool_call_format
 from rk_agent.types import EvaluateResult, Message, MetricResult, StepOutput, StopReason, ToolCall
 
 __all__ = ["ChatEnv", "EpisodeState", "ToolCallRecord"]
@@ -93,6 +91,9 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     # A function ``(messages, tools) -> Message`` that solves this env's tasks, or None. Set it
     # with ``reference_solver = staticmethod(solve)``; tests, SFT warm starts and benchmarks use it.
     reference_solver: ClassVar[Callable[..., Any] | None] = None
+    # The text tool-call format (`rk_agent.tool_calls`) whose feedback follows a malformed call,
+    # and that TRL's tool loop reads calls with: "hermes" (<tool_call> blocks) or "llama3_json".
+    tool_call_format: ClassVar[str] = "hermes"
 
     def __init__(
         self,
@@ -299,9 +300,10 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     def parse_error_feedback(self, parse_error: str) -> str:
         """The text the model is shown after a reply that could not be used.
 
-        Default: the text tool-call protocol's note (what was wrong, and the expected form).
+        Default: the note of the env's ``tool_call_format`` (what was wrong, and the expected
+        form).
         """
-        return parse_error_feedback(parse_error)
+        return get_tool_call_format(self.tool_call_format).feedback(parse_error)
 
     def run_tool(self, call: ToolCall) -> ToolResult:
         """Run one tool call of the current episode through `call_tool`, outside a turn.

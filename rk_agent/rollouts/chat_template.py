@@ -6,11 +6,12 @@ into a message. This module is that shared part:
 
 - `ChatTemplate`, a mixin giving ``render`` (the prompt text) and ``encode`` (its token ids) to a
   policy that has a ``tokenizer`` and a ``native_tools`` flag;
-- `native_tools`: whether tools go through the chat template (``tools=``) or the text protocol
-  of `rk_agent.rollouts.tool_protocol` (``tool_format``, tried on the template, not guessed);
+- `native_tools`: whether tools go through the chat template (``tools=``) or a text tool-call
+  format of `rk_agent.tool_calls` (``tool_format``, tried on the template, not guessed);
 - `end_of_turn_ids`: the tokens a reply stops at (the configured end-of-sequence tokens and
   ChatML's ``<|im_end|>``);
-- `read_reply`: the generated text as an assistant message, ``<tool_call>`` blocks parsed;
+- `read_reply`: the generated text as an assistant message, tool calls parsed with the
+  policy's `rk_agent.tool_calls.ToolCallFormat` (Hermes ``<tool_call>`` blocks by default);
 - `native_message`: a `Message` as chat templates expect it.
 
 Main names: `ChatTemplate`, `ToolFormat`, `native_tools`, `end_of_turn_ids`, `read_reply`,
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.tool_protocol import ParsedReply, parse_tool_calls, to_text_messages
+from rk_agent.tool_calls import HERMES, ParsedReply, ToolCallFormat
 from rk_agent.types import Message
 
 __all__ = [
@@ -48,11 +49,15 @@ class ChatTemplate:
     Attributes:
         tokenizer: the model's tokenizer (its chat template renders the prompt).
         native_tools: ``True``: tools go to the template (``tools=``); ``False``: the text
-            protocol describes them in the system prompt.
+            tool-call format describes them in the system prompt.
+        tool_call_format: the text tool-call format used when ``native_tools`` is ``False``
+            (default: Hermes ``<tool_call>`` blocks; set it to another
+            `rk_agent.tool_calls.get_tool_call_format` to change it).
     """
 
     tokenizer: Any
     native_tools: bool
+    tool_call_format: ToolCallFormat = HERMES
 
     def render(
         self,
@@ -65,7 +70,7 @@ class ChatTemplate:
         if self.native_tools:
             native = [native_message(m) for m in messages]
             return _apply_template(self.tokenizer, native, tools or None, add_generation_prompt)
-        text_messages = to_text_messages(messages, tools)
+        text_messages = self.tool_call_format.render_messages(messages, tools)
         return _apply_template(self.tokenizer, text_messages, None, add_generation_prompt)
 
     def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None) -> list[int]:
@@ -112,14 +117,17 @@ def end_of_turn_ids(tokenizer: Any, generation_config: Any = None) -> set[int]:
 
 
 def read_reply(
-    text: str, tools: list[dict[str, Any]] | None, finish_reason: str | None
+    text: str,
+    tools: list[dict[str, Any]] | None,
+    finish_reason: str | None,
+    tool_call_format: ToolCallFormat = HERMES,
 ) -> tuple[ParsedReply, str | None]:
     """The generated text as an assistant message, and the finish reason to report.
 
-    When ``tools`` are offered, ``<tool_call>`` blocks become ``tool_calls`` (a malformed one
-    leaves the raw text and sets ``parse_error``) and a reply that stopped on its own with tool
-    calls finishes with ``"tool_calls"``; without tools the text is the reply, whatever it
-    looks like.
+    When ``tools`` are offered, the calls written in ``tool_call_format`` (default: Hermes
+    ``<tool_call>`` blocks) become ``tool_calls`` (a malformed one leaves the raw text and sets
+    ``parse_error``) and a reply that stopped on its own with tool calls finishes with
+    ``"tool_calls"``; without tools the text is the reply, whatever it looks like.
 
     Example:
         >>> reply, finish = read_reply("Paris.", None, "stop")
@@ -127,7 +135,7 @@ def read_reply(
         ('Paris.', 'stop')
     """
     if tools:
-        reply = parse_tool_calls(text, tools)
+        reply = tool_call_format.parse(text, tools)
     else:
         reply = ParsedReply(Message(role="assistant", content=text))
     if finish_reason == "stop" and reply.message.tool_calls:

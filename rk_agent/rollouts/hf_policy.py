@@ -20,9 +20,11 @@ conversation again; see `rk_agent.rollouts._kv_reuse`.
 
 Tool calls: when the model's chat template renders tools (``tools=`` to
 ``apply_chat_template``, e.g. the Qwen2.5 template the embedded model carries), the template
-does it; otherwise the text protocol of `rk_agent.rollouts.tool_protocol` describes the tools
-in the system prompt. Either way ``<tool_call>{json}</tool_call>`` blocks in the reply are
-parsed into ``tool_calls``; a malformed one sets ``PolicyOutput.parse_error``. Prompts are
+does it; otherwise the policy's text tool-call format (``tool_call_format``, a
+`rk_agent.tool_calls.ToolCallFormat`, Hermes ``<tool_call>`` blocks by default) describes the
+tools in the system prompt. Either way the calls in the reply are parsed into ``tool_calls``
+(``<tool_call>{json}</tool_call>`` blocks unless another format is set); a malformed one sets
+``PolicyOutput.parse_error``. Prompts are
 rendered and replies read by `rk_agent.rollouts.chat_template`, which `VLLMPolicy` shares.
 
 Main names: `HFPolicy`, `BatchStats`.
@@ -270,7 +272,9 @@ class HFPolicy(ChatTemplate):
         )
         self._submit(request)
         generated = await request.future
-        reply, finish = read_reply(generated.text, tools, generated.finish_reason)
+        reply, finish = read_reply(
+            generated.text, tools, generated.finish_reason, self.tool_call_format
+        )
         return PolicyOutput(
             message=reply.message,
             prompt_token_ids=prompt_ids,

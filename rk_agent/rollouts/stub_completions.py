@@ -15,8 +15,9 @@ without a tokenizer, each word becomes one stand-in id (CRC32 of the word), as o
 endpoint. A reply is:
 
 - a string: the text;
-- a dict with any of ``text``, ``tool_calls`` (OpenAI or short form, written into the text as
-  ``<tool_call>`` blocks, the way Qwen-style templates have the model write them),
+- a dict with any of ``text``, ``tool_calls`` (OpenAI or short form, written into the text in
+  the ``tool_call_format``: by default as ``<tool_call>`` blocks, the way Qwen-style templates
+  have the model write them),
   ``token_ids`` (sent exactly as given, end token included or not: the text is then decoded
   from them unless given), ``logprobs`` (one per token), ``finish_reason``;
 - a whole response body (a dict with ``choices``), sent as given (for the whole request);
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.stub_replies import next_id, tool_call_dict, word_token_ids
-from rk_agent.rollouts.tool_protocol import render_tool_call
+from rk_agent.tool_calls import HERMES, ToolCallFormat
 from rk_agent.types import Message, ToolCall
 
 __all__ = ["CompletionScript", "Prompt", "TextTokenizer", "completions_body", "prompts_of"]
@@ -121,6 +122,7 @@ def completions_body(
     *,
     model: str,
     tokenizer: TextTokenizer | None,
+    tool_call_format: ToolCallFormat = HERMES,
 ) -> dict[str, Any]:
     """The ``text_completion`` body answering ``request``, one reply per prompt.
 
@@ -134,6 +136,8 @@ def completions_body(
         replies: one reply per prompt, see the module docstring (no faults).
         model: the model id, when the request names none.
         tokenizer: turns text into token ids and back; ``None`` for stand-in word ids.
+        tool_call_format: how scripted ``tool_calls`` are written into the text (default:
+            Hermes ``<tool_call>`` blocks).
     """
     head = {
         "id": f"cmpl-stub-{next_id()}",
@@ -154,7 +158,7 @@ def completions_body(
         prompt_ids = _prompt_ids(prompt, tokenizer)
         prompt_tokens += len(prompt_ids)
         for _ in range(n):
-            choice = _choice(request, reply, limit, tokenizer)
+            choice = _choice(request, reply, limit, tokenizer, tool_call_format)
             choice["index"] = len(choices)
             completion_tokens += len(choice["token_ids"])
             if request.get("return_token_ids"):
@@ -182,7 +186,11 @@ def _prompt_ids(prompt: Prompt, tokenizer: TextTokenizer | None) -> list[int]:
 
 
 def _choice(
-    request: dict[str, Any], reply: Any, limit: int, tokenizer: TextTokenizer | None
+    request: dict[str, Any],
+    reply: Any,
+    limit: int,
+    tokenizer: TextTokenizer | None,
+    tool_call_format: ToolCallFormat,
 ) -> dict[str, Any]:
     spec: dict[str, Any]
     if isinstance(reply, str):
@@ -193,7 +201,7 @@ def _choice(
         spec = dict(reply)
     text = spec.get("text") or ""
     calls = [
-        render_tool_call(ToolCall.model_validate(tool_call_dict(call)))
+        tool_call_format.render_call(ToolCall.model_validate(tool_call_dict(call)))
         for call in spec.get("tool_calls") or ()
     ]
     text = "\n".join(part for part in [text, *calls] if part)

@@ -39,8 +39,8 @@ from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.rollouts.episode import env_failure, step_turn
 from rk_agent.rollouts.policy import PolicyOutput
-from rk_agent.rollouts.tool_protocol import TOOL_CALL_OPEN, parse_tool_calls
 from rk_agent.rollouts.trajectory import Failure, Trajectory, Turn
+from rk_agent.tool_calls import get_tool_call_format
 from rk_agent.trainers.tasks import TaskTable
 from rk_agent.trainers.trl_tool_methods import tool_method
 from rk_agent.types import (
@@ -289,9 +289,11 @@ class _Replay:
     def _step(self, raw: Mapping[str, Any]) -> None:
         action = _assistant(raw, len(self.turns))
         parse_error = None
-        if not action.tool_calls and TOOL_CALL_OPEN in action.text:
-            found = parse_tool_calls(action.text, self.env.tool_schemas).parse_error
-            parse_error = found or "the tool call could not be parsed"
+        if not action.tool_calls:  # TRL read no call: was one attempted, in the env's format?
+            tool_format = get_tool_call_format(self.env.tool_call_format)
+            reply = tool_format.parse(action.text, self.env.tool_schemas)
+            if reply.parse_error is not None or reply.message.tool_calls:
+                parse_error = reply.parse_error or "the tool call could not be parsed"
         started = time.perf_counter()
         try:
             if parse_error is not None:

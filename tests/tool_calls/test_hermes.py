@@ -1,4 +1,8 @@
-"""The text tool-call protocol: rendering, parsing, round trips, and malformed calls."""
+"""The Hermes format (``<tool_call>`` blocks): rendering, parsing, round trips, malformed calls.
+
+These are the tests of the old ``rk_agent.rollouts.tool_protocol``, unchanged but for the names:
+the format must behave byte for byte as that module did.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,7 @@ from typing import Any
 import pytest
 
 from rk_agent.rollouts.testing import tool_call
-from rk_agent.rollouts.tool_protocol import (
-    ParsedReply,
-    parse_error_feedback,
-    parse_tool_calls,
-    render_tool_call,
-    render_tools_prompt,
-    to_text_messages,
-    tool_names,
-)
+from rk_agent.tool_calls import HERMES, ParsedReply, tool_names
 from rk_agent.types import FunctionCall, Message, ToolCall
 
 
@@ -61,7 +57,7 @@ def _calls(reply: ParsedReply) -> list[tuple[str, dict[str, Any]]]:
          "string-args", "parameters", "unterminated"],
 )  # fmt: skip
 def test_one_call_parses_in_many_shapes(text: str) -> None:
-    reply = parse_tool_calls(text, TOOLS)
+    reply = HERMES.parse(text, TOOLS)
     assert _calls(reply) == [("add", {"a": 1, "b": 2})]
     assert reply.message.role == "assistant"
     assert reply.message.content is None
@@ -73,7 +69,7 @@ def test_several_calls_keep_their_order_and_get_distinct_ids() -> None:
         '<tool_call>{"name": "lookup", "arguments": {"key": "x"}}</tool_call>\n'
         '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'
     )
-    reply = parse_tool_calls(text, TOOLS)
+    reply = HERMES.parse(text, TOOLS)
     assert _calls(reply) == [("lookup", {"key": "x"}), ("add", {"a": 1, "b": 2})]
     assert reply.message.content == "I will look it up and add."
     ids = [c.id for c in reply.message.tool_calls or []]
@@ -82,23 +78,23 @@ def test_several_calls_keep_their_order_and_get_distinct_ids() -> None:
 
 def test_a_json_list_of_calls_in_one_block() -> None:
     text = '<tool_call>[{"name": "add", "arguments": {}}, {"name": "lookup"}]</tool_call>'
-    assert _calls(parse_tool_calls(text)) == [("add", {}), ("lookup", {})]
+    assert _calls(HERMES.parse(text)) == [("add", {}), ("lookup", {})]
 
 
 def test_missing_or_null_arguments_mean_no_arguments() -> None:
-    assert _calls(parse_tool_calls('<tool_call>{"name": "add"}</tool_call>')) == [("add", {})]
+    assert _calls(HERMES.parse('<tool_call>{"name": "add"}</tool_call>')) == [("add", {})]
     text = '<tool_call>{"name": "add", "arguments": null}</tool_call>'
-    assert _calls(parse_tool_calls(text)) == [("add", {})]
+    assert _calls(HERMES.parse(text)) == [("add", {})]
 
 
 def test_text_around_calls_becomes_the_content() -> None:
     text = 'Before.<tool_call>{"name": "add", "arguments": {}}</tool_call>After.'
-    assert parse_tool_calls(text).message.content == "Before.After."
+    assert HERMES.parse(text).message.content == "Before.After."
 
 
 def test_unicode_arguments_survive() -> None:
     text = '<tool_call>{"name": "lookup", "arguments": {"key": "Zürich 東京"}}</tool_call>'
-    assert _calls(parse_tool_calls(text, TOOLS)) == [("lookup", {"key": "Zürich 東京"})]
+    assert _calls(HERMES.parse(text, TOOLS)) == [("lookup", {"key": "Zürich 東京"})]
 
 
 @pytest.mark.parametrize(
@@ -106,14 +102,14 @@ def test_unicode_arguments_survive() -> None:
     ["The answer is 42.", "", '{"name": "add", "arguments": {}}', "I could call <tool> now."],
 )
 def test_text_without_tool_call_tags_is_a_plain_answer(text: str) -> None:
-    reply = parse_tool_calls(text, TOOLS)
+    reply = HERMES.parse(text, TOOLS)
     assert reply.parse_error is None
     assert reply.message.tool_calls is None
     assert reply.message.content == text
 
 
 def test_without_tools_any_name_is_accepted() -> None:
-    reply = parse_tool_calls('<tool_call>{"name": "anything", "arguments": {}}</tool_call>')
+    reply = HERMES.parse('<tool_call>{"name": "anything", "arguments": {}}</tool_call>')
     assert _calls(reply) == [("anything", {})]
 
 
@@ -165,7 +161,7 @@ def test_without_tools_any_name_is_accepted() -> None:
     ],
 )  # fmt: skip
 def test_malformed_calls_give_a_precise_parse_error(text: str, error: str) -> None:
-    reply = parse_tool_calls(text, TOOLS)
+    reply = HERMES.parse(text, TOOLS)
     assert reply.parse_error is not None
     assert reply.parse_error.startswith(error), reply.parse_error
     assert reply.message.tool_calls is None  # all or nothing
@@ -177,13 +173,13 @@ def test_one_bad_call_among_good_ones_drops_them_all() -> None:
         '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'
         '<tool_call>{"name": "add", "arguments": {"a": </tool_call>'
     )
-    reply = parse_tool_calls(text, TOOLS)
+    reply = HERMES.parse(text, TOOLS)
     assert reply.parse_error is not None and reply.parse_error.startswith("tool call 2: invalid")
     assert reply.message.tool_calls is None
 
 
 def test_invalid_json_error_shows_the_offending_text() -> None:
-    reply = parse_tool_calls("<tool_call>{name: add}</tool_call>")
+    reply = HERMES.parse("<tool_call>{name: add}</tool_call>")
     assert reply.parse_error == (
         "tool call 1: invalid JSON at char 1 (Expecting property name enclosed in double quotes) "
         "in '{name: add}'"
@@ -204,7 +200,7 @@ def test_invalid_json_error_shows_the_offending_text() -> None:
     ],
 )
 def test_adversarial_input_never_raises(text: str) -> None:
-    reply = parse_tool_calls(text, TOOLS)
+    reply = HERMES.parse(text, TOOLS)
     assert isinstance(reply, ParsedReply)
     assert reply.message.role == "assistant"
     if reply.parse_error is not None:
@@ -215,7 +211,7 @@ def test_adversarial_input_never_raises(text: str) -> None:
 
 def test_deep_nesting_is_a_parse_error_not_a_recursion_crash() -> None:
     text = "<tool_call>" + "[" * 100_000 + "</tool_call>"
-    reply = parse_tool_calls(text)
+    reply = HERMES.parse(text)
     assert reply.parse_error == "tool call 1: invalid JSON: nested too deeply"
 
 
@@ -225,14 +221,14 @@ def test_deep_nesting_is_a_parse_error_not_a_recursion_crash() -> None:
 def test_rendered_call_parses_back_to_the_same_call() -> None:
     original = tool_call("add", {"a": 1.5, "b": [1, {"c": "d"}]}, call_id="call_x")
     assert original.tool_calls is not None
-    rendered = render_tool_call(original.tool_calls[0])
+    rendered = HERMES.render_call(original.tool_calls[0])
     assert rendered.startswith("<tool_call>\n") and rendered.endswith("\n</tool_call>")
-    assert _calls(parse_tool_calls(rendered, TOOLS)) == [("add", {"a": 1.5, "b": [1, {"c": "d"}]})]
+    assert _calls(HERMES.parse(rendered, TOOLS)) == [("add", {"a": 1.5, "b": [1, {"c": "d"}]})]
 
 
 def test_rendering_keeps_broken_arguments_as_a_string() -> None:
     call = ToolCall(id="c", function=FunctionCall(name="add", arguments="{oops"))
-    body = json.loads(render_tool_call(call).split("\n")[1])
+    body = json.loads(HERMES.render_call(call).split("\n")[1])
     assert body == {"name": "add", "arguments": "{oops"}
 
 
@@ -245,14 +241,14 @@ def test_round_trip_of_a_whole_assistant_turn() -> None:
             ToolCall(id="b", function=FunctionCall(name="lookup", arguments={"key": "k"})),
         ],
     )
-    text = to_text_messages([message], None)[0]["content"]
-    reply = parse_tool_calls(text, TOOLS)
+    text = HERMES.render_messages([message], None)[0]["content"]
+    reply = HERMES.parse(text, TOOLS)
     assert reply.message.content == "Let me compute."
     assert _calls(reply) == [("add", {"a": 1, "b": 2}), ("lookup", {"key": "k"})]
 
 
 def test_tools_prompt_has_the_schemas_and_the_format() -> None:
-    prompt = render_tools_prompt(TOOLS)
+    prompt = HERMES.render_tools_prompt(TOOLS)
     assert "<tools>" in prompt and "</tools>" in prompt
     for tool in TOOLS:
         assert json.dumps(tool) in prompt
@@ -263,16 +259,16 @@ def test_tools_prompt_has_the_schemas_and_the_format() -> None:
 
 def test_text_messages_append_tools_to_the_system_prompt() -> None:
     messages = [Message(role="system", content="Be exact."), Message(role="user", content="Hi")]
-    out = to_text_messages(messages, TOOLS)
+    out = HERMES.render_messages(messages, TOOLS)
     assert [m["role"] for m in out] == ["system", "user"]
     assert out[0]["content"].startswith("Be exact.\n\n# Tools\n")
     assert out[1] == {"role": "user", "content": "Hi"}
 
 
 def test_text_messages_add_a_system_prompt_when_there_is_none() -> None:
-    out = to_text_messages([Message(role="user", content="Hi")], TOOLS)
+    out = HERMES.render_messages([Message(role="user", content="Hi")], TOOLS)
     assert out[0]["role"] == "system" and out[0]["content"].startswith("# Tools\n")
-    assert to_text_messages([Message(role="user", content="Hi")], None) == [
+    assert HERMES.render_messages([Message(role="user", content="Hi")], None) == [
         {"role": "user", "content": "Hi"}
     ]
 
@@ -293,7 +289,7 @@ def test_text_messages_turn_calls_and_results_into_plain_turns() -> None:
         Message(role="tool", content="v", tool_call_id="b"),
         Message(role="assistant", content="3 and v."),
     ]
-    out = to_text_messages(messages, None)
+    out = HERMES.render_messages(messages, None)
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user", "assistant"]
     assert out[2]["content"] == (
         '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>\n'
@@ -312,6 +308,6 @@ def test_tool_names_reads_openai_and_bare_schemas() -> None:
 
 
 def test_parse_error_feedback_names_the_error_and_the_format() -> None:
-    feedback = parse_error_feedback('tool call 1: missing "name"')
+    feedback = HERMES.feedback('tool call 1: missing "name"')
     assert feedback.startswith('Your tool call could not be read: tool call 1: missing "name"\n')
     assert '<tool_call>{"name": "<tool-name>", "arguments": {...}}</tool_call>' in feedback

@@ -12,7 +12,7 @@ from rk_agent.envs.registry import get_solver, make_env
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
 from rk_agent.rollouts.hf_policy import HFPolicy
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams
-from rk_agent.rollouts.tool_protocol import parse_tool_calls, render_tool_call
+from rk_agent.tool_calls import HERMES
 from rk_agent.trainers.episode_tokens import EpisodeTokens, SuffixRenderer
 from rk_agent.types import Message, StopReason
 
@@ -42,7 +42,7 @@ class ScriptedTokens(HFPolicy):
         text = self.replies.pop(0)
         ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         ids = [*ids[: sampling.max_tokens - 1], self.im_end]
-        reply = parse_tool_calls(self.tokenizer.decode(ids[:-1]), tools)
+        reply = HERMES.parse(self.tokenizer.decode(ids[:-1]), tools)
         return PolicyOutput(
             message=reply.message,
             prompt_token_ids=list(prompt_ids),
@@ -64,7 +64,7 @@ def _solver_replies() -> list[str]:
     replies = []
     while True:
         message = solve([Message.coerce(m) for m in observation], info["tools"])
-        calls = "\n".join(render_tool_call(c) for c in message.tool_calls or [])
+        calls = "\n".join(HERMES.render_call(c) for c in message.tool_calls or [])
         replies.append(calls or message.text)
         observation, _, terminated, truncated, _ = env.step(message)
         if terminated or truncated:
