@@ -1,8 +1,13 @@
 """rk_agent.envs: Gymnasium environments for multi-turn chat with tools and rewards.
 
-Importing this package registers the built-ins with Gymnasium (as Gymnasium's own packages do),
-so ``gymnasium.make("rk_agent/Tools-v0")`` works after ``import rk_agent.envs``. ``import
-rk_agent`` alone does not import Gymnasium.
+Importing this package registers the built-ins' Gymnasium ids, so
+``gymnasium.make("rk_agent/Tools-v0")`` works after ``import rk_agent.envs`` (Gymnasium 1.x
+writes it ``gymnasium.register_envs(rk_agent.envs)``), and ``gymnasium.make(
+"rk_agent.envs:rk_agent/Tools-v0")`` works with no import at all. This is the one import-time
+side effect in the package, kept on purpose: it is Gymnasium's contract for packages of
+environments, and it only adds ``"module:Class"`` strings to Gymnasium's registry (no
+environment module is imported; ``import rk_agent`` alone does not even import Gymnasium).
+rk-agent's own registry (`make_env`) needs none of it.
 
 Main names:
     ChatEnv, EpisodeState: the base class and its per-episode state.

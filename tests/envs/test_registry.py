@@ -253,3 +253,31 @@ def test_import_rk_agent_does_not_import_gymnasium_but_envs_registers() -> None:
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "ToolsEnv"
+
+
+def test_gymnasium_ids_register_on_import_of_rk_agent_envs_and_nothing_else_loads() -> None:
+    """The one import-time side effect: Gymnasium ids as strings; no env module is imported."""
+    code = (
+        "import sys, gymnasium\n"
+        "import rk_agent\n"
+        "assert 'rk_agent/Tools-v0' not in gymnasium.registry\n"
+        "import rk_agent.envs\n"
+        "assert 'rk_agent/Tools-v0' in gymnasium.registry\n"
+        "loaded = [m for m in ('rk_agent.envs.tools_env', 'rk_agent.envs.math_env',"
+        " 'rk_agent.envs.code_env', 'rk_agent.envs.guess_env') if m in sys.modules]\n"
+        "assert loaded == [], loaded\n"
+        "gymnasium.register_envs(rk_agent.envs)\n"
+        "print(type(gymnasium.make('rk_agent/Guess-v0').unwrapped).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "GuessEnv"
+
+
+def test_gymnasium_module_prefix_needs_no_import() -> None:
+    code = (
+        "import gymnasium\n"
+        "env = gymnasium.make('rk_agent.envs:rk_agent/Guess-v0')\n"
+        "print(type(env.unwrapped).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "GuessEnv"
