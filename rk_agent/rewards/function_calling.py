@@ -7,11 +7,14 @@ Main names:
         message against a list of expected calls, order-sensitive or not.
 
 Both read the model's calls from the last assistant message's ``tool_calls``.
-`match_function_call` also falls back to that message's text: the first
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block (Hermes / Qwen style; an
-unclosed block runs to the end of the text), or else the whole content when it is one JSON
-object with ``name`` and ``arguments`` (or ``parameters``), or a fenced ```` ```json ```` block
-holding one (`rk_agent.rewards.json_schema.parse_json_response`).
+`match_function_call` also falls back to that message's text, read with the same
+`rk_agent.tool_calls.ToolCallFormat` the rollout engine uses (``tool_call_format``, default
+``"hermes"``: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks), so the
+reward and the engine agree on whether a call parsed: the first call when the text's calls
+parse, a score of 0 with the format's parse error when they do not. Text with no call in the
+format still counts when the whole content is one JSON object with ``name`` and ``arguments``
+(or ``parameters``), or a fenced ```` ```json ```` block holding one
+(`rk_agent.rewards.json_schema.parse_json_response`).
 
 Broken JSON arguments from the model score 0 with a reason; a missing or malformed expectation
 or a bad option gives an invalid result (``is_score_valid=False``, ``error`` set).
@@ -35,6 +38,7 @@ from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.rewards._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.rewards.json_schema import parse_json_response
+from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
 __all__ = ["STRICTNESS_LEVELS", "match_function_call", "tool_calls_match"]
@@ -102,31 +106,27 @@ def _call_from_json_object(obj: Any) -> _Call | None:
     return _Call(obj["name"], arguments, problem)
 
 
-def _call_from_text(text: str) -> _Call | None:
+def _call_from_text(text: str, tool_format: ToolCallFormat) -> _Call | None:
     """A call written in the text (see the module docstring), or ``None`` if there is none."""
-    start = text.find("<tool_call>")
-    if start == -1:
-        parsed, value, _ = parse_json_response(text)
-        return _call_from_json_object(value) if parsed else None
-    body_start = start + len("<tool_call>")
-    end = text.find("</tool_call>", body_start)
-    body = text[body_start : end if end != -1 else len(text)]
-    try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        return _Call(None, None, f"the <tool_call> block is not valid JSON ({exc})")
-    call = _call_from_json_object(obj)
-    if call is None:
-        return _Call(None, None, 'the <tool_call> block has no "name"')
-    return call
+    reply = tool_format.parse(text)
+    if reply.parse_error is not None:
+        return _Call(None, None, f"the tool call could not be read: {reply.parse_error}")
+    if reply.message.tool_calls:
+        return _first_call(reply.message)
+    parsed, value, _ = parse_json_response(text)
+    return _call_from_json_object(value) if parsed else None
 
 
-def _model_call(message: Message) -> _Call | None:
+def _first_call(message: Message) -> _Call:
+    function = (message.tool_calls or [])[0].function
+    arguments, problem = _parse_arguments(function.arguments)
+    return _Call(function.name, arguments, problem)
+
+
+def _model_call(message: Message, tool_format: ToolCallFormat) -> _Call | None:
     if message.tool_calls:
-        function = message.tool_calls[0].function
-        arguments, problem = _parse_arguments(function.arguments)
-        return _Call(function.name, arguments, problem)
-    return _call_from_text(message.text)
+        return _first_call(message)
+    return _call_from_text(message.text, tool_format)
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,13 +267,15 @@ def match_function_call(
     expected_call_schema: dict[str, Any] | str | None = None,
     argument_match_strictness: str = "exact",
     ground_truth: Any = None,
+    tool_call_format: str | ToolCallFormat = "hermes",
     **kwargs: Any,
 ) -> EvaluateResult:
     """Score one function call against an expected name and arguments.
 
     The call is ``function_name`` / ``parsed_arguments`` when given; what is not given comes from
-    the last assistant message (its first ``tool_calls`` entry, else a ``<tool_call>`` block or
-    JSON object in its text, see the module docstring).
+    the last assistant message (its first ``tool_calls`` entry, else the first call its text
+    makes in ``tool_call_format``, or a JSON object as its whole text; see the module
+    docstring).
 
     The expected call (``expected_call_schema``, else ``ground_truth``; a dict or a JSON string;
     an OpenAI tool definition ``{"type": "function", "function": {...}}`` also works) has a
@@ -301,6 +303,9 @@ def match_function_call(
         expected_call_schema: the expected call, as above.
         argument_match_strictness: ``"exact"`` or ``"partial"``.
         ground_truth: the expected call when ``expected_call_schema`` is not given.
+        tool_call_format: the text format calls in the message's text are read with, a name
+            (``"hermes"``, ``"llama3_json"``) or a `rk_agent.tool_calls.ToolCallFormat`; use
+            the one the rollouts used.
         **kwargs: ignored.
 
     Returns:
@@ -308,7 +313,8 @@ def match_function_call(
         missing, extra and wrong arguments).
 
     Raises:
-        ConfigError: an unknown strictness or a malformed ``expected_call_schema``. A missing or
+        ConfigError: an unknown strictness or ``tool_call_format`` (`UnknownNameError`), or a
+            malformed ``expected_call_schema``. A missing or
             malformed ``ground_truth`` is a bad sample instead: an invalid result whose
             ``error`` starts with ``"ConfigError: "``.
 
@@ -326,6 +332,7 @@ def match_function_call(
             f" got {argument_match_strictness!r}."
             f"{did_you_mean(str(argument_match_strictness), STRICTNESS_LEVELS)}"
         )
+    tool_format = get_tool_call_format(tool_call_format)
     if expected_call_schema is not None:
         expected = _expected_call(expected_call_schema)  # a bad option: ConfigError propagates
     else:
@@ -333,14 +340,17 @@ def match_function_call(
             expected = _expected_call(ground_truth)
         except ConfigError as exc:
             return EvaluateResult.invalid(f"ConfigError: {exc}")
-    call = _given_or_model_call(messages, function_name, parsed_arguments)
+    call = _given_or_model_call(messages, function_name, parsed_arguments, tool_format)
     if isinstance(call, EvaluateResult):
         return call
     return _score_call(call, expected, argument_match_strictness)
 
 
 def _given_or_model_call(
-    messages: list[Message], function_name: str | None, parsed_arguments: Any
+    messages: list[Message],
+    function_name: str | None,
+    parsed_arguments: Any,
+    tool_format: ToolCallFormat,
 ) -> _Call | EvaluateResult:
     found: _Call | None = None
     if function_name is None or parsed_arguments is None:
@@ -350,7 +360,7 @@ def _given_or_model_call(
                 "reward 'function_call' reads the call from the last assistant message, but the "
                 "conversation has none; pass function_name= and parsed_arguments=, or the reply"
             )
-        found = _model_call(message)
+        found = _model_call(message, tool_format)
     name = function_name if function_name is not None else found.name if found else None
     if name is None:
         why = (found and found.problem) or "no function call in the last message"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.function import RewardFunction
 from rk_agent.rewards.function_calling import match_function_call, tool_calls_match
+from rk_agent.rewards.json_schema import parse_json_response
 from rk_agent.types import EvaluateResult, ToolCall
 
 USER = {"role": "user", "content": "What's the weather in Paris, in celsius?"}
@@ -251,7 +253,11 @@ def test_broken_tool_call_block_scores_zero_with_a_reason() -> None:
     content = '<tool_call>{"name": "get_weather", "arguments": {</tool_call>'
     result = call_score(messages=[USER, {"role": "assistant", "content": content}])
     assert result.score == 0.0
-    assert str(result.reason).startswith("the <tool_call> block is not valid JSON")
+    assert result.reason == (
+        "the tool call could not be read: tool call 1: invalid JSON at char 38 (Expecting "
+        "property name enclosed in double quotes) in "
+        """'{"name": "get_weather", "arguments": {'"""
+    )
 
 
 def test_no_call_at_all_scores_zero() -> None:
@@ -480,3 +486,117 @@ def test_malformed_expected_schemas(schema: Any, message: str) -> None:
                         ground_truth=schema)  # fmt: skip
     assert not result.is_score_valid
     assert result.error == f"ConfigError: {message}"
+
+
+# --------------------------------------------------------------------------------------------
+# match_function_call reads text calls as the engine does (rk_agent.tool_calls)
+
+
+def test_text_calls_in_another_format() -> None:
+    content = (
+        '<|python_tag|>{"name": "get_weather", "parameters": {"location": "Paris", "unit": "c"}}'
+    )
+    messages = [USER, {"role": "assistant", "content": content}]
+    assert call_score(messages=messages, tool_call_format="llama3_json").score == 1.0
+    hermes = call_score(messages=messages)  # the default format sees no call there
+    assert hermes.score == 0.0 and hermes.reason == "no function call in the last message"
+
+
+def test_an_unknown_tool_call_format_raises() -> None:
+    message = (
+        "unknown tool-call format 'llama'. Did you mean 'llama3_json'? Known tool-call formats"
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        call_score(messages=[USER, {"role": "assistant", "content": "x"}], tool_call_format="llama")
+
+
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "parameters": {"type": "object", "properties": {"a": {}, "b": {}}},
+    },
+}
+# Replies as models write them, good and bad, in both formats; every name is an offered tool's.
+CORPUS = [
+    '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
+    'Adding.\n<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>',
+    '<tool_call>\n```json\n{"name": "add", "arguments": {"a": 1}}\n```\n</tool_call>',
+    '<tool_call>[{"name": "add", "arguments": {"a": 5}}, {"name": "add"}]</tool_call>',
+    '<tool_call>{"name": "add", "arguments": {"a": 1}}',  # stopped before the closing tag
+    '<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call><tool_call>{"name": "add", '
+    '"arguments": {"a": </tool_call>',  # the second call is broken
+    '<tool_call>{"name": "add", "arguments": "a=1"}</tool_call>',
+    "<tool_call>{'name': 'add'}</tool_call>",
+    '<tool_call>{"arguments": {"a": 1}}</tool_call>',
+    '{"name": "add"}</tool_call>',
+    "<tool_call></tool_call>",
+    '{"name": "add", "parameters": {"a": 1, "b": 2}}',
+    '<|python_tag|>{"name": "add", "parameters": {"a": 1}}<|eom_id|>',
+    '{"type": "function", "name": "add", "parameters": {"a": 3}}',
+    '```json\n{"name": "add", "parameters": {"a": 1}}\n```',
+    '{"name": "add", "parameters": {"a": 1}}; {"name": "add", "parameters": {"a": 2}}',
+    'Let me add.\n{"name": "add", "parameters": {"a": 1}}',
+    '{"name": "add", "parameters": {"a": 1}',  # cut off
+    '{"name": "add", "parameters": {"a": 1}}\nDone.',
+    "<|python_tag|>",
+    "The sum is 3.",
+    "",
+]
+
+
+def _engine_replies(tool_call_format: str) -> list[Any]:
+    """Each corpus reply as `OpenAIPolicy`'s text protocol reads it, over loopback HTTP."""
+    from rk_agent.rollouts.openai_policy import OpenAIPolicy
+    from rk_agent.rollouts.policy import SamplingParams
+    from rk_agent.rollouts.stub_server import StubServer
+    from rk_agent.types import Message
+
+    async def read_all(policy: OpenAIPolicy) -> list[Any]:
+        try:
+            return [
+                await policy.generate([Message(role="user", content=text)], [ADD], SamplingParams())
+                for text in CORPUS
+            ]
+        finally:
+            await policy.aclose()
+
+    # the stub answers each request with its last user message: the corpus reply
+    with StubServer(lambda request: request["messages"][-1]["content"]) as server:
+        policy = OpenAIPolicy(
+            "m",
+            base_url=server.base_url,
+            native_tools=False,
+            tool_call_format=tool_call_format,
+        )
+        return asyncio.run(read_all(policy))
+
+
+@pytest.mark.parametrize("tool_call_format", ["hermes", "llama3_json"])
+def test_the_reward_and_the_engine_agree_on_whether_a_call_parsed(tool_call_format: str) -> None:
+    outputs = _engine_replies(tool_call_format)
+    parsed = failed = 0
+    for text, output in zip(CORPUS, outputs, strict=True):
+        calls = output.message.tool_calls or []
+        expected = {"name": "add", "arguments": {"a": 1}}
+        if calls:
+            expected = {"name": calls[0].function.name,
+                        "arguments": calls[0].function.parsed_arguments()}  # fmt: skip
+        messages = [USER, {"role": "assistant", "content": text}]
+        result = match_function_call(
+            messages, expected_call_schema=expected, tool_call_format=tool_call_format
+        )
+        if calls:  # the engine read calls: the reward reads the same first call
+            parsed += 1
+            assert result.score == 1.0, (text, result.reason)
+        elif output.parse_error is not None:  # the engine saw a broken call: so does the reward
+            failed += 1
+            assert result.score == 0.0, text
+            assert result.reason == f"the tool call could not be read: {output.parse_error}"
+        elif tool_call_format == "hermes" and parse_json_response(text)[0]:
+            # the one documented difference: a reply that is one JSON object (maybe fenced) is
+            # the reward's fallback, while the Hermes engine takes it as the final answer
+            assert result.metrics["function_name_match"].score == 1.0, text
+        else:  # no call either way
+            assert result.reason == "no function call in the last message", (text, result.reason)
+    assert parsed >= 5 and failed >= 5  # the corpus exercises both sides in each format
