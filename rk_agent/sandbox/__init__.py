@@ -15,30 +15,7 @@ Example:
     '42\\n'
 """
 
-from rk_agent.sandbox.runner import (
-    IsolationReport,
-    SandboxLimits,
-    SandboxMode,
-    SandboxResult,
-    SandboxStatus,
-    isolation_report,
-    process_limit_backend,
-    require_sandbox,
-    run_python,
-    run_python_async,
-    sandbox_mode,
-)
+from rk_agent._lazy import attach_stub
 
-__all__ = [
-    "IsolationReport",
-    "SandboxLimits",
-    "SandboxMode",
-    "SandboxResult",
-    "SandboxStatus",
-    "isolation_report",
-    "process_limit_backend",
-    "require_sandbox",
-    "run_python",
-    "run_python_async",
-    "sandbox_mode",
-]
+# The public names are listed once, in __init__.pyi (also read by type checkers).
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

@@ -14,34 +14,7 @@ Example:
     True
 """
 
-from rk_agent.server.app import (
-    API_KEY_ENV,
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_TIMEOUT_S,
-    BatchRequest,
-    BatchResponse,
-    EvaluateRequest,
-    check_bind,
-    check_port,
-    create_app,
-    is_loopback,
-    load_served_reward,
-    serve_rewards,
-    serving,
-)
+from rk_agent._lazy import attach_stub
 
-__all__ = [
-    "API_KEY_ENV",
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_TIMEOUT_S",
-    "BatchRequest",
-    "BatchResponse",
-    "EvaluateRequest",
-    "check_bind",
-    "check_port",
-    "create_app",
-    "is_loopback",
-    "load_served_reward",
-    "serve_rewards",
-    "serving",
-]
+# The public names are listed once, in __init__.pyi (also read by type checkers).
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)
