@@ -90,10 +90,10 @@ def translate_error(
     if isinstance(exc, openai.APIConnectionError):  # the SDK's timeout error is one too
         cause = _root_cause(exc)
         # The aiohttp transport reports any dropped connection as a connect *timeout*; the
-        # root cause tells a real timeout from a server that hung up.
-        if isinstance(exc, openai.APITimeoutError) and (
-            cause is exc or isinstance(cause, TimeoutError)
-        ):
+        # root cause (`TimeoutError`, or the HTTP library's `TimeoutException` on the sync
+        # transport) tells a real timeout from a server that hung up.
+        timed_out = {k.__name__ for k in type(cause).__mro__} & {"TimeoutError", "TimeoutException"}
+        if isinstance(exc, openai.APITimeoutError) and (cause is exc or timed_out):
             return EndpointError(
                 f"{url} did not answer within {endpoint.timeout_s:g}s (timeout)",
                 retryable=True,

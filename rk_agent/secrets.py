@@ -111,6 +111,9 @@ def redact(value: Any, secrets: Iterable[str | None] = ()) -> Any:
         secrets: values known to be secret (an API key the caller holds, `secret_values`);
             ``None`` and short ones are skipped.
 
+    Raises:
+        TypeError: ``secrets`` is a single string (wrap it in a list).
+
     Example:
         >>> redact({"hub_token": "hf_abc", "eos_token": "</s>", "note": "key sk-12345678"},
         ...        ["sk-12345678"])
@@ -118,6 +121,8 @@ def redact(value: Any, secrets: Iterable[str | None] = ()) -> Any:
         >>> redact("Authorization: Bearer abcdefgh12345 sent")
         'Authorization: Bearer *** sent'
     """
+    if isinstance(secrets, str):  # a str is an iterable of 1-character "secrets"
+        raise TypeError(f"redact: pass the secrets as a list, e.g. [key], not a {type(secrets)}")
     known = sorted(
         {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH},
         key=lambda s: (-len(s), s),  # a key that contains another is replaced whole

@@ -5,6 +5,7 @@ and command-line assignments, echoed JSON)."""
 from __future__ import annotations
 
 import doctest
+import re
 
 import httpx
 import pytest
@@ -144,3 +145,8 @@ def test_other_values_are_returned_as_they_are() -> None:
     marker = object()
     assert redact(marker, [SECRET]) is marker
     assert redact(3.5) == 3.5 and redact(None) is None
+
+
+def test_a_single_string_of_secrets_is_refused() -> None:
+    with pytest.raises(TypeError, match=re.escape("pass the secrets as a list, e.g. [key]")):
+        redact("text", SECRET)

@@ -8,13 +8,17 @@ Main names:
 
 The judge is any server speaking the OpenAI chat-completions API (OpenAI, Fireworks, vLLM,
 SGLang, ...), called with the ``openai`` SDK, which is imported on first use only. One client is
-built per (base URL, API key, timeout, retries) and reused, from any thread, so that connections
-are pooled across the thousands of calls of a training run.
+built per (base URL, API key, timeout) and reused, from any thread, so that connections are
+pooled across the thousands of calls of a training run. SDK errors become `EndpointError` at the
+one boundary, `rk_agent.openai_errors`; failed calls are retried under
+`rk_agent.retry.JUDGE_RETRY` (connection errors, timeouts, 408, 409, 429, 5xx, honouring
+``Retry-After``).
 
 Failures are data, never a silent 0: an endpoint that cannot be reached, answers with an error
 status or times out, and a reply with no readable score, all give an invalid result
 (``is_score_valid=False``) whose ``error`` says what happened. The API key is removed from every
-message this module writes (``error``, ``reason``, logs), even where a server echoes it back.
+message this module writes (``error``, ``reason``, logs), even where a server echoes it back
+(`rk_agent.secrets.redact`).
 """
 
 from __future__ import annotations
@@ -29,8 +33,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rk_agent.errors import ConfigError, EndpointError
+from rk_agent.openai_errors import NO_KEY, Endpoint, translate_error
+from rk_agent.retry import JUDGE_RETRY, retry_call
 from rk_agent.rewards._reply import no_reply
 from rk_agent.rewards.decorator import reward_function
+from rk_agent.secrets import redact
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
 if TYPE_CHECKING:
@@ -40,7 +47,6 @@ __all__ = ["JudgeScore", "close_judge_clients", "llm_judge_reward", "parse_judge
 
 logger = logging.getLogger("rk_agent.rewards.llm_judge")
 
-_NO_KEY = "EMPTY"  # what local servers (vLLM, SGLang) conventionally accept when none is needed
 _SNIPPET = 200
 _REASON_CHARS = 500
 
@@ -158,21 +164,20 @@ def _normalise(score: JudgeScore, low: float, high: float) -> float | None:
 # --------------------------------------------------------------------------------------------
 # Clients and the endpoint boundary
 
-_clients: dict[tuple[str | None, str, float, int], OpenAI] = {}
+_clients: dict[tuple[str | None, str, float], OpenAI] = {}
 _clients_lock = threading.Lock()
 
 
-def _client(base_url: str | None, api_key: str, timeout: float, max_retries: int) -> OpenAI:
-    """The shared client for these settings, built on first use."""
-    key = (base_url, api_key, float(timeout), int(max_retries))
+def _client(base_url: str | None, api_key: str, timeout: float) -> OpenAI:
+    """The shared client for these settings, built on first use (it never retries by itself:
+    `rk_agent.retry` does)."""
+    key = (base_url, api_key, float(timeout))
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
             from openai import OpenAI  # lazy: the SDK takes a noticeable time to import
 
-            client = OpenAI(
-                base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries
-            )
+            client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
             _clients[key] = client
         return client
 
@@ -190,46 +195,19 @@ def close_judge_clients() -> None:
         client.close()
 
 
-def _ask(client: OpenAI, request: dict[str, Any]) -> str | None:
-    """Send the request; translate every SDK failure into `EndpointError` here, and only here."""
+def _ask(client: OpenAI, request: dict[str, Any], endpoint: Endpoint) -> str | None:
+    """Send the request once; every SDK failure becomes an `EndpointError` at the one boundary,
+    `rk_agent.openai_errors.translate_error`."""
     import openai
 
-    url = str(client.base_url)
-    # The SDK retries timeouts, connection errors, 408, 409, 429 and 5xx, and nothing else.
-    tries = f"{client.max_retries + 1} attempt{'s' if client.max_retries else ''}"
+    url = endpoint.url
     try:
         completion = client.chat.completions.create(**request)
-    except openai.APITimeoutError as exc:
-        raise EndpointError(
-            f"the judge at {url} did not answer within {client.timeout}s ({tries})",
-            retryable=True,
-            url=url,
-        ) from exc
-    except openai.APIConnectionError as exc:
-        cause = exc.__cause__ or exc
-        raise EndpointError(
-            f"could not reach the judge at {url} ({tries}): {type(cause).__name__}: {cause}",
-            retryable=True,
-            url=url,
-        ) from exc
-    except openai.APIStatusError as exc:
-        status = exc.status_code
-        body = exc.response.text.strip()[:_SNIPPET]
-        retryable = status in (408, 409, 429) or status >= 500
-        raise EndpointError(
-            f"the judge at {url} answered HTTP {status}{f' ({tries})' if retryable else ''}: "
-            f"{body}",
-            status=status,
-            retryable=retryable,
-            url=url,
-        ) from exc
     except openai.OpenAIError as exc:
-        raise EndpointError(
-            f"the judge at {url} failed: {type(exc).__name__}: {exc}", url=url
-        ) from exc
+        raise translate_error(exc, endpoint, JUDGE_RETRY) from exc
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list) or not choices:
-        raise EndpointError(f"the judge at {url} sent a reply with no choices", url=url)
+        raise EndpointError(f"{url} sent a reply with no choices", url=url)
     message = getattr(choices[0], "message", None)
     content = getattr(message, "content", None)
     return content if isinstance(content, str) else None
@@ -279,11 +257,6 @@ def _user_prompt(
 # The reward
 
 
-def _redact(text: str, secret: str) -> str:
-    # Keys shorter than 6 characters are placeholders, not secrets; redacting them would garble.
-    return text.replace(secret, "***") if len(secret) >= 6 else text
-
-
 def _snippet(text: str) -> str:
     flat = " ".join(text.split())
     return repr(flat[:_SNIPPET] + ("..." if len(flat) > _SNIPPET else ""))
@@ -311,12 +284,15 @@ def _check_options(
     return low, high
 
 
-def _api_key(api_key: str | None, api_key_env: str, base_url: str | None) -> str:
-    key = api_key or os.environ.get(api_key_env)
+def _api_key(api_key: str | None, api_key_env: str, base_url: str | None) -> tuple[str, str]:
+    """The key, and where it came from."""
+    if api_key:
+        return api_key, "api_key"
+    key = os.environ.get(api_key_env)
     if key:
-        return key
+        return key, api_key_env
     if base_url is not None:
-        return _NO_KEY
+        return NO_KEY, "none"
     raise ConfigError(
         f"llm_judge reward: no API key for the judge. Pass api_key=..., set ${api_key_env}, or "
         "pass base_url= for a server that needs none"
@@ -337,7 +313,7 @@ def llm_judge_reward(
     temperature: float = 0.0,
     max_tokens: int | None = None,
     timeout: float = 60.0,
-    max_retries: int = 2,
+    max_retries: int = JUDGE_RETRY.max_retries,
     **kwargs: Any,
 ) -> EvaluateResult:
     """Ask an OpenAI-compatible model to grade the last assistant message against ``rubric``.
@@ -363,7 +339,8 @@ def llm_judge_reward(
         temperature: sampling temperature of the judge.
         max_tokens: a cap on the judge's reply, if any.
         timeout: seconds to wait for each attempt.
-        max_retries: retries on connection errors, timeouts, 408/409/429 and 5xx (with backoff).
+        max_retries: retries on connection errors, timeouts, 408/409/429 and 5xx (with backoff,
+            honouring ``Retry-After``; `rk_agent.retry.JUDGE_RETRY`).
         **kwargs: ignored.
 
     Returns:
@@ -390,7 +367,7 @@ def llm_judge_reward(
     )
     if position is None:
         return no_reply("llm_judge")
-    key = _api_key(api_key, api_key_env, base_url)
+    key, key_source = _api_key(api_key, api_key_env, base_url)
     request: dict[str, Any] = {
         "model": model,
         "temperature": temperature,
@@ -406,10 +383,17 @@ def llm_judge_reward(
     }
     if max_tokens is not None:
         request["max_tokens"] = max_tokens
+    client = _client(base_url, key, timeout)
+    endpoint = Endpoint(
+        url=str(client.base_url).rstrip("/"), model=model, key=key, key_source=key_source,
+        timeout_s=timeout,
+    )  # fmt: skip
     try:
-        reply = _ask(_client(base_url, key, timeout, max_retries), request)
+        reply = retry_call(
+            lambda: _ask(client, request, endpoint), JUDGE_RETRY.replace(max_retries=max_retries)
+        )
     except EndpointError as exc:
-        error = _redact(f"EndpointError: {exc}", key)
+        error = redact(f"EndpointError: the judge failed: {exc}", [key])
         logger.warning("llm_judge: %s", error)
         return EvaluateResult.invalid(error)
     return _result(reply or "", low, high, key)
@@ -421,18 +405,18 @@ def _result(reply: str, low: float, high: float, key: str) -> EvaluateResult:
     parsed = parse_judge_score(reply)
     if parsed is None:
         return EvaluateResult.invalid(
-            _redact(
-                f"the judge reply could not be parsed: no score found in {_snippet(reply)}", key
+            redact(
+                f"the judge reply could not be parsed: no score found in {_snippet(reply)}", [key]
             )
         )
     normalised = _normalise(parsed, low, high)
     scale = f"{parsed.out_of:g}" if parsed.out_of is not None else f"{low:g}-{high:g}"
     if normalised is None:
         return EvaluateResult.invalid(
-            _redact(
+            redact(
                 f"the judge's score {parsed.value:g} is outside its range {scale}: "
                 f"{_snippet(reply)}",
-                key,
+                [key],
             )
         )
     gave = (
@@ -444,6 +428,6 @@ def _result(reply: str, low: float, high: float, key: str) -> EvaluateResult:
     why = why[:_REASON_CHARS] + ("..." if len(why) > _REASON_CHARS else "")
     return EvaluateResult(
         score=normalised,
-        reason=_redact(f"{gave}: {why}", key),
+        reason=redact(f"{gave}: {why}", [key]),
         metrics={"judge_score": MetricResult(score=normalised, reason=gave)},
     )
