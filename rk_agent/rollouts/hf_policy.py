@@ -66,6 +66,7 @@ from rk_agent.rollouts.chat_template import (
 )
 from rk_agent.rollouts.local_model import DEFAULT_MODEL, is_embedded, resolve_model
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
+from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.types import Message
 
 if TYPE_CHECKING:
@@ -143,6 +144,8 @@ class HFPolicy(ChatTemplate):
         batching: ``False`` generates one request at a time (for comparisons).
         tool_format: ``"native"`` (the chat template renders tools), ``"text"`` (the text
             protocol), or ``"auto"``: native when the template supports tools.
+        tool_call_format: the text protocol's format, a `rk_agent.tool_calls.ToolCallFormat` or
+            its name: ``"hermes"`` (default, ``<tool_call>`` blocks) or ``"llama3_json"``.
         max_context: the context window in tokens; default: the model's
             ``max_position_embeddings``.
         name: recorded with trajectories; default: the model spec.
@@ -174,6 +177,7 @@ class HFPolicy(ChatTemplate):
         max_wait_ms: float = 20.0,
         batching: bool = True,
         tool_format: ToolFormat = "auto",
+        tool_call_format: str | ToolCallFormat = "hermes",
         max_context: int | None = None,
         name: str | None = None,
         generate_kwargs: dict[str, Any] | None = None,
@@ -203,6 +207,7 @@ class HFPolicy(ChatTemplate):
         self.generate_kwargs = dict(generate_kwargs or {})
         self.max_context = max_context or _max_positions(self.model)
         self.native_tools = native_tools(self.tokenizer, tool_format)
+        self.tool_call_format = get_tool_call_format(tool_call_format)
         self.eos_ids = end_of_turn_ids(self.tokenizer, self.model.generation_config)
         pad = self.tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else min(self.eos_ids)

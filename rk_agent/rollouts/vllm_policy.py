@@ -73,6 +73,7 @@ from rk_agent.rollouts.chat_template import (
 )
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.secrets import redact
+from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.types import Message
 
 if TYPE_CHECKING:
@@ -110,6 +111,8 @@ class VLLMPolicy(ChatTemplate):
         tool_format: ``"native"`` (the chat template renders tools), ``"text"`` (the text
             tool-call protocol in the system prompt) or ``"auto"`` (native when the template
             supports tools), as for `HFPolicy`.
+        tool_call_format: the text protocol's format, a `rk_agent.tool_calls.ToolCallFormat` or
+            its name: ``"hermes"`` (default, ``<tool_call>`` blocks) or ``"llama3_json"``.
         timeout_s: per-request timeout.
         max_retries: the SDK's retries of retryable failures; 0 disables them.
         extra_body: more request fields (``top_k``, ``min_p``, ``repetition_penalty``, ...).
@@ -128,6 +131,7 @@ class VLLMPolicy(ChatTemplate):
         api_key: str | None = None,
         eos_ids: Iterable[int] | None = None,
         tool_format: ToolFormat = "auto",
+        tool_call_format: str | ToolCallFormat = "hermes",
         timeout_s: float = 600.0,
         max_retries: int = 2,
         extra_body: Mapping[str, Any] | None = None,
@@ -145,6 +149,7 @@ class VLLMPolicy(ChatTemplate):
         self._key = api_key or NO_KEY
         self.eos_ids = set(eos_ids) if eos_ids is not None else end_of_turn_ids(tokenizer)
         self.native_tools = native_tools(tokenizer, tool_format)
+        self.tool_call_format = get_tool_call_format(tool_call_format)
         self.timeout_s = float(timeout_s)
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})

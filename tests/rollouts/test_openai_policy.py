@@ -441,6 +441,41 @@ def test_native_tools_false_uses_the_text_protocol() -> None:
     assert out.extra["tool_protocol"] == "text"
 
 
+def test_the_text_protocol_in_another_tool_call_format() -> None:
+    history = [
+        *MESSAGES,
+        Message.model_validate(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "c1", "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}
+                ],
+            }
+        ),
+        Message(role="tool", content="4", tool_call_id="c1"),
+    ]
+    reply = '<|python_tag|>{"name": "add", "parameters": {"a": 4, "b": 1}}<|eom_id|>'
+    with StubServer([reply]) as server:
+        policy = policy_for(server, native_tools=False, tool_call_format="llama3_json")
+        out = run(policy, lambda p: p.generate(history, [ADD], SamplingParams()))
+        body = server.chat_requests[0].body
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user"]
+    assert (
+        '"parameters": dictionary of argument name and its value}' in body["messages"][0]["content"]
+    )
+    assert body["messages"][2]["content"] == '{"name": "add", "parameters": {"a": 2, "b": 2}}'
+    assert body["messages"][3]["content"] == "Tool result:\n4"
+    assert out.parse_error is None and out.extra["tool_protocol"] == "text"
+    (call,) = out.message.tool_calls or []
+    assert call.function.name == "add" and call.function.parsed_arguments() == {"a": 4, "b": 1}
+
+
+def test_an_unknown_tool_call_format_is_refused_at_once() -> None:
+    message = "unknown tool-call format 'qwen'. Known tool-call formats: hermes, llama3_json."
+    with pytest.raises(UnknownNameError, match=re.escape(message)):
+        OpenAIPolicy("m", base_url="http://127.0.0.1:9/v1", tool_call_format="qwen")
+
+
 def test_without_tools_the_tool_protocol_is_none(server: StubServer) -> None:
     out = ask(policy_for(server, native_tools=False))
     assert out.extra["tool_protocol"] is None and out.message.content == "4"

@@ -12,6 +12,7 @@ import pytest
 from rk_agent.rollouts import stub_completions
 from rk_agent.rollouts.stub_server import Fault, StubServer
 from rk_agent.rollouts.testing import tool_call
+from rk_agent.tool_calls import LLAMA3_JSON
 
 PROMPT = [1, 17, 4, 9]
 
@@ -94,6 +95,15 @@ def test_tool_calls_are_written_as_tool_call_blocks(embedded_tok: Any) -> None:
     assert second["text"] == (
         '<tool_call>\n{"name": "lookup", "arguments": {"name": "France"}}\n</tool_call>'
     )
+
+
+def test_tool_calls_are_written_in_the_format_asked_for() -> None:
+    request = {"prompt": [5, 6]}
+    reply = {"text": "Checking.", "tool_calls": [{"name": "lookup", "arguments": {"k": 1}}]}
+    body = stub_completions.completions_body(
+        request, [reply], model="m", tokenizer=None, tool_call_format=LLAMA3_JSON
+    )
+    assert body["choices"][0]["text"] == 'Checking.\n{"name": "lookup", "parameters": {"k": 1}}'
 
 
 def test_max_tokens_cuts_the_reply_with_finish_reason_length(embedded_tok: Any) -> None:

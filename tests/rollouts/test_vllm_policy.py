@@ -89,6 +89,21 @@ def test_tool_calls_in_the_text_are_parsed(embedded_tok: Any) -> None:
     assert call.function.name == "add" and call.function.parsed_arguments() == {"a": 2}
 
 
+def test_the_text_protocol_in_another_tool_call_format(embedded_tok: Any) -> None:
+    reply = '<|python_tag|>{"name": "add", "parameters": {"a": 2}}'
+    messages = [Message(role="user", content="2 + 0?")]
+    with StubServer([reply], tokenizer=embedded_tok) as server:
+        policy = VLLMPolicy(
+            server.url, embedded_tok, tool_format="text", tool_call_format="llama3_json"
+        )
+        output = run(policy, lambda p: p.generate(messages, [ADD], SAMPLING))
+    prompt = embedded_tok.decode(server.completion_requests[0].body["prompt"])
+    assert '{"name": "<function-name>", "parameters": {"<argument-name>": <value>}}' in prompt
+    assert output.finish_reason == "tool_calls" and output.parse_error is None
+    (call,) = output.message.tool_calls or []
+    assert call.function.name == "add" and call.function.parsed_arguments() == {"a": 2}
+
+
 def test_a_reply_cut_at_max_tokens_has_finish_reason_length(embedded_tok: Any) -> None:
     with StubServer(["one two three four five"], tokenizer=embedded_tok) as server:
         policy = VLLMPolicy(server.url, embedded_tok)
