@@ -371,7 +371,11 @@ def deploy_metric_folders(
         method: ``"mean"``, ``"weighted_sum"``, ``"min"`` or ``"product"``.
         weights: ``{name: weight}`` for ``mean`` and ``weighted_sum``.
         requirements: pip requirements beyond the folders' own.
-        client, wait, poll_s, timeout_s, on_update: as for `deploy_reward`.
+        client: the API client (default: one from the environment's credentials).
+        wait: wait for the build to finish.
+        poll_s: seconds between polls.
+        timeout_s: how long to wait for the build.
+        on_update: called with the evaluator at each poll.
 
     Raises:
         ConfigError: a folder is not a valid metric folder, the id is not valid, or no API key
