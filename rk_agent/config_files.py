@@ -5,6 +5,7 @@ Main names: `read_yaml_mapping`, `rebase_paths`, `validation_problems`, `apply_o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,22 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def validation_problems(exc: ValidationError) -> str:
-    """A pydantic error as one line: ``field.sub: message; other: message``."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()
-    )
+def validation_problems(
+    exc: ValidationError,
+    locate: Callable[[tuple[int | str, ...]], tuple[int | str, ...]] | None = None,
+) -> str:
+    """A pydantic error as one line: ``field.sub: message; other: message``.
+
+    Args:
+        exc: the error.
+        locate: rewrites each error's location first (to name a field as the file spells it,
+            e.g. `rk_agent.envs.spec.flat_location`).
+    """
+    problems = []
+    for error in exc.errors():
+        location = locate(error["loc"]) if locate is not None else error["loc"]
+        problems.append(f"{'.'.join(str(p) for p in location) or '(top)'}: {error['msg']}")
+    return "; ".join(problems)
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -85,6 +97,8 @@ def rebase_paths(
             or reward mappings (``{name: ..., kwargs: ...}``, ``{combine: {...}, gate: ...}``).
         files: keys holding plain file or folder paths (``tasks``, ``trajectories``).
 
+        A dotted key reaches into a nested mapping (``env.tasks``).
+
     Example:
         >>> import pathlib, tempfile
         >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -96,12 +110,23 @@ def rebase_paths(
     """
     base = Path(config_path).parent
     for key in specs:
-        if key in data:
-            data[key] = _rebase_spec(data[key], base)
+        target, leaf = _parent(data, key)
+        if target is not None and leaf in target:
+            target[leaf] = _rebase_spec(target[leaf], base)
     for key in files:
-        if isinstance(data.get(key), str):
-            data[key] = _rebase_file(data[key], base)
+        target, leaf = _parent(data, key)
+        if target is not None and isinstance(target.get(leaf), str):
+            target[leaf] = _rebase_file(target[leaf], base)
     return data
+
+
+def _parent(data: dict[str, Any], key: str) -> tuple[dict[str, Any] | None, str]:
+    """The mapping holding a dotted key's last part (``None`` when a level is missing)."""
+    *parents, leaf = key.split(".")
+    target: Any = data
+    for parent in parents:
+        target = target.get(parent) if isinstance(target, dict) else None
+    return (target if isinstance(target, dict) else None), leaf
 
 
 def _rebase_spec(value: Any, base: Path) -> Any:

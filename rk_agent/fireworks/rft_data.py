@@ -122,8 +122,8 @@ def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool 
     if path.is_dir():
         run = RunDir.open(path)
         trajectories = run.read_trajectories()
-        env_name: str | None = env or run.config.env
-        env_kwargs = run.config.env_kwargs if env is None else {}
+        env_name: str | None = env or run.config.env.name
+        env_kwargs = run.config.env.kwargs if env is None else {}
         return _from_tasks([t.task for t in trajectories], "run", len(trajectories), path,
                            env_name if tools else None, env_kwargs)  # fmt: skip
     if not path.is_file():
@@ -137,7 +137,7 @@ def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool 
         config = path.parent / CONFIG_FILE
         if env is None and config.is_file():
             run_config = RunDir.open(path.parent).config
-            env_name, env_kwargs = run_config.env, run_config.env_kwargs
+            env_name, env_kwargs = run_config.env.name, run_config.env.kwargs
         elif env is None:
             names = {t.env for t in trajectories}
             env_name = names.pop() if len(names) == 1 else None

@@ -1,7 +1,9 @@
 """The rollout configuration: every option of ``rk-agent rollout``, from YAML and flags.
 
 A YAML file gives any option; command-line flags override it; the resolved configuration is
-saved with the run (``config.yaml``), API keys excluded.
+saved with the run (``config.yaml``), API keys excluded. The environment options (``env``,
+``env_kwargs``, ``tasks``, ``rewards``, ``max_turns``, ``seed``) are flat keys in files and
+flags and one `rk_agent.envs.spec.EnvSpec` in the config (``config.env``), shared with training.
 
 Main names: `RolloutConfig`, `FailurePolicy`, `load_rollout_config`.
 """
@@ -11,13 +13,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from rk_agent.config_files import (
     apply_overrides,
     read_yaml_mapping,
     rebase_paths,
     validation_problems,
+)
+from rk_agent.envs.spec import (
+    EnvSpec,
+    FlatEnvAttributes,
+    env_override_key,
+    flat_location,
+    flatten_env_keys,
+    nest_env_keys,
 )
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.policy import SamplingParams
@@ -44,13 +62,22 @@ class FailurePolicy(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
 
 
-class RolloutConfig(BaseModel):
+class RolloutConfig(FlatEnvAttributes, BaseModel):
     """Everything a rollout run needs. Saved as the run's ``config.yaml``.
 
+    The environment options are given flat, as in a config file (``RolloutConfig(env="math",
+    env_kwargs={"retries": 2}, seed=3)``), or as one `EnvSpec` (``env=EnvSpec(...)``); a flat
+    key wins over the same field of a spec given too. Saved, they are flat again. Read them
+    from ``config.env`` (``config.env.seed``); ``config.seed`` and the other flat attributes
+    still work, with a `DeprecationWarning`.
+
     Attributes:
-        env: environment: short name, Gymnasium id, ``file.py::Class`` or ``module:Class``.
-        env_kwargs: keyword arguments for the environment's constructor.
-        tasks: a JSONL dataset of tasks instead of the environment's generator.
+        env: the environment (`EnvSpec`): ``env`` (short name, Gymnasium id,
+            ``file.py::Class`` or ``module:Class``), ``env_kwargs`` (keyword arguments for its
+            constructor), ``tasks`` (a JSONL dataset of tasks instead of the environment's
+            generator), ``rewards`` (episode rewards replacing the environment's: names or
+            paths), ``max_turns`` (assistant turns per episode; ``None``: the environment's
+            default) and ``seed`` (task ``i`` is played with seed ``seed + i``).
         model: model name, hub id or local folder; ``None`` is the embedded default model.
         provider: ``fireworks``, ``openai`` or ``local``; ``solver`` plays the environment's
             reference solver (no model: solved episodes for an SFT warm start, or to check an
@@ -60,10 +87,7 @@ class RolloutConfig(BaseModel):
         n: number of tasks.
         group_size: samples per task (GRPO groups, pass@k).
         concurrency: episodes played at once.
-        max_turns: assistant turns per episode (``None``: the environment's default).
         episode_timeout_s: wall-time limit per episode.
-        seed: task ``i`` is played with seed ``seed + i``.
-        rewards: episode rewards replacing the environment's (names or paths).
         sampling: sampling parameters.
         failure_policy: what to do with failed episodes.
         output: the run directory (default: ``runs/<env>-<timestamp>``).
@@ -71,9 +95,7 @@ class RolloutConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    env: str = "tools"
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    tasks: str | None = None
+    env: EnvSpec = Field(default_factory=EnvSpec)
     model: str | None = None
     provider: Provider | None = None
     base_url: str | None = None
@@ -81,15 +103,21 @@ class RolloutConfig(BaseModel):
     n: int = Field(default=16, ge=1)
     group_size: int = Field(default=1, ge=1)
     concurrency: int = Field(default=8, ge=1)
-    max_turns: int | None = Field(default=None, ge=1)
     episode_timeout_s: float = Field(default=600.0, gt=0)
-    seed: int = 0
-    rewards: list[str] = Field(default_factory=list)
     sampling: SamplingParams = Field(
         default_factory=lambda: SamplingParams(temperature=0.7, max_tokens=256)
     )
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     output: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_env_keys(cls, data: Any) -> Any:
+        return nest_env_keys(data)
+
+    @model_serializer(mode="wrap")
+    def _flat_env_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return flatten_env_keys(handler(self))
 
 
 def load_rollout_config(
@@ -97,7 +125,8 @@ def load_rollout_config(
 ) -> RolloutConfig:
     """Read a YAML config (optional) and apply overrides (flags that were given).
 
-    Nested keys can be overridden with dotted names (``{"sampling.temperature": 0.2}``).
+    Nested keys can be overridden with dotted names (``{"sampling.temperature": 0.2}``); the
+    environment's are flat, as in a file (``{"env": "math", "env_kwargs.retries": 2}``).
 
     Raises:
         ConfigError: the file cannot be read or parsed, or an option is unknown or invalid
@@ -106,11 +135,14 @@ def load_rollout_config(
     data = {}
     if path is not None:  # its relative paths are read from its folder
         data = rebase_paths(
-            read_yaml_mapping(path), path, specs=("env", "rewards"), files=("tasks",)
-        )
-    apply_overrides(data, overrides)
+            read_yaml_mapping(path), path, specs=("env", "rewards", "env.rewards"),
+            files=("tasks", "env.tasks"),
+        )  # fmt: skip
+    data = nest_env_keys(data)  # then a flag reaches into an `env:` mapping the file gave
+    apply_overrides(data, {env_override_key(k): v for k, v in (overrides or {}).items()})
     try:
         return RolloutConfig.model_validate(data)
     except ValidationError as exc:
         where = f" in {path}" if path else ""
-        raise ConfigError(f"invalid rollout config{where}: {validation_problems(exc)}.") from exc
+        problems = validation_problems(exc, flat_location)
+        raise ConfigError(f"invalid rollout config{where}: {problems}.") from exc

@@ -43,7 +43,7 @@ class RolloutResult:
 
 
 def plan_slots(config: RolloutConfig, *, dataset_size: int | None) -> list[EpisodeSlot]:
-    """Every episode of a run: task ``i`` gets seed ``config.seed + i`` and ``group_size`` samples.
+    """Every episode of a run: task ``i`` gets seed ``config.env.seed + i``, ``group_size`` samples.
 
     With a dataset, task ``i`` is row ``i`` (``n`` may not exceed the dataset's size).
     """
@@ -51,7 +51,7 @@ def plan_slots(config: RolloutConfig, *, dataset_size: int | None) -> list[Episo
     for task_index in range(config.n):
         options = {"task_index": task_index} if dataset_size is not None else None
         for sample in range(config.group_size):
-            slots.append(EpisodeSlot(task_index, sample, config.seed + task_index, options))
+            slots.append(EpisodeSlot(task_index, sample, config.env.seed + task_index, options))
     return slots
 
 

@@ -295,7 +295,7 @@ class RunDir:
         manifest.started_at = manifest.started_at or now
         manifest.python = manifest.python or platform.python_version()
         manifest.packages = manifest.packages or _versions()
-        manifest.seed = self.config.seed
+        manifest.seed = self.config.env.seed
         manifest.status = status
         manifest.error = error
         manifest.updated_at = now

@@ -1,6 +1,10 @@
 """From a `RolloutConfig` to a finished run: build the policy and environments, check every
 input before any work starts, run the engine, write the summary.
 
+The environments come from the config's `rk_agent.envs.spec.EnvSpec` (``config.env.factory()``):
+one is built while checking and is the first the engine plays, and the factory knows the name
+trajectories record.
+
 Main names: `prepare_run`, `PreparedRun`, `build_policy`.
 """
 
@@ -8,16 +12,15 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.envs.task import Task, load_tasks
+from rk_agent.envs.spec import EnvFactory
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.registry import get_reward_function
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.policy import Policy
@@ -44,15 +47,27 @@ class PreparedRun:
     (``finished``; ``interrupted`` on Ctrl-C; ``failed`` with the error on any other exception,
     after saving the summary of what finished) and releases the lock. `finish` records an
     end explicitly.
+
+    Attributes:
+        config: the resolved configuration (``output`` set).
+        run_dir: the run directory, locked.
+        make_env: the environments' factory (``make_env()`` builds one); it knows their name.
+        policy: the model.
+        done: ids of episodes a resumed run already has.
+        uses_embedded_model: whether the embedded default model plays.
     """
 
     config: RolloutConfig
     run_dir: RunDir
-    make_env: Callable[[], ChatEnv]
-    env_name: str
+    make_env: EnvFactory
     policy: Policy
     done: set[str]
     uses_embedded_model: bool
+
+    @property
+    def env_name(self) -> str:
+        """The environment's registered name, recorded with each trajectory."""
+        return self.make_env.name
 
     async def play(self, on_episode: Callable[[Trajectory], None] | None = None) -> RolloutResult:
         """Run the engine; the policy is closed afterwards."""
@@ -77,6 +92,7 @@ class PreparedRun:
 
     def finish(self, status: RunStatus, error: str | None = None) -> None:
         """Record how the run ended (``run.json``) and release its lock (once)."""
+        self.make_env.close()  # the environment built as a check, if it was never played
         if self.run_dir.writable:
             try:
                 self.run_dir.finish(status, error)
@@ -146,51 +162,48 @@ def _prepare(
     config: RolloutConfig, run_dir: RunDir | None, api_key: str | None, policy: Policy | None
 ) -> PreparedRun:
     done = {t.id for t in run_dir.read_trajectories()} if run_dir is not None else set()
-    make_env, env_name = build_env_factory(config)
+    envs = _env_factory(config)
     uses_embedded = (
         policy is None
         and config.model is None
         and not config.base_url
         and config.provider != "solver"
     )
-    if policy is None:
-        policy = build_policy(config, api_key=api_key)
-    if run_dir is None:
-        output = config.output or _default_output(env_name)
-        config = config.model_copy(update={"output": output})
-        run_dir = RunDir.create(output, config)
-    return PreparedRun(config, run_dir, make_env, env_name, policy, done, uses_embedded)
+    try:
+        if policy is None:
+            policy = build_policy(config, api_key=api_key)
+        if run_dir is None:
+            output = config.output or _default_output(envs.name)
+            config = config.model_copy(update={"output": output})
+            run_dir = RunDir.create(output, config)
+    except BaseException:
+        envs.close()
+        raise
+    return PreparedRun(config, run_dir, envs, policy, done, uses_embedded)
+
+
+def _env_factory(config: RolloutConfig) -> EnvFactory:
+    """The config's environments, checked by building the first; ``n`` fits their dataset."""
+    envs = config.env.factory()
+    if envs.dataset_size is not None and config.n > envs.dataset_size:
+        envs.close()
+        raise ConfigError(
+            f"--n {config.n} asks for more tasks than {config.env.tasks or 'the dataset'} has "
+            f"({envs.dataset_size}); give --n {envs.dataset_size} or less."
+        )
+    return envs
 
 
 def build_env_factory(config: RolloutConfig) -> tuple[Callable[[], ChatEnv], str]:
-    """A factory of configured environments, checked by building one now."""
-    from rk_agent.envs.registry import get_env_class
-    from rk_agent.envs.registry import make_env as build_env
-
-    env_class = get_env_class(config.env)
-    kwargs: dict[str, Any] = dict(config.env_kwargs)
-    if config.max_turns is not None:
-        kwargs["max_turns"] = config.max_turns
-    if config.rewards:
-        kwargs["episode_rewards"] = {_reward_key(r): get_reward_function(r) for r in config.rewards}
-    if config.tasks is not None:
-        tasks: list[Task] = load_tasks(config.tasks)
-        if config.n > len(tasks):
-            raise ConfigError(
-                f"--n {config.n} asks for more tasks than {config.tasks} has ({len(tasks)})."
-            )
-        kwargs["tasks"] = tasks
-
-    def make_env() -> ChatEnv:
-        return env_class(**kwargs)
-
-    build_env(env_class, **kwargs).close()  # checks the arguments, with did-you-mean
-    return make_env, getattr(env_class, "env_name", config.env)
-
-
-def _reward_key(spec: str) -> str:
-    name = spec.rsplit("::", 1)[-1].rsplit(":", 1)[-1]
-    return name or spec
+    """Deprecated: use ``config.env.factory()`` (an `EnvFactory`, which knows ``.name``)."""
+    warnings.warn(
+        "build_env_factory(config) is deprecated: use config.env.factory(), whose .name is the "
+        "environment's name.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    envs = _env_factory(config)
+    return envs, envs.name
 
 
 def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy:
@@ -213,7 +226,9 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
                 "--provider solver plays the environment's reference solver; leave out "
                 "--model and --base-url."
             )
-        return FunctionPolicy(get_solver(config.env), name=f"{config.env}-reference-solver")
+        return FunctionPolicy(
+            get_solver(config.env.name), name=f"{config.env.name}-reference-solver"
+        )
     if config.base_url or provider in ("fireworks", "openai"):
         from rk_agent.rollouts.openai_policy import make_policy
 

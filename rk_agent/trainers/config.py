@@ -4,7 +4,10 @@ A YAML file gives any option; flags override it (dotted names for nested ones, s
 ``wandb.mode``); TRL's own options live under ``trl:`` and come from extra flags such as
 ``--learning_rate 1e-5`` (see `rk_agent.trainers.trl_args`). The resolved configuration is
 saved with the run as ``rk_agent_config.yaml``, secrets redacted. A run resumes from the last
-complete checkpoint in its output directory.
+complete checkpoint in its output directory. The environment options (``env``, ``env_kwargs``,
+``tasks``, ``rewards``, ``max_turns``, ``seed``) are flat keys in files and flags and one
+`rk_agent.envs.spec.EnvSpec` in the config (``config.env``), shared with rollouts;
+``sft_filter`` is an `rk_agent.trainers.sft_filter.SFTFilter`, checked when the config is read.
 
 Main names: `TrainConfig`, `WandbSettings`, `load_train_config`, `save_train_config`,
 `last_checkpoint`, `resume_checkpoint`.
@@ -24,7 +27,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from rk_agent.config_files import (
@@ -33,8 +44,18 @@ from rk_agent.config_files import (
     rebase_paths,
     validation_problems,
 )
+from rk_agent.envs.spec import (
+    ENV_KEYS,
+    EnvSpec,
+    FlatEnvAttributes,
+    env_override_key,
+    flat_location,
+    flatten_env_keys,
+    nest_env_keys,
+)
 from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.secrets import redact, secret_values
+from rk_agent.trainers.sft_filter import SFT_FILTER_FIELDS, SFTFilter
 
 __all__ = [
     "CONFIG_FILE",
@@ -69,17 +90,25 @@ class WandbSettings(BaseModel):
     mode: Literal["online", "offline", "disabled"] | None = None
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(FlatEnvAttributes, BaseModel):
     """Everything a training run needs. Saved as the run's ``rk_agent_config.yaml``.
+
+    The environment options are given flat, as in a config file (``TrainConfig(kind="grpo",
+    env="math", max_turns=2)``), or as one `EnvSpec` (``env=EnvSpec(...)``); a flat key wins
+    over the same field of a spec given too. Saved, they are flat again. Read them from
+    ``config.env``; ``config.seed`` and the other flat attributes still work, with a
+    `DeprecationWarning`.
 
     Attributes:
         kind: ``grpo`` (reinforcement learning on an environment) or ``sft`` (supervised
             fine-tuning on trajectories).
-        env: environment: short name, Gymnasium id, ``file.py::Class`` or ``module:Class``.
-        env_kwargs: keyword arguments for the environment's constructor.
-        tasks: a JSONL dataset of tasks instead of the environment's generator.
+        env: the environment (`EnvSpec`): ``env`` (short name, Gymnasium id,
+            ``file.py::Class`` or ``module:Class``), ``env_kwargs`` (keyword arguments for its
+            constructor), ``tasks`` (a JSONL dataset of tasks instead of the environment's
+            generator), ``rewards`` (episode rewards replacing the environment's: names or
+            paths), ``max_turns`` (assistant turns per episode; ``None``: the environment's
+            default) and ``seed`` (the first task seed).
         model: model name, hub id or local folder; ``None`` is the embedded default model.
-        rewards: episode rewards replacing the environment's (names or paths).
         multi_turn: GRPO plays whole episodes (tool calls and their results); ``False``
             trains on single-turn prompts from the tasks.
         loop: who plays multi-turn GRPO episodes. ``"rk"``: rk-agent's episode loop
@@ -89,10 +118,8 @@ class TrainConfig(BaseModel):
             tool environments; ``use_vllm``, ``vllm_mode`` and the other generation options
             then work exactly as TRL documents them.
         n_tasks: training tasks, drawn with seeds ``seed`` .. ``seed + n_tasks - 1``.
-        seed: the first task seed.
-        max_turns: assistant turns per episode (``None``: the environment's default).
         trajectories: SFT's source: a rollout run directory or a trajectories JSONL file.
-        sft_filter: which trajectories SFT keeps (fields of the SFT filter).
+        sft_filter: which trajectories SFT keeps (`SFTFilter`).
         output_dir: the run directory (default ``runs/train-<kind>-<env>-<timestamp>``).
         resume: ``"auto"`` resumes from the last checkpoint in ``output_dir`` if there is one;
             ``True`` requires one; ``False`` starts afresh; a path names the checkpoint.
@@ -104,22 +131,26 @@ class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["grpo", "sft"]
-    env: str = "tools"
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    tasks: str | None = None
+    env: EnvSpec = Field(default_factory=EnvSpec)
     model: str | None = None
-    rewards: list[str] = Field(default_factory=list)
     multi_turn: bool = True
     loop: Literal["rk", "trl"] = "rk"
     n_tasks: int = Field(default=64, ge=1)
-    seed: int = Field(default=0, ge=0)
-    max_turns: int | None = Field(default=None, ge=1)
     trajectories: str | None = None
-    sft_filter: dict[str, Any] = Field(default_factory=dict)
+    sft_filter: SFTFilter = Field(default_factory=SFTFilter)
     output_dir: str | None = None
     resume: bool | str = "auto"
     wandb: WandbSettings = Field(default_factory=WandbSettings)
     trl: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_env_keys(cls, data: Any) -> Any:
+        return nest_env_keys(data)
+
+    @model_serializer(mode="wrap")
+    def _flat_env_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return flatten_env_keys(handler(self))
 
     @model_validator(mode="after")
     def _resolve(self) -> TrainConfig:
@@ -131,7 +162,7 @@ class TrainConfig(BaseModel):
             )
         if self.output_dir is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-            self.output_dir = f"runs/train-{self.kind}-{_slug(self.env)}-{stamp}"
+            self.output_dir = f"runs/train-{self.kind}-{_slug(self.env.name)}-{stamp}"
         return self
 
 
@@ -157,23 +188,26 @@ def load_train_config(
     Args:
         path: a YAML file of `TrainConfig` options.
         overrides: options from flags; dotted names reach nested ones (``"wandb.mode"``);
-            ``None`` values (flags not given) are skipped.
+            ``None`` values (flags not given) are skipped. The environment's are flat, as in a
+            file (``"env"``, ``"max_turns"``).
         trl_overrides: TRL options from extra flags (`rk_agent.trainers.trl_args.
             parse_cli_overrides`), applied over the file's ``trl:`` section. An
             ``output_dir`` here moves to the top level.
 
     Raises:
         ConfigError: the file cannot be read or parsed, an option is unknown (with "did you
-            mean") or invalid (named), a TRL option has the wrong type or is
-            out of range, or TRL options do not fit together.
+            mean") or invalid (named), ``sft_filter`` is not a mapping of its fields or has a
+            bad value (the message lists the fields and their values), a TRL option has the
+            wrong type or is out of range, or TRL options do not fit together.
     """
     data = {}
     if path is not None:  # its relative paths are read from its folder
         data = rebase_paths(
-            read_yaml_mapping(path), path, specs=("env", "rewards"),
-            files=("tasks", "trajectories", "model"),
+            read_yaml_mapping(path), path, specs=("env", "rewards", "env.rewards"),
+            files=("tasks", "env.tasks", "trajectories", "model"),
         )  # fmt: skip
-    apply_overrides(data, overrides)
+    data = nest_env_keys(data)  # then a flag reaches into an `env:` mapping the file gave
+    apply_overrides(data, {env_override_key(k): v for k, v in (overrides or {}).items()})
     where = f" in {path}" if path else ""
     trl = data.get("trl") or {}
     if not isinstance(trl, dict):
@@ -182,13 +216,19 @@ def load_train_config(
     if "output_dir" in trl:
         data["output_dir"] = str(trl.pop("output_dir"))
     data["trl"] = trl
-    _check_names(data, TrainConfig, "", where)
+    _check_names(data, _option_names(), "", where)
     if isinstance(data.get("wandb"), dict):
-        _check_names(data["wandb"], WandbSettings, "wandb.", where)
+        _check_names(data["wandb"], _option_names(WandbSettings, "wandb."), "wandb.", where)
+    if isinstance(data.get("env"), dict):
+        _check_names(data["env"], _option_names(EnvSpec, "env."), "env.", where)
+    _check_sft_filter(data.get("sft_filter", {}), where)
     try:
         config = TrainConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"invalid train config{where}: {validation_problems(exc)}.") from exc
+        problems = validation_problems(exc, flat_location)
+        if any(error["loc"][:1] == ("sft_filter",) for error in exc.errors()):
+            problems += f". sft_filter takes: {SFT_FILTER_FIELDS}"
+        raise ConfigError(f"invalid train config{where}: {problems}.") from exc
     from rk_agent.trainers.trl_args import check_trl_combinations, validate_trl_values
     from rk_agent.trainers.trl_schema import schema_class
 
@@ -198,9 +238,32 @@ def load_train_config(
     return config
 
 
-def _check_names(data: dict[str, Any], model: type[BaseModel], prefix: str, where: str) -> None:
+def _option_names(model: type[BaseModel] = BaseModel, prefix: str = "") -> list[str]:
+    """The options of ``model`` as a file spells them (default: `TrainConfig`'s, flat)."""
+    if prefix:
+        return [prefix + name for name in model.model_fields]
+    names: list[str] = []
+    for name in TrainConfig.model_fields:
+        names.extend(ENV_KEYS if name == "env" else [name])
+    return names
+
+
+def _check_sft_filter(value: Any, where: str) -> None:
+    """``sft_filter`` is a mapping of `SFTFilter`'s fields (their values are pydantic's)."""
+    if not isinstance(value, dict | SFTFilter):
+        shown = "null" if value is None else f"{type(value).__name__} {value!r}"
+        raise ConfigError(
+            f"invalid train config{where}: sft_filter must be a mapping of filter fields, got "
+            f"{shown}. It takes: {SFT_FILTER_FIELDS}; e.g. sft_filter: {{min_reward: 0.5}}, or "
+            "leave it out to keep solved, unfailed episodes."
+        )
+    if isinstance(value, dict):
+        prefix = "sft_filter."
+        _check_names(value, _option_names(SFTFilter, prefix), prefix, where)
+
+
+def _check_names(data: dict[str, Any], known: list[str], prefix: str, where: str) -> None:
     """An unknown option gets "did you mean" (pydantic would only say extra inputs)."""
-    known = [prefix + name for name in model.model_fields]
     for name in (prefix + key for key in data):
         if name not in known:
             raise ConfigError(

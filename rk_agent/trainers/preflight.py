@@ -18,9 +18,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint
@@ -37,7 +34,6 @@ def check_train_inputs(config: TrainConfig) -> None:
       ``a/b`` where ``a`` is a local folder), an existing folder; anything else is a hub id.
     - ``resume``: a checkpoint folder that exists, or ``true`` with a checkpoint in
       ``output_dir`` (`rk_agent.trainers.config.resume_checkpoint`).
-    - ``sft_filter`` (SFT): fields of `rk_agent.trainers.sft_data.SFTFilter`.
     - ``rewards`` and ``env`` (GRPO): names the registries know, or code that loads; with
       ``loop: trl``, an environment TRL's tool loop can play (tools, no replies of its own).
 
@@ -45,16 +41,14 @@ def check_train_inputs(config: TrainConfig) -> None:
         ConfigError: the first of these that fails, naming the option and how to fix it
             (`UnknownNameError` with "did you mean" for an unknown env or reward).
     """
-    if config.kind == "grpo" and config.tasks is not None:
-        _check_tasks(config.tasks)
+    if config.kind == "grpo" and config.env.tasks is not None:
+        _check_tasks(config.env.tasks)
     if config.kind == "sft":
         _check_trajectories(str(config.trajectories))
     if config.model is not None:
         _check_model(config.model)
     resume_checkpoint(config)
-    if config.kind == "sft":
-        _check_sft_filter(config)
-    else:
+    if config.kind == "grpo":
         _check_rewards_and_env(config)
 
 
@@ -98,24 +92,14 @@ def _check_model(model: str) -> None:
     )
 
 
-def _check_sft_filter(config: TrainConfig) -> None:
-    from rk_agent.trainers.sft_data import SFTFilter
-
-    try:
-        SFTFilter.model_validate(config.sft_filter)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid sft_filter: {validation_problems(exc)}.") from exc
-
-
 def _check_rewards_and_env(config: TrainConfig) -> None:
     from rk_agent.envs.registry import get_env_class
     from rk_agent.rewards.registry import get_reward_function
 
-    for reward in config.rewards:
+    for reward in config.env.rewards:
         get_reward_function(reward)
-    get_env_class(config.env)
+    get_env_class(config.env.name)
     if config.loop == "trl" and config.multi_turn:
-        from rk_agent.envs.registry import make_env
         from rk_agent.trainers.trl_tool_env import check_trl_compatible
 
-        check_trl_compatible(make_env(config.env, **config.env_kwargs), config.env)
+        check_trl_compatible(config.env.make(), config.env.name)

@@ -25,10 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from rk_agent.config_files import validation_problems
-from rk_agent.errors import ConfigError, RkAgentError
+from rk_agent.errors import RkAgentError
 from rk_agent.rollouts.local_model import DEFAULT_MODEL
 from rk_agent.trainers.allocator import return_freed_memory
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_config
@@ -188,51 +185,30 @@ def _smoke_run(config: TrainConfig, args: Any) -> bool:
     return config.kind == "grpo" and bool(args.use_cpu) and not given
 
 
-def _env_kwargs(config: TrainConfig) -> dict[str, Any]:
-    kwargs = dict(config.env_kwargs)
-    if config.tasks is not None:
-        kwargs["tasks"] = config.tasks
-    if config.max_turns is not None:
-        kwargs["max_turns"] = config.max_turns
-    return kwargs
-
-
 def _grpo(config: TrainConfig, args: Any) -> Any:
+    # The spec's constructor arguments carry its rewards, max_turns and tasks (read once).
+    spec = config.env
+    common: dict[str, Any] = {
+        "args": args,
+        "model": config.model,
+        "env_kwargs": spec.constructor_kwargs(),
+        "n_tasks": None if spec.tasks is not None else config.n_tasks,
+        "seed": spec.seed,
+    }
     if config.loop == "trl":
         from rk_agent.trainers.trl_env import trl_grpo_trainer
 
-        return trl_grpo_trainer(
-            config.env,
-            args=args,
-            model=config.model,
-            env_kwargs=_env_kwargs(config),
-            n_tasks=None if config.tasks is not None else config.n_tasks,
-            seed=config.seed,
-            rewards=config.rewards or None,
-        )
+        return trl_grpo_trainer(spec.name, **common)
     from rk_agent.trainers.grpo import grpo_trainer
 
-    return grpo_trainer(
-        config.env,
-        args=args,
-        model=config.model,
-        env_kwargs=_env_kwargs(config),
-        n_tasks=None if config.tasks is not None else config.n_tasks,
-        seed=config.seed,
-        multi_turn=config.multi_turn,
-        rewards=config.rewards or None,
-    )
+    return grpo_trainer(spec.name, multi_turn=config.multi_turn, **common)
 
 
 def _sft(config: TrainConfig, args: Any, say: Callable[[str], None]) -> Any:
     from rk_agent.trainers.sft import build_sft_trainer
-    from rk_agent.trainers.sft_data import SFTFilter, build_sft_data
+    from rk_agent.trainers.sft_data import build_sft_data
 
-    try:
-        rules = SFTFilter.model_validate(config.sft_filter)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid sft_filter: {validation_problems(exc)}.") from exc
-    data = build_sft_data(str(config.trajectories), filter=rules)
+    data = build_sft_data(str(config.trajectories), filter=config.sft_filter)
     say(f"SFT data: {data.report}")
     fit = "max_length" not in config.trl  # TRL's default (1024) would cut long episodes
     trainer = build_sft_trainer(

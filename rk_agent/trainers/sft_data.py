@@ -22,7 +22,8 @@ rows, so a tool call's ``{"a": 1}`` next to another's ``{"b": 2}`` would come ba
 unit off in its last digit).
 
 Main names: `SFTFilter`, `DropReason`, `SelectionReport`, `SFTData`, `load_trajectories`,
-`select_trajectories`, `training_messages`, `build_sft_data`, `sft_dataset`.
+`select_trajectories`, `training_messages`, `build_sft_data`, `sft_dataset` (`SFTFilter` is
+defined in `rk_agent.trainers.sft_filter`, a light module a train config reads).
 
 Example::
 
@@ -42,12 +43,11 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from rk_agent.errors import ConfigError, DataError, NotAvailableError
 from rk_agent.rollouts.hf_policy import native_message
 from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, read_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.trainers.sft_filter import SFTFilter
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -68,30 +68,6 @@ __all__ = [
 
 Source = str | os.PathLike[str] | Sequence[Trajectory]
 """A run directory, a trajectories JSONL file, or trajectories already loaded."""
-
-
-class SFTFilter(BaseModel):
-    """Which trajectories become SFT examples.
-
-    Attributes:
-        success_only: keep only episodes the environment counts as solved.
-        min_reward: keep only episodes whose episode reward is at least this (``None``: no
-            threshold; an episode without a valid reward fails any threshold).
-        drop_failed: drop episodes that recorded a `Failure` (model errors, timeouts, ...).
-        max_per_task: keep at most this many samples of each task (by ``task.id``), those
-            with the highest total reward, so that easy tasks do not dominate.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    success_only: bool = True
-    min_reward: float | None = None
-    drop_failed: bool = True
-    max_per_task: int | None = Field(default=None, ge=1)
-
-    def describe(self) -> str:
-        """The settings as one line: ``success_only=True, min_reward=None, ...``."""
-        return ", ".join(f"{name}={value}" for name, value in self.model_dump().items())
 
 
 class DropReason(str, Enum):
@@ -311,7 +287,7 @@ def _tool_lookup(
         override = list(tools)
         return lambda name: override
     if config is not None:  # the run's environment, built with the run's arguments
-        run_tools = _env_tools(config.env, config.env_kwargs)
+        run_tools = _env_tools(config.env.name, config.env.kwargs)
         return lambda name: run_tools
     by_env = {name: _env_tools(name, {}) for name in sorted({t.env for t in trajectories})}
     return by_env.__getitem__

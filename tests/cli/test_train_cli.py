@@ -212,7 +212,10 @@ BAD_INPUT = [
      "trajectories: missing/ does not exist; give a run folder made by `rk-agent rollout` or a "
      "trajectories JSONL file (--trajectories RUN_DIR)."),
     (("sft", "--trajectories", "t.jsonl", "--max-per-task", "0"),
-     "invalid sft_filter: max_per_task: Input should be greater than or equal to 1."),
+     "invalid train config: sft_filter.max_per_task: Input should be greater than or equal to "
+     "1. sft_filter takes: success_only (true or false), min_reward (a number, or null for "
+     "none), drop_failed (true or false), max_per_task (an integer of at least 1, or null for "
+     "no limit)."),
 ]  # fmt: skip
 
 

@@ -35,11 +35,12 @@ def test_yaml_flags_and_trl_flags(tmp_path: Path) -> None:
     config = load_train_config(
         path, {"n_tasks": 16, "wandb.mode": "offline", "seed": None}, {"max_steps": 8}
     )
-    assert (config.kind, config.env, config.n_tasks, config.seed) == ("grpo", "math", 16, 0)
+    assert (config.kind, config.env.name, config.n_tasks) == ("grpo", "math", 16)
+    assert config.env.seed == 0
     assert (config.wandb.project, config.wandb.mode, config.wandb.enabled) == ("p", "offline", None)
     # `1e-5` is a string to PyYAML; the TRL field's type makes it a number.
     assert config.trl == {"learning_rate": 1e-5, "max_steps": 8}
-    assert (config.multi_turn, config.resume, config.rewards) == (True, "auto", [])
+    assert (config.multi_turn, config.resume, config.env.rewards) == (True, "auto", [])
 
 
 def test_paths_in_a_train_config_are_read_from_its_folder(
@@ -74,8 +75,8 @@ def test_output_dir_from_trl_moves_to_the_top(tmp_path: Path) -> None:
     ("overrides", "trl", "message"),
     [
         ({"kind": "grpo", "n_taks": 3}, {}, "unknown train config option 'n_taks'. Did you mean "
-         "'n_tasks'? Options are: kind, env, env_kwargs, tasks, model, rewards, multi_turn, loop, "
-         "n_tasks, seed, max_turns, trajectories, sft_filter, output_dir, resume, wandb, trl."),
+         "'n_tasks'? Options are: kind, env, env_kwargs, tasks, rewards, max_turns, seed, model, "
+         "multi_turn, loop, n_tasks, trajectories, sft_filter, output_dir, resume, wandb, trl."),
         ({"kind": "grpo", "wandb.projet": "p"}, {}, "unknown train config option "
          "'wandb.projet'. Did you mean 'wandb.project'? Options are: wandb.enabled, "
          "wandb.project, wandb.mode."),
@@ -156,9 +157,8 @@ def test_saved_config_round_trips_without_secrets(
     assert saved["env_kwargs"] == {"api_key": "***"}
     assert saved["trl"] == {"hub_token": "***", "max_steps": 3, "run_name": "run-***"}
     again = load_train_config(path)
-    assert again.model_dump(exclude={"env_kwargs", "trl"}) == config.model_dump(
-        exclude={"env_kwargs", "trl"}
-    )
+    assert again.model_dump(exclude={"env", "trl"}) == config.model_dump(exclude={"env", "trl"})
+    assert again.env == config.env.model_copy(update={"kwargs": {"api_key": "***"}})
 
 
 def _checkpoint(folder: Path, step: int, *, complete: bool = True) -> Path:
@@ -235,7 +235,14 @@ def test_bundled_train_configs_are_found() -> None:
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.name)
 def test_bundled_train_configs_are_valid(path: Path, tmp_path: Path) -> None:
     config = load_train_config(path)
-    assert config.env == "tools" and config.model is None
+    assert config.env.name == "tools" and config.model is None
+    given = yaml.safe_load(path.read_text())
+    saved = config.model_dump(mode="json")
+    assert {key: saved[key] for key in given if key != "trl"} == {
+        key: value for key, value in given.items() if key != "trl"
+    } | {"wandb": saved["wandb"]}
+    assert saved["wandb"] | given["wandb"] == saved["wandb"]
+    assert {key: saved["trl"][key] for key in given["trl"]} == given["trl"]
     args = build_trl_args(
         trl_config_class(config.kind), config.trl, output_dir=tmp_path, has_gpu=False
     )
@@ -281,3 +288,78 @@ def test_accelerate_configs_load_with_accelerate(name: str, kind: str) -> None:
     options = {action.dest for action in launch_command_parser()._actions}
     nested = {**(config.deepspeed_config or {}), **(config.fsdp_config or {})}
     assert set(nested) <= options
+
+
+SFT_FIELDS = (
+    "success_only (true or false), min_reward (a number, or null for none), drop_failed (true "
+    "or false), max_per_task (an integer of at least 1, or null for no limit)"
+)
+
+
+NOT_A_MAPPING = (
+    "invalid train config{where}: sft_filter must be a mapping of filter fields, got {got}. It "
+    "takes: " + SFT_FIELDS + "; e.g. sft_filter: {min_reward: 0.5}, or leave it out to keep "
+    "solved, unfailed episodes."
+)
+
+
+@pytest.mark.parametrize(
+    ("sft_filter", "message"),
+    [
+        ({"min_rewrd": 1}, "unknown train config option 'sft_filter.min_rewrd'{where}. Did you "
+         "mean 'sft_filter.min_reward'? Options are: sft_filter.success_only, "
+         "sft_filter.min_reward, sft_filter.drop_failed, sft_filter.max_per_task."),
+        ({"max_per_task": 0}, "invalid train config{where}: sft_filter.max_per_task: Input "
+         f"should be greater than or equal to 1. sft_filter takes: {SFT_FIELDS}."),
+        ({"success_only": "sometimes"}, "invalid train config{where}: sft_filter.success_only: "
+         "Input should be a valid boolean, unable to interpret input. sft_filter takes: "
+         f"{SFT_FIELDS}."),
+        ([0.5], NOT_A_MAPPING.replace("{got}", "list [0.5]")),
+        (None, NOT_A_MAPPING.replace("{got}", "null")),
+    ],
+)  # fmt: skip
+def test_sft_filter_is_checked_when_the_config_is_read(
+    sft_filter: Any, message: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"kind": "sft", "trajectories": "t", "sft_filter": sft_filter}))
+    expected = message.replace("{where}", f" in {path}")
+    with pytest.raises(ConfigError, match=f"^{re.escape(expected)}$"):
+        load_train_config(path)
+
+
+def test_sft_filter_is_typed_with_today_s_keys(tmp_path: Path) -> None:
+    from rk_agent.trainers.sft_data import SFTFilter
+
+    path = tmp_path / "c.yaml"
+    path.write_text("kind: sft\ntrajectories: t\nsft_filter: {min_reward: 0.5, max_per_task: 2}\n")
+    config = load_train_config(path, {"sft_filter.success_only": False})
+    assert config.sft_filter == SFTFilter(success_only=False, min_reward=0.5, max_per_task=2)
+    assert load_train_config(None, {"kind": "sft", "trajectories": "t"}).sft_filter == SFTFilter()
+    saved = load_train_config(save_train_config(config, tmp_path / "run"))
+    assert saved.sft_filter == config.sft_filter
+
+
+def test_flat_environment_keys_make_one_spec(tmp_path: Path) -> None:
+    from rk_agent.envs.spec import EnvSpec
+
+    (tmp_path / "tasks.jsonl").write_text('{"prompt": "2+2?", "ground_truth": "4"}\n')
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "kind: grpo\nenv: math\nenv_kwargs: {retries: 2}\ntasks: tasks.jsonl\n"
+        "rewards: [math]\nmax_turns: 2\nseed: 7\n"
+    )
+    config = load_train_config(path, {"seed": 8, "env_kwargs.retries": 1})
+    assert config.env == EnvSpec(name="math", kwargs={"retries": 1},
+                                 tasks=str(tmp_path / "tasks.jsonl"), rewards=["math"],
+                                 max_turns=2, seed=8)  # fmt: skip
+    assert TrainConfig(kind="grpo", env="math", seed=8).env == EnvSpec(name="math", seed=8)
+    saved = yaml.safe_load(save_train_config(config, tmp_path / "run").read_text())
+    assert {k: saved[k] for k in ("env", "env_kwargs", "tasks", "max_turns", "seed")} == {
+        "env": "math", "env_kwargs": {"retries": 1}, "tasks": str(tmp_path / "tasks.jsonl"),
+        "max_turns": 2, "seed": 8,
+    }  # fmt: skip
+    path.write_text("kind: grpo\nenv: {name: math, kwarg: {}}\n")
+    message = f"unknown train config option 'env.kwarg' in {path}. Did you mean 'env.kwargs'?"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_train_config(path)

@@ -90,19 +90,6 @@ def test_resume(tmp_path: Path) -> None:
     fails(grpo(tmp_path, resume=True), f"resume: true but {tmp_path / 'run'} has no complete")
 
 
-def test_sft_filter(tmp_path: Path) -> None:
-    run = tmp_path / "t.jsonl"
-    run.write_text("")
-    fails(
-        sft(tmp_path, run, sft_filter={"max_per_task": 0}),
-        "invalid sft_filter: max_per_task: Input should be greater than or equal to 1.",
-    )
-    fails(
-        sft(tmp_path, run, sft_filter={"min_rewrd": 1}),
-        "invalid sft_filter: min_rewrd: Extra inputs are not permitted.",
-    )
-
-
 def test_env_and_rewards_are_known_names_or_code(tmp_path: Path) -> None:
     fails(
         grpo(tmp_path, env="toolz"),

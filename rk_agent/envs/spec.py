@@ -1,0 +1,322 @@
+"""One environment as a run names it, and the one way to build it.
+
+A rollout run (`rk_agent.rollouts.config.RolloutConfig`) and a training run
+(`rk_agent.trainers.config.TrainConfig`) both hold an `EnvSpec` as their ``env`` option: which
+environment, its constructor's arguments, a task file, episode rewards replacing the
+environment's, the turn limit, and the seed of the first task. `EnvSpec.make` builds the
+environment through the registry (`rk_agent.envs.registry`); `EnvSpec.factory` builds the fresh
+ones a run needs, checked once, and knows the name trajectories record.
+
+Config files keep their flat keys (``env: math``, ``env_kwargs: {...}``, ``tasks: t.jsonl``,
+``rewards: [...]``, ``max_turns: 3``, ``seed: 0``): `nest_env_keys` lifts them into the spec
+when a config is read, `flatten_env_keys` writes them flat again when it is saved, and
+`flat_location` names a field in an error the way the file spells it.
+
+Main names: `EnvSpec`, `EnvFactory`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
+`env_override_key`, `flat_location`, `FlatEnvAttributes`.
+
+Example:
+    >>> spec = EnvSpec(name="guess", kwargs={"high": 10}, max_turns=4)
+    >>> env = spec.make()
+    >>> type(env).__name__, env.high, env.max_turns
+    ('GuessEnv', 10, 4)
+    >>> nest_env_keys({"env": "math", "env_kwargs": {"retries": 2}, "n": 4})
+    {'env': {'name': 'math', 'kwargs': {'retries': 2}}, 'n': 4}
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from rk_agent.envs.base import ChatEnv
+    from rk_agent.envs.task import Task
+
+__all__ = [
+    "ENV_KEYS",
+    "EnvFactory",
+    "EnvSpec",
+    "FlatEnvAttributes",
+    "env_override_key",
+    "flat_location",
+    "flatten_env_keys",
+    "nest_env_keys",
+]
+
+ENV_KEYS: Mapping[str, str] = {
+    "env": "name",
+    "env_kwargs": "kwargs",
+    "tasks": "tasks",
+    "rewards": "rewards",
+    "max_turns": "max_turns",
+    "seed": "seed",
+}
+"""Flat config key -> `EnvSpec` field, in the order configs list them."""
+
+_FIELD_KEYS = {field: key for key, field in ENV_KEYS.items()}
+
+
+class EnvSpec(BaseModel):
+    """Which environment a run plays, and how it is set up.
+
+    Attributes:
+        name: the environment: a registered name (``tools``), a Gymnasium id
+            (``rk_agent/Tools-v0``), ``package.module:Class`` or ``path/to/file.py::Class``.
+            Config key ``env``.
+        kwargs: keyword arguments for its constructor. Config key ``env_kwargs``.
+        tasks: a JSONL dataset of tasks instead of the environment's generator.
+        rewards: episode rewards replacing the environment's (names or ``file.py::fn`` paths);
+            each is recorded under its function's name (``file.py::exact`` as ``exact``).
+        max_turns: assistant turns per episode (``None``: the environment's default).
+        seed: task ``i`` is played with seed ``seed + i``.
+
+    Example:
+        >>> EnvSpec(name="math", rewards=["rk_agent.rewards.math:math_reward"]).make().max_turns
+        1
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "tools"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    tasks: str | None = None
+    rewards: list[str] = Field(default_factory=list)
+    max_turns: int | None = Field(default=None, ge=1)
+    seed: int = Field(default=0, ge=0)
+
+    def env_class(self) -> type[ChatEnv]:
+        """The environment's class (see `rk_agent.envs.registry.get_env_class`).
+
+        Raises:
+            UnknownNameError: no environment has that name (with "did you mean").
+        """
+        from rk_agent.envs.registry import get_env_class
+
+        return get_env_class(self.name)
+
+    def registered_name(self) -> str:
+        """The name the environment is registered under; trajectories record it.
+
+        ``rk_agent/Math-v0`` and ``rk_agent.envs.math_env:MathEnv`` are both ``math``; code
+        that no registered name points at keeps the spec as written.
+
+        Example:
+            >>> EnvSpec(name="rk_agent/Guess-v0").registered_name()
+            'guess'
+        """
+        from rk_agent.envs.registry import GYMNASIUM_IDS, REGISTRY
+
+        if self.name in REGISTRY.names():
+            return self.name
+        for short, gym_id in GYMNASIUM_IDS.items():
+            if self.name == gym_id:
+                return short
+        cls = self.env_class()
+        path = f"{cls.__module__}:{cls.__qualname__}"
+        for name, entry in {**REGISTRY.builtins, **REGISTRY.registered}.items():
+            if entry is cls or entry == path:
+                return name
+        return self.name
+
+    def constructor_kwargs(self, tasks: list[Task] | None = None) -> dict[str, Any]:
+        """The environment's constructor arguments: ``kwargs`` with ``max_turns``, the rewards
+        (loaded) and the tasks (``tasks``, or the file read now) set from the spec.
+
+        Raises:
+            ConfigError: a reward is unknown or does not load.
+            DataError: the task file cannot be read.
+        """
+        from rk_agent.envs.task import load_tasks
+        from rk_agent.rewards.registry import get_reward_function
+
+        kwargs = dict(self.kwargs)
+        if self.max_turns is not None:
+            kwargs["max_turns"] = self.max_turns
+        if self.rewards:
+            names = _reward_names(self.rewards)
+            loaded = [get_reward_function(spec) for spec in self.rewards]
+            kwargs["episode_rewards"] = dict(zip(names, loaded, strict=True))
+        if tasks is not None:
+            kwargs["tasks"] = tasks
+        elif self.tasks is not None:
+            kwargs["tasks"] = load_tasks(self.tasks)
+        return kwargs
+
+    def make(self) -> ChatEnv:
+        """Build the environment, its arguments checked first.
+
+        Raises:
+            UnknownNameError: no environment has that name (with "did you mean").
+            ConfigError: ``kwargs`` names an argument the environment does not take (the
+                message lists those it takes), a reward does not load, or the environment's
+                own checks fail.
+            DataError: the task file cannot be read.
+        """
+        from rk_agent.envs.registry import make_env
+
+        return make_env(self.name, **self.constructor_kwargs())
+
+    def factory(self) -> EnvFactory:
+        """An `EnvFactory` of this spec: one environment is built now, as a check."""
+        return EnvFactory(self)
+
+
+class EnvFactory:
+    """Fresh environments of one `EnvSpec`, one per call: what a run's workers play.
+
+    Building the factory builds the first environment (so a bad argument fails before any
+    work starts) and reads the task file once; the first call hands out that environment, the
+    next ones build new ones with the same arguments.
+
+    Args:
+        spec: the environment.
+
+    Attributes:
+        spec: the environment.
+        name: its registered name (`EnvSpec.registered_name`), recorded with trajectories.
+        dataset_size: how many tasks its dataset holds (``None``: generated tasks).
+
+    Raises:
+        ConfigError: see `EnvSpec.make`.
+
+    Example:
+        >>> factory = EnvSpec(name="rk_agent/Guess-v0").factory()
+        >>> factory.name, type(factory()).__name__, factory.dataset_size
+        ('guess', 'GuessEnv', None)
+    """
+
+    def __init__(self, spec: EnvSpec) -> None:
+        from rk_agent.envs.registry import make_env
+
+        self.spec = spec
+        self._kwargs = spec.constructor_kwargs()
+        self._first: ChatEnv | None = make_env(spec.name, **self._kwargs)
+        self._class = type(self._first)
+        self.name = spec.registered_name()
+        dataset = self._first.dataset
+        self.dataset_size: int | None = len(dataset) if dataset is not None else None
+
+    def __call__(self) -> ChatEnv:
+        """A fresh environment (the one built as a check, the first time)."""
+        first, self._first = self._first, None
+        return first if first is not None else self._class(**self._kwargs)
+
+    def close(self) -> None:
+        """Close the environment built as a check if it was never handed out."""
+        first, self._first = self._first, None
+        if first is not None:
+            first.close()
+
+    def __repr__(self) -> str:
+        return f"EnvFactory({self.name!r})"
+
+
+def _reward_names(specs: list[str]) -> list[str]:
+    """Each reward under its function's name; a name two rewards share keeps the full spec."""
+    short = [spec.rsplit("::", 1)[-1].rsplit(":", 1)[-1] or spec for spec in specs]
+    counts = Counter(short)
+    return [name if counts[name] == 1 else spec for name, spec in zip(short, specs, strict=True)]
+
+
+# --------------------------------------------------------------------------------------------
+# Flat config keys
+
+
+def nest_env_keys(data: Any) -> Any:
+    """A config mapping with its flat environment keys lifted into ``env`` (a new mapping).
+
+    ``env`` may be a name, a mapping of `EnvSpec` fields or an `EnvSpec`; a flat key given
+    too (``seed: 3``) wins over the same field inside ``env``, so flags override a file.
+    Anything but a mapping is returned as is (pydantic then says what is wrong with it).
+
+    Example:
+        >>> nest_env_keys({"env": {"name": "math", "seed": 1}, "seed": 2, "max_turns": 3})
+        {'env': {'name': 'math', 'seed': 2, 'max_turns': 3}}
+    """
+    if not isinstance(data, Mapping):
+        return data
+    rest = {key: value for key, value in data.items() if key not in ENV_KEYS}
+    env = data.get("env")
+    flat = {field: data[key] for key, field in ENV_KEYS.items() if key != "env" and key in data}
+    spec: EnvSpec | dict[str, Any]
+    if isinstance(env, EnvSpec):
+        spec = {**env.model_dump(), **flat} if flat else env
+    elif isinstance(env, Mapping):
+        spec = {**env, **flat}
+    else:
+        spec = {**({"name": env} if "env" in data else {}), **flat}
+    return {"env": spec, **rest} if spec or "env" in data else rest
+
+
+def flatten_env_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """A dumped config with its ``env`` written as the flat keys config files use.
+
+    Example:
+        >>> flatten_env_keys({"env": {"name": "math", "kwargs": {}, "seed": 0}, "n": 4})
+        {'env': 'math', 'env_kwargs': {}, 'seed': 0, 'n': 4}
+    """
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "env" and isinstance(value, dict):
+            out.update({_FIELD_KEYS[field]: item for field, item in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def env_override_key(key: str) -> str:
+    """A flag's dotted config key with a flat environment key moved under ``env``.
+
+    Example:
+        >>> env_override_key("env"), env_override_key("env_kwargs.sandbox"), env_override_key("n")
+        ('env.name', 'env.kwargs.sandbox', 'n')
+    """
+    head, dot, rest = key.partition(".")
+    field = ENV_KEYS.get(head)
+    return f"env.{field}{dot}{rest}" if field is not None else key
+
+
+def flat_location(location: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """A pydantic error location inside ``env`` as the flat key a config file uses.
+
+    Example:
+        >>> flat_location(("env", "kwargs", "high")), flat_location(("sampling", "top_p"))
+        (('env_kwargs', 'high'), ('sampling', 'top_p'))
+    """
+    if len(location) >= 2 and location[0] == "env" and location[1] in _FIELD_KEYS:
+        return (_FIELD_KEYS[str(location[1])], *location[2:])
+    return location
+
+
+def _moved(key: str) -> property:
+    field = ENV_KEYS[key]
+
+    def read(self: FlatEnvAttributes) -> Any:
+        warnings.warn(
+            f"config.{key} is deprecated: read config.env.{field} (the environment's options "
+            "are one EnvSpec, config.env).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(self.env, field)
+
+    return property(read, doc=f"Deprecated: ``env.{field}``.")
+
+
+class FlatEnvAttributes:
+    """Read-only, deprecated ``config.env_kwargs``, ``.tasks``, ``.rewards``, ``.max_turns`` and
+    ``.seed`` of a config holding an `EnvSpec` as ``env``: they moved into it."""
+
+    if TYPE_CHECKING:
+        env: EnvSpec
+
+    env_kwargs = _moved("env_kwargs")
+    tasks = _moved("tasks")
+    rewards = _moved("rewards")
+    max_turns = _moved("max_turns")
+    seed = _moved("seed")

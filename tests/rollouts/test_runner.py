@@ -1,0 +1,56 @@
+"""`prepare_run`: the environments come from the config's spec, built and checked once."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from rk_agent.envs import get_solver
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.runner import build_env_factory, prepare_run
+from rk_agent.rollouts.testing import FunctionPolicy
+
+
+def test_trajectories_record_the_registered_name_of_the_env(tmp_path: Path) -> None:
+    config = RolloutConfig(env="rk_agent/Guess-v0", n=2, concurrency=1, output=str(tmp_path / "r"))
+    with prepare_run(config, policy=FunctionPolicy(get_solver("guess"))) as run:
+        assert run.env_name == "guess"
+        result = asyncio.run(run.play())
+    assert {t.env for t in result.trajectories} == {"guess"}
+    assert {t.id for t in run.run_dir.read_trajectories()} == {"0-0", "1-0"}
+
+
+def test_the_default_run_folder_is_named_after_the_registered_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = RolloutConfig(env="rk_agent.envs.guess_env:GuessEnv", n=1)
+    with prepare_run(config, policy=FunctionPolicy(get_solver("guess"))) as run:
+        assert re.fullmatch(r"runs/guess-\d{8}-\d{6}", str(run.config.output))
+
+
+def test_n_must_fit_the_task_file(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"prompt": "2+2?", "ground_truth": "4"}\n')
+    config = RolloutConfig(env="math", tasks=str(tasks), n=3, output=str(tmp_path / "r"))
+    message = f"--n 3 asks for more tasks than {tasks} has (1); give --n 1 or less."
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        prepare_run(config, policy=FunctionPolicy(get_solver("math")))
+    assert not (tmp_path / "r").exists()  # checked before the run folder is made
+
+
+def test_a_bad_env_argument_fails_before_the_run_folder_is_made(tmp_path: Path) -> None:
+    config = RolloutConfig(env="guess", env_kwargs={"hihg": 3}, output=str(tmp_path / "r"))
+    with pytest.raises(ConfigError, match=re.escape("does not take 'hihg'. Did you mean 'high'?")):
+        prepare_run(config, policy=FunctionPolicy(get_solver("guess")))
+    assert not (tmp_path / "r").exists()
+
+
+def test_build_env_factory_still_works_with_a_warning() -> None:
+    with pytest.warns(DeprecationWarning, match=re.escape("use config.env.factory()")):
+        make_env, name = build_env_factory(RolloutConfig(env="rk_agent/Math-v0", max_turns=2))
+    assert name == "math" and make_env().max_turns == 2
