@@ -140,3 +140,12 @@ def test_feedback_quotes_the_parse_error(tool_format: ToolCallFormat) -> None:
     error = tool_format.parse("<|python_tag|><tool_call>{oops", TOOLS).parse_error
     assert error is not None
     assert error in tool_format.feedback(error)
+
+
+@pytest.mark.parametrize("module", ["", ".base", ".hermes", ".llama", ".registry"])
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    failures, tried = doctest.testmod(importlib.import_module(f"rk_agent.tool_calls{module}"))
+    assert failures == 0 and tried > 0

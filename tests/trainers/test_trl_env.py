@@ -536,3 +536,22 @@ def test_the_cli_refuses_guess_with_loop_trl(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode != 0
     assert GUESS_MESSAGE in " ".join(result.stderr.split())
+
+
+def test_replies_are_checked_in_the_envs_tool_call_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = trl_environment("tools", n_tasks=1)
+    instance = spec.environment_factory()
+    instance.reset(**_row(spec))
+    # Hermes (the default): a stray closing tag is a malformed call, as in rk-agent's own loop
+    stray = {"role": "assistant", "content": 'lookup {"name": "France"}</tool_call>'}
+    trl = episode_trajectory(instance, [stray])
+    assert trl.turns[0].parse_error == "</tool_call> at char 25 closes no <tool_call>"
+
+    monkeypatch.setattr(type(instance.env), "tool_call_format", "llama3_json")
+    instance.reset(**_row(spec))
+    broken = {"role": "assistant", "content": '{"name": "lookup", "parameters": {'}
+    trl = episode_trajectory(instance, [broken])
+    assert trl.turns[0].parse_error is not None
+    assert trl.turns[0].parse_error.startswith("tool call 1: invalid JSON at char 34")
+    feedback = instance.env.conversation[-1].text
+    assert feedback.startswith("Your function call could not be read: tool call 1: invalid JSON")
