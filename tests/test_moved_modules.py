@@ -10,6 +10,7 @@ import pytest
 MOVED = [
     ("rk_agent.rewards.sandbox", "rk_agent.sandbox", "run_python"),
     ("rk_agent.rewards.server", "rk_agent.server", "serving"),
+    ("rk_agent.rollouts.openai_errors", "rk_agent.openai_errors", "translate_error"),
 ]
 
 

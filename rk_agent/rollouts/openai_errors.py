@@ -12,12 +12,12 @@ from rk_agent.openai_errors import *  # noqa: F403  (the old module's names, all
 from rk_agent.openai_errors import __all__ as _moved
 from rk_agent.secrets import redact as _redact
 
-__all__ = [*_moved, "redact"]
+__all__ = _moved
 
 warnings.warn(
-    "rk_agent.rollouts.openai_errors moved to rk_agent.openai_errors (and its redact to "
-    "rk_agent.secrets.redact); import from there instead (the old path will be removed in a "
-    "later release)",
+    "rk_agent.rollouts.openai_errors moved to rk_agent.openai_errors; import from "
+    "rk_agent.openai_errors instead, and redact from rk_agent.secrets (the old path will be "
+    "removed in a later release)",
     DeprecationWarning,
     stacklevel=2,
 )
