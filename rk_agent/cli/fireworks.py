@@ -515,13 +515,35 @@ def list_jobs(
 
 @app.command("preview")
 def preview(
-    reward: Annotated[
-        str, typer.Option("--reward", help="The reward: a name, 'file.py::fn' or 'module:fn'.")
-    ],
     samples: Annotated[
         Path,
         typer.Option("--samples", "-s", help="JSONL file of samples (messages, ground_truth)."),
     ],
+    reward: Annotated[
+        str | None,
+        typer.Option("--reward", help="The reward: a name, 'file.py::fn' or 'module:fn'."),
+    ] = None,
+    metrics_folders: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics-folders",
+            "-m",
+            help="Instead of --reward: a Reward Kit metric folder as NAME=PATH (repeatable); "
+            "several make one evaluator scoring the mean of the folders' scores (see --combine).",
+        ),
+    ] = None,
+    combine: Annotated[
+        str,
+        typer.Option(
+            "--combine", help="With --metrics-folders: mean (default), weighted_sum, min, product."
+        ),
+    ] = "mean",
+    weight: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--weight", help="With --metrics-folders: NAME=NUMBER, a folder's weight (repeatable)."
+        ),
+    ] = None,
     max_samples: Annotated[
         int, typer.Option("--max-samples", help="How many samples the service scores.")
     ] = 5,
@@ -529,13 +551,23 @@ def preview(
         bool, typer.Option("--dry-run", help="Print the request; send nothing.")
     ] = False,
 ) -> None:
-    """Score samples with the reward on Fireworks, without deploying it."""
+    """Score samples with the reward (or metric folders) on Fireworks, without deploying it."""
     from rich.console import Console
     from rich.table import Table
 
     from rk_agent.fireworks.evaluators import preview_evaluator
+    from rk_agent.fireworks.packaging import EvaluatorPackage, package_metric_folders
     from rk_agent.jsonl import iter_jsonl
+    from rk_agent.rewards.metric_folders import parse_weights
 
+    _one_reward_source(reward, metrics_folders, "fireworks preview --samples s.jsonl",
+                       "--reward my_rewards.py::fn")  # fmt: skip
+    what: str | EvaluatorPackage = reward or ""
+    if metrics_folders:
+        what = package_metric_folders(
+            metrics_folders, method=_combine_method(combine),
+            weights=parse_weights(weight or ()) or None,
+        )  # fmt: skip
     rows = []
     for line in iter_jsonl(samples):
         if line.error is not None or line.value is None:
@@ -545,10 +577,11 @@ def preview(
         raise ConfigError(f"{samples} has no samples.")
     console = Console(soft_wrap=True)  # a URL is never broken across lines
     with _client(dry_run, console) as client:
-        result = preview_evaluator(reward, rows, max_samples=max_samples, client=client)
+        result = preview_evaluator(what, rows, max_samples=max_samples, client=client)
     if dry_run:
         return
-    table = Table(title=f"Preview of {reward} on Fireworks ({result.total_samples} samples)")
+    name = what.reward_name if isinstance(what, EvaluatorPackage) else what
+    table = Table(title=f"Preview of {name} on Fireworks ({result.total_samples} samples)")
     for column in ("#", "score", "ok", "reason"):
         table.add_column(column)
     for i, sample in enumerate(result.results):

@@ -196,3 +196,21 @@ def test_a_reward_or_folders_not_both(tutorial: Path, tmp_path: Path) -> None:
     assert bad.stderr == (
         "error: expected --combine to be one of mean, weighted_sum, min, product, got 'avg'.\n"
     )
+
+
+def test_fireworks_preview_of_metric_folders(
+    tutorial: Path, tmp_path: Path, fake: FakeFireworks
+) -> None:
+    env = shell_env(tmp_path, FIREWORKS_API_KEY=SECRET, FIREWORKS_API_BASE=fake.url)
+    done = run(
+        ["fireworks", "preview", "--metrics-folders", "relevance=./metrics/relevance",
+         "--samples", "./samples.jsonl"], tutorial, env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("│")[2:4] for line in done.stdout.splitlines() if line.startswith("│")]
+    assert [(score.strip(), ok.strip()) for score, ok in rows] == [
+        ("1.000", "yes"), ("0.667", "yes"), ("0.000", "yes"),
+    ]  # fmt: skip
+    sent = next(r for r in fake.requests if r.path.endswith(":previewEvaluator"))
+    files = sent.json["evaluator"]["criteria"][0]["codeSnippets"]["fileContents"]
+    assert "relevance/main.py" in files and "metric_folders_evaluator.py" in files
