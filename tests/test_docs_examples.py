@@ -76,7 +76,18 @@ def with_checked_prints(source: str) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+# Pages whose examples train or load a model: slow.
+SLOW_PAGES = {"training.md"}
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(page, marks=pytest.mark.slow) if page.name in SLOW_PAGES else page
+        for page in PAGES
+    ],
+    ids=lambda p: p.name,
+)
 def test_examples_run_as_documented(page: Path) -> None:
     blocks = [
         (n, src) for n, src in code_blocks(page.read_text()) if not any(s in src for s in SKIP)

@@ -114,6 +114,7 @@ def test_show_limits_all_and_a_run_without_failures(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--limit must be -1 (all), 0 or more, got -2." in bad.stderr
 
 
+@pytest.mark.slow  # loads the embedded model
 def test_a_run_of_the_embedded_model_ends_with_the_next_steps(tmp_path: Path) -> None:
     run = tmp_path / "first"
     out = rk("rollout", "--env", "tools", "--n", "1", "--max-turns", "1", "--max-tokens", "4",

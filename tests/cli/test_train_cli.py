@@ -45,6 +45,7 @@ def train_guess(
     )  # fmt: skip
 
 
+@pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
 def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -67,6 +68,34 @@ def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
     assert len(episodes) == 4  # 2 episodes per step; the resumed run did not replay step 0
 
 
+def test_grpo_plays_the_env_spec_of_its_flags(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """--tasks, --reward, --max-turns and --seed reach the environment through one EnvSpec."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(
+        json.dumps({"id": f"q{i}", "prompt": f"{i}+1?", "ground_truth": str(i + 1)}) + "\n"
+        for i in range(2)
+    ))  # fmt: skip
+    out = tmp_path / "run"
+    flags = ("--tasks", str(tasks), "--reward", "rk_agent.rewards.math:math_reward",
+             "--max-turns", "1", "--seed", "7", "--no-wandb", "--max_steps", "1")  # fmt: skip
+    trained = rk(
+        "train", "grpo", "--env", "rk_agent/Math-v0", "--model", str(tiny_model_dir),
+        "--output-dir", str(out), *TINY, *flags, env=_env(tmp_path),
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    saved = yaml.safe_load((out / "rk_agent_config.yaml").read_text())
+    assert {k: saved[k] for k in ("env", "tasks", "rewards", "max_turns", "seed")} == {
+        "env": "rk_agent/Math-v0", "tasks": str(tasks),
+        "rewards": ["rk_agent.rewards.math:math_reward"], "max_turns": 1, "seed": 7,
+    }  # fmt: skip
+    episodes = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert episodes and {(e["task"]["id"], e["seed"]) for e in episodes} <= {("q0", 7), ("q1", 8)}
+    assert {e["env"] for e in episodes} == {"math"}  # the registered name, as rollouts record
+    assert all(len(e["turns"]) == 1 for e in episodes)
+    assert all(set(e["episode"]["metrics"]) == {"math_reward"} for e in episodes)
+
+
+@pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
 def test_the_trained_folder_is_a_model_for_rk_agent_rollout(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -91,6 +120,7 @@ def test_the_trained_folder_is_a_model_for_rk_agent_rollout(
     assert len((tmp_path / "eval" / "trajectories.jsonl").read_text().splitlines()) == 2
 
 
+@pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
 def test_wandb_without_a_key_logs_offline_and_says_how_to_sync(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -135,6 +165,7 @@ def test_wandb_without_a_key_logs_offline_and_says_how_to_sync(
     assert len(list((out / "wandb").glob("offline-run-*"))) == 2 and len(ids) == 1
 
 
+@pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
 def test_sft_from_a_rollout_run(tmp_path: Path, tiny_model_dir: Path) -> None:
     with StubServer(call_first_tool_then_answer("Answer: 42"), api_key=SECRET) as stub:
         rolled = rk(
