@@ -62,9 +62,14 @@ def deploy(
     reward: Annotated[
         str | None,
         typer.Argument(
+            metavar="REWARD",
             help="The reward: 'my_rewards.py::fn', 'package.module:fn' or a name (or give "
-            "--metrics-folders instead)."
+            "--metrics-folders instead).",
         ),
+    ] = None,
+    more_folders: Annotated[
+        list[str] | None,
+        typer.Argument(hidden=True, metavar="NAME=PATH", help="More metric folders after -m."),
     ] = None,
     metrics_folders: Annotated[
         list[str] | None,
@@ -118,19 +123,89 @@ def deploy(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the requests; send nothing.")
     ] = False,
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            help="Where the reward runs: fireworks (an evaluator), docker (a build context), "
+            "gcp-cloud-run or aws-lambda. See the 'Serving rewards' docs page.",
+        ),
+    ] = "fireworks",
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Self-hosted targets: the folder to write."),
+    ] = None,
+    build: Annotated[
+        bool, typer.Option("--build", help="docker: build the image (docker or podman).")
+    ] = False,
+    tag: Annotated[str | None, typer.Option("--tag", help="docker: the image name.")] = None,
+    region: Annotated[
+        str | None, typer.Option("--region", help="gcp-cloud-run / aws-lambda: the region.")
+    ] = None,
+    project: Annotated[
+        str | None, typer.Option("--project", help="gcp-cloud-run: the Google Cloud project.")
+    ] = None,
+    service: Annotated[
+        str | None, typer.Option("--service", help="gcp-cloud-run: the service name.")
+    ] = None,
+    function: Annotated[
+        str | None, typer.Option("--function", help="aws-lambda: the function name.")
+    ] = None,
+    server_api_key: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="RK_AGENT_SERVER_API_KEY",
+            help="gcp-cloud-run / aws-lambda: the served reward's bearer key. Default: "
+            "$RK_AGENT_SERVER_API_KEY. Shown as ***.",
+            show_default=False,
+            show_envvar=False,
+        ),
+    ] = None,
+    api_key_secret: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-secret",
+            help="gcp-cloud-run / aws-lambda: the secret (Secret Manager / Secrets Manager) "
+            "that holds the key, instead of --api-key.",
+        ),
+    ] = None,
+    rk_agent_requirement: Annotated[
+        str | None,
+        typer.Option(
+            "--rk-agent-requirement",
+            help="Self-hosted targets: how the image installs rk-agent (default: this version, "
+            "pinned).",
+        ),
+    ] = None,
 ) -> None:
     """Deploy a reward function as a Fireworks evaluator (create, or update with --force).
 
     Packages the reward's file, its requirements and an entry point (main.py::evaluate),
     uploads them and waits for the build. Deploying unchanged code again reuses the evaluator.
     With --metrics-folders (Reward Kit's form) the folders become one evaluator: its score is
-    the mean of the folders' scores unless --combine or --weight say otherwise.
+    the mean of the folders' scores unless --combine or --weight say otherwise. With
+    --target docker, gcp-cloud-run or aws-lambda the reward is served by `rk-agent serve` (or
+    Mangum) in a container you host instead.
     """
     from rich.console import Console
 
     from rk_agent.fireworks.evaluators import deploy_metric_folders, deploy_reward
 
+    given = [*([reward] if reward is not None else []), *(more_folders or [])]
+    reward, metrics_folders = _positionals(given, metrics_folders, "deploy")
     _one_reward_source(reward, metrics_folders, "deploy", "my_rewards.py::fn")
+    if target != "fireworks":
+        from rk_agent.selfhost.command import deploy_elsewhere
+
+        deploy_elsewhere(
+            target, reward, metrics_folders=metrics_folders, evaluator_id=evaluator_id,
+            description=description, force=force, requirements=requirement or (),
+            include=include or (), dry_run=dry_run, output=output, build=build, tag=tag,
+            region=region, project=project, service=service, function=function,
+            api_key=server_api_key, api_key_secret=api_key_secret, rk_agent=rk_agent_requirement,
+        )  # fmt: skip
+        return
     if include and metrics_folders:
         raise ConfigError(
             "--include applies to a reward file, not to --metrics-folders (each folder is packed "
@@ -203,6 +278,25 @@ def _one_reward_source(
             f"expected a reward or --metrics-folders, got neither. Try `rk-agent {command} "
             f'{example}` or `rk-agent {command} --metrics-folders "relevance=./metrics/relevance"`.'
         )
+
+
+def _positionals(
+    given: list[str] | None, metrics_folders: list[str] | None, command: str
+) -> tuple[str | None, list[str] | None]:
+    """The reward, and the metric folders with any given Reward Kit's way.
+
+    Reward Kit's ``--metrics-folders a=./a b=./b`` lists several folders after one flag; the
+    later ones arrive here as positional arguments.
+    """
+    given = list(given or [])
+    if metrics_folders and given and all("=" in g and "::" not in g for g in given):
+        return None, [*metrics_folders, *given]
+    if len(given) > 1:
+        raise ConfigError(
+            f"expected one reward, got {len(given)} ({', '.join(map(repr, given))}). Give one "
+            f"reward per `rk-agent {command}`, or several metric folders with --metrics-folders."
+        )
+    return (given[0] if given else None), metrics_folders
 
 
 def _combine_method(method: str) -> Any:

@@ -74,6 +74,10 @@ def preview(
         int | None,
         typer.Option("--max-samples", help="Score only the first N samples (default: all)."),
     ] = None,
+    more_folders: Annotated[
+        list[str] | None,
+        typer.Argument(hidden=True, metavar="NAME=PATH", help="More metric folders after -m."),
+    ] = None,
     kwargs: Annotated[
         str | None,
         typer.Option(
@@ -106,12 +110,20 @@ def preview(
     from rk_agent.rewards.metric_folders import metric_folders_reward, parse_weights
     from rk_agent.rewards.preview import preview_samples
 
+    if more_folders:
+        if not metrics_folders:
+            raise ConfigError(
+                f"unexpected argument {more_folders[0]!r}: rk-agent preview takes options "
+                "(--reward, --config or --metrics-folders, and --samples)."
+            )
+        # Reward Kit's `--metrics-folders a=./a b=./b`: the later folders come as arguments.
+        metrics_folders = [*metrics_folders, *more_folders]
     bound = _parse_kwargs(kwargs)
     given = [reward is not None, config is not None, bool(metrics_folders)]
     if sum(given) != 1:
         raise ConfigError(
-            "give the reward with exactly one of --reward NAME|PATH, --config FILE or "
-            "--metrics-folders NAME=PATH."
+            "give the reward with either --reward NAME|PATH, --config FILE or "
+            "--metrics-folders NAME=PATH (exactly one of them)."
         )
     if metrics_folders:
         from rk_agent.cli.fireworks import _combine_method

@@ -190,7 +190,10 @@ def test_a_reward_or_folders_not_both(tutorial: Path, tmp_path: Path) -> None:
     mixed = run(["preview", "--reward", "math", "-m", "relevance=./metrics/relevance",
                  "--samples", "samples.jsonl"], tutorial, env)  # fmt: skip
     assert mixed.returncode == 2
-    assert "exactly one of --reward NAME|PATH, --config FILE or --metrics-folders" in mixed.stderr
+    assert mixed.stderr == (
+        "error: give the reward with either --reward NAME|PATH, --config FILE or "
+        "--metrics-folders NAME=PATH (exactly one of them).\n"
+    )
     bad = run(["preview", "-m", "relevance=./metrics/relevance", "--combine", "avg",
                "--samples", "samples.jsonl"], tutorial, env)  # fmt: skip
     assert bad.stderr == (
@@ -214,3 +217,31 @@ def test_fireworks_preview_of_metric_folders(
     sent = next(r for r in fake.requests if r.path.endswith(":previewEvaluator"))
     files = sent.json["evaluator"]["criteria"][0]["codeSnippets"]["fileContents"]
     assert "relevance/main.py" in files and "metric_folders_evaluator.py" in files
+
+
+def test_several_folders_after_one_flag_as_reward_kit_writes_them(
+    tutorial: Path, tmp_path: Path
+) -> None:
+    env = shell_env(tmp_path, FIREWORKS_API_KEY=SECRET)
+    listed = run(
+        ["preview", "--metrics-folders", "relevance=./metrics/relevance",
+         "again=./metrics/relevance", "--samples", "./samples.jsonl", "--json"], tutorial, env,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["reward"] == "relevance+again"
+    dry = run(
+        ["deploy", "--id", "two", "--metrics-folders", "relevance=./metrics/relevance",
+         "again=./metrics/relevance", "--dry-run"], tutorial, env,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert "again/main.py, main.py, metric_folders_evaluator.py, relevance/main.py" in dry.stdout
+    stray = run(["preview", "--samples", "./samples.jsonl", "extra"], tutorial, env)
+    assert stray.stderr == (
+        "error: unexpected argument 'extra': rk-agent preview takes options (--reward, --config "
+        "or --metrics-folders, and --samples).\n"
+    )
+    two = run(["deploy", "a.py::f", "b.py::g"], tutorial, env)
+    assert two.stderr == (
+        "error: expected one reward, got 2 ('a.py::f', 'b.py::g'). Give one reward per "
+        "`rk-agent deploy`, or several metric folders with --metrics-folders.\n"
+    )
