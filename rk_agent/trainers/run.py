@@ -186,7 +186,8 @@ def _smoke_run(config: TrainConfig, args: Any) -> bool:
 
 
 def _grpo(config: TrainConfig, args: Any) -> Any:
-    # The spec's constructor arguments carry its rewards, max_turns and tasks (read once).
+    # The spec's constructor arguments carry its rewards, max_turns and tasks (read once); the
+    # registered name builds the same class and is what trajectories record, as in rollouts.
     spec = config.env
     common: dict[str, Any] = {
         "args": args,
@@ -198,10 +199,10 @@ def _grpo(config: TrainConfig, args: Any) -> Any:
     if config.loop == "trl":
         from rk_agent.trainers.trl_env import trl_grpo_trainer
 
-        return trl_grpo_trainer(spec.name, **common)
+        return trl_grpo_trainer(spec.registered_name(), **common)
     from rk_agent.trainers.grpo import grpo_trainer
 
-    return grpo_trainer(spec.name, multi_turn=config.multi_turn, **common)
+    return grpo_trainer(spec.registered_name(), multi_turn=config.multi_turn, **common)
 
 
 def _sft(config: TrainConfig, args: Any, say: Callable[[str], None]) -> Any:

@@ -91,8 +91,8 @@ def test_grpo_plays_the_env_spec_of_its_flags(tmp_path: Path, tiny_model_dir: Pa
     episodes = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert episodes and {(e["task"]["id"], e["seed"]) for e in episodes} <= {("q0", 7), ("q1", 8)}
     assert {e["env"] for e in episodes} == {"math"}  # the registered name, as rollouts record
-    assert all(len(e["turns"]) == 1 for e in episodes)
-    assert all(set(e["episode"]["metrics"]) == {"math_reward"} for e in episodes)
+    assert all(len(e["turns"]) <= 1 for e in episodes)
+    assert all("math_reward" in e["episode"]["metrics"] for e in episodes)  # its function's name
 
 
 @pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
