@@ -1,10 +1,11 @@
 """Where ``reward.deploy(...)`` sends a reward: deploy targets by name, loaded when used.
 
 The core reward types know no deploy target. ``reward.deploy(target="fireworks")`` (the default)
-looks the target up here and calls it; the built-in one is a ``"module:attr"`` string, so the
+looks the target up here and calls it; the built-in ones are ``"module:attr"`` strings, so the
 Fireworks client (and httpx) load only for a deploy, and the reward API does not depend on the
-package that deploys it. Other packages add targets with the ``rk_agent.deploy_targets``
-entry-point group, or at run time with `register_deploy_target`.
+package that deploys it. Built in: ``fireworks``, and the self-hosting targets ``docker``,
+``gcp-cloud-run`` and ``aws-lambda`` (`rk_agent.selfhost`). Other packages add targets with the
+``rk_agent.deploy_targets`` entry-point group, or at run time with `register_deploy_target`.
 
 A target is a callable ``target(reward, *, evaluator_id, description, force, **options)``.
 
@@ -33,7 +34,12 @@ DeployTarget = Callable[..., Any]
 _TARGETS = NameRegistry[DeployTarget](
     "deploy target",
     "rk_agent.deploy_targets",
-    {"fireworks": "rk_agent.fireworks.evaluators:deploy_reward"},
+    {
+        "fireworks": "rk_agent.fireworks.evaluators:deploy_reward",
+        "docker": "rk_agent.selfhost.docker:deploy_docker",
+        "gcp-cloud-run": "rk_agent.selfhost.cloud_run:deploy_cloud_run",
+        "aws-lambda": "rk_agent.selfhost.aws_lambda:deploy_lambda",
+    },
 )
 
 

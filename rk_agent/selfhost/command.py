@@ -1,0 +1,102 @@
+"""``rk-agent deploy --target NAME`` for every target but Fireworks: options in, a summary out.
+
+`deploy_elsewhere` checks which of the command's options the target takes (an option meant for
+another target is an error, not silently dropped), calls the target from
+`rk_agent.rewards.deploy_targets`, and prints what was written and what to run next.
+
+Main names: `deploy_elsewhere`, `TARGET_OPTIONS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rk_agent.errors import ConfigError
+from rk_agent.rewards.deploy_targets import get_deploy_target
+from rk_agent.selfhost.context import SelfHostDeployment
+
+__all__ = ["TARGET_OPTIONS", "deploy_elsewhere"]
+
+TARGET_OPTIONS: dict[str, tuple[str, ...]] = {
+    "docker": ("output", "build", "tag"),
+    "gcp-cloud-run": ("output", "region", "project", "service", "api_key", "api_key_secret"),
+    "aws-lambda": ("output", "region", "function", "api_key", "api_key_secret"),
+}
+"""The target-specific options each built-in self-hosting target takes."""
+
+_FLAGS = {
+    "output": "--output", "build": "--build", "tag": "--tag", "region": "--region",
+    "project": "--project", "service": "--service", "function": "--function",
+    "api_key": "--api-key", "api_key_secret": "--api-key-secret",
+}  # fmt: skip
+
+
+def deploy_elsewhere(
+    target: str,
+    reward: str | None,
+    *,
+    metrics_folders: Sequence[str] | None,
+    evaluator_id: str | None,
+    description: str | None,
+    force: bool,
+    requirements: Sequence[str],
+    include: Iterable[str | Path],
+    dry_run: bool,
+    rk_agent: str | None,
+    **options: Any,
+) -> Any:
+    """Deploy ``reward`` to ``target`` (not ``fireworks``) with the options that apply to it.
+
+    Raises:
+        UnknownNameError: no such target (with the closest name).
+        ConfigError: metric folders (only Fireworks takes them), or an option the target does
+            not take (``--build`` with ``gcp-cloud-run``).
+    """
+    deploy = get_deploy_target(target)  # an unknown name fails here, with a suggestion
+    if metrics_folders:
+        raise ConfigError(
+            f"expected a reward for --target {target}, got --metrics-folders, which only the "
+            "fireworks target takes. Wrap the folders in one reward file, or deploy to "
+            "Fireworks."
+        )
+    known = TARGET_OPTIONS.get(target)
+    given = {k: v for k, v in options.items() if v not in (None, False)}
+    if known is not None:
+        wrong = [k for k in given if k not in known]
+        if wrong:
+            flags = ", ".join(_FLAGS.get(k, k) for k in wrong)
+            takes = ", ".join(_FLAGS.get(k, k) for k in known)
+            raise ConfigError(
+                f"--target {target} takes {takes} (and --id, --requirement, --include, "
+                f"--dry-run), not {flags}. Drop {flags}."
+            )
+    if dry_run:
+        given["dry_run"] = True
+    if rk_agent:
+        given["rk_agent"] = rk_agent
+    if known is not None:  # a built-in self-hosting target prints through typer
+        given["echo"] = typer.echo
+    result = deploy(
+        reward, evaluator_id=evaluator_id, description=description, force=force,
+        requirements=tuple(requirements), include=tuple(include), **given,
+    )  # fmt: skip
+    if isinstance(result, SelfHostDeployment):
+        _summary(result, dry_run)
+    return result
+
+
+def _summary(result: SelfHostDeployment, dry_run: bool) -> None:
+    if dry_run:
+        typer.echo(
+            f"Dry run: nothing was written to {result.directory}/ and nothing was run (keys "
+            "show as ***)."
+        )
+        return
+    if result.ran:
+        typer.echo(f"Done: {result.target} deployment from {result.directory}/.")
+    for step in result.next_steps:
+        typer.echo(f"Next: {step}")
