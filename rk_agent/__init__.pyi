@@ -18,6 +18,9 @@ from rk_agent.envs.registry import (
     make_env as make_env,
     register_env as register_env,
 )
+from rk_agent.envs.spec import (
+    EnvSpec as EnvSpec,
+)
 from rk_agent.envs.task import (
     Task as Task,
 )
@@ -121,9 +124,11 @@ from rk_agent.trainers.sft import (
     build_sft_trainer as build_sft_trainer,
 )
 from rk_agent.trainers.sft_data import (
-    SFTFilter as SFTFilter,
     build_sft_data as build_sft_data,
     sft_dataset as sft_dataset,
+)
+from rk_agent.trainers.sft_filter import (
+    SFTFilter as SFTFilter,
 )
 from rk_agent.trainers.tasks import (
     env_dataset as env_dataset,

@@ -15,6 +15,7 @@ Main names:
     tool, Tool, ToolResult: typed Python functions as tools the model can call.
     Task, load_tasks: tasks, generated or from JSONL.
     make_env, get_env_class, list_envs, get_solver, register_env: the registry.
+    EnvSpec: an environment as a run names it (`EnvSpec.make`, `EnvSpec.factory`).
     check_env, play_with_solver: check an environment; play one episode with a solver
         (``play_episode``, its old name, still works and warns).
     ToolsEnv, MathEnv, CodeEnv, GuessEnv: the built-ins (``tools``, ``math``, ``code``,
@@ -46,6 +47,7 @@ from rk_agent.envs.registry import (
     unregister_env,
 )
 from rk_agent.envs.spaces import ConversationSpace, MessageSpace
+from rk_agent.envs.spec import EnvSpec
 from rk_agent.envs.task import Task, load_tasks
 from rk_agent.envs.tool import Tool, ToolResult, tool
 from rk_agent.envs.turn import ToolCallRecord, TurnResult
@@ -61,6 +63,7 @@ __all__ = [
     "ChatEnv",
     "CodeEnv",
     "ConversationSpace",
+    "EnvSpec",
     "EpisodeState",
     "GuessEnv",
     "MathEnv",
