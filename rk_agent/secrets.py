@@ -12,7 +12,8 @@ A known value shorter than `MIN_SECRET_LENGTH` characters is never searched for 
 a placeholder (``"EMPTY"``, what local servers accept), not a secret, and replacing it would
 garble ordinary words.
 
-Main names: `redact`, `secret_values`, `is_secret_name`, `REDACTED`, `MIN_SECRET_LENGTH`.
+Main names: `redact`, `redact_argv`, `secret_values`, `is_secret_name`, `REDACTED`,
+`MIN_SECRET_LENGTH`.
 
 Example:
     >>> redact({"apiKey": "abc", "url": "https://x/?token=t0ps3cret&page=2"})
@@ -28,7 +29,14 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, overload
 
-__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "is_secret_name", "redact", "secret_values"]
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "REDACTED",
+    "is_secret_name",
+    "redact",
+    "redact_argv",
+    "secret_values",
+]
 
 REDACTED = "***"
 """What a secret is replaced by."""
@@ -166,3 +174,27 @@ def _json_field(match: re.Match[str]) -> str:
     if not is_secret_name(name):
         return match.group(0)
     return f"{quote}{name}{quote}{colon}{value_quote}{REDACTED}{value_quote}"
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """A command line with its secrets taken out: the value of every option named like a secret
+    (``--api-key KEY``, ``--api-key=KEY``, ``--hub-token ...``) and every known secret value.
+
+    Example:
+        >>> redact_argv(["rollout", "--api-key", "sk-0123456789", "--n", "4", "--token=abc"])
+        ['rollout', '--api-key', '***', '--n', '4', '--token=***']
+    """
+    known = secret_values()
+    words: list[str] = []
+    hide_next = False
+    for word in argv:
+        option, equals, _ = word.partition("=")
+        if hide_next:
+            word, hide_next = REDACTED, False
+        elif word.startswith("--") and is_secret_name(option[2:]):
+            if equals:
+                word = f"{option}={REDACTED}"
+            else:
+                hide_next = True
+        words.append(redact(word, known))
+    return words

@@ -11,7 +11,14 @@ import httpx
 import pytest
 
 import rk_agent.secrets
-from rk_agent.secrets import MIN_SECRET_LENGTH, REDACTED, is_secret_name, redact, secret_values
+from rk_agent.secrets import (
+    MIN_SECRET_LENGTH,
+    REDACTED,
+    is_secret_name,
+    redact,
+    redact_argv,
+    secret_values,
+)
 
 SECRET = "sk-live-0123456789abcdef"
 
@@ -150,3 +157,15 @@ def test_other_values_are_returned_as_they_are() -> None:
 def test_a_single_string_of_secrets_is_refused() -> None:
     with pytest.raises(TypeError, match=re.escape("pass the secrets as a list, e.g. [key]")):
         redact("text", SECRET)
+
+
+def test_a_command_line_loses_the_values_of_secret_options_and_known_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-0123456789")
+    argv = ["rollout", "--api-key", "k1-abcdefgh", "--hub-token=hf_abcdefgh", "--n", "4",
+            "--base-url", "http://h/?key=sk-live-0123456789", "--max-tokens", "64"]  # fmt: skip
+    assert redact_argv(argv) == [
+        "rollout", "--api-key", "***", "--hub-token=***", "--n", "4",
+        "--base-url", "http://h/?key=***", "--max-tokens", "64",
+    ]  # fmt: skip

@@ -38,10 +38,9 @@ from typing import IO
 from pydantic import BaseModel, ValidationError
 
 from rk_agent.errors import ConfigError, RunLockedError
+from rk_agent.secrets import redact_argv
 
 __all__ = ["LockHolder", "RunLock", "process_alive"]
-
-_SECRET_OPTIONS = ("--api-key",)
 
 
 class LockHolder(BaseModel):
@@ -228,14 +227,4 @@ def _command_line(argv: list[str]) -> str:
     elif script.name == "__main__.py":  # python -m PACKAGE
         package = script.parent.name
         program = "rk-agent" if package == "rk_agent" else f"python -m {package}"
-    words = []
-    hide_next = False
-    for word in argv[1:]:
-        if hide_next:
-            word, hide_next = "***", False
-        elif word in _SECRET_OPTIONS:
-            hide_next = True
-        elif word.startswith(tuple(f"{option}=" for option in _SECRET_OPTIONS)):
-            word = word.split("=", 1)[0] + "=***"
-        words.append(word)
-    return " ".join([program, *map(shlex.quote, words)])
+    return " ".join([program, *map(shlex.quote, redact_argv(argv[1:]))])
