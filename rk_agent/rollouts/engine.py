@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.spec import EnvFactory
+from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
 from rk_agent.rollouts.policy import Policy
@@ -60,7 +62,7 @@ async def run_rollouts(
     *,
     policy: Policy,
     make_env: Callable[[], ChatEnv],
-    env_name: str,
+    env_name: str | None = None,
     run_dir: RunDir | None = None,
     done: Iterable[str] = (),
     on_episode: Callable[[Trajectory], None] | None = None,
@@ -70,12 +72,24 @@ async def run_rollouts(
     Args:
         config: the run's configuration.
         policy: the model.
-        make_env: builds a fresh environment (one per concurrent worker).
-        env_name: recorded with each trajectory.
+        make_env: builds a fresh environment (one per concurrent worker), such as
+            ``config.env.factory()``.
+        env_name: recorded with each trajectory; default: the factory's ``name`` when
+            ``make_env`` is an `EnvFactory`.
         run_dir: where finished episodes are appended (``None``: keep them in memory only).
         done: ids (``"<task>-<sample>"``) already finished, skipped on resume.
         on_episode: called with each finished episode, written or dropped (progress bars).
+
+    Raises:
+        ConfigError: no ``env_name`` and ``make_env`` is not an `EnvFactory`.
     """
+    if env_name is None:
+        if not isinstance(make_env, EnvFactory):
+            raise ConfigError(
+                "run_rollouts needs env_name= (the name trajectories record) when make_env is "
+                "not an EnvFactory; or pass make_env=config.env.factory()."
+            )
+        env_name = make_env.name
     first_env = make_env()
     dataset_size = len(first_env.dataset) if first_env.dataset is not None else None
     finished = set(done)

@@ -11,6 +11,7 @@ import pytest
 from rk_agent.envs import get_solver
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.runner import build_env_factory, prepare_run
 from rk_agent.rollouts.testing import FunctionPolicy
 
@@ -54,3 +55,16 @@ def test_build_env_factory_still_works_with_a_warning() -> None:
     with pytest.warns(DeprecationWarning, match=re.escape("use config.env.factory()")):
         make_env, name = build_env_factory(RolloutConfig(env="rk_agent/Math-v0", max_turns=2))
     assert name == "math" and make_env().max_turns == 2
+
+
+def test_run_rollouts_takes_the_name_and_seeds_from_the_spec() -> None:
+    config = RolloutConfig(env="rk_agent/Guess-v0", n=2, concurrency=1, seed=5)
+    policy = FunctionPolicy(get_solver("guess"))
+    result = asyncio.run(run_rollouts(config, policy=policy, make_env=config.env.factory()))
+    assert {(t.env, t.seed) for t in result.trajectories} == {("guess", 5), ("guess", 6)}
+    message = (
+        "run_rollouts needs env_name= (the name trajectories record) when make_env is not an "
+        "EnvFactory; or pass make_env=config.env.factory()."
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        asyncio.run(run_rollouts(config, policy=policy, make_env=config.env.make))
