@@ -16,6 +16,7 @@ RkAgentError
 ├── EnvError (RuntimeError)             an environment was used wrongly (step before reset, ...)
 ├── RunLockedError (RuntimeError)       another process is writing that run directory (names it)
 ├── SandboxError (RuntimeError)         the code sandbox itself (not the code in it) failed
+├── WorkerError (RuntimeError)          rollout workers (Ray actors) were lost past replacing
 └── NotAvailableError (NotImplementedError)  a feature that is not available yet or here
 ```
 
@@ -49,6 +50,7 @@ __all__ = [
     "RunLockedError",
     "SandboxError",
     "UnknownNameError",
+    "WorkerError",
     "did_you_mean",
 ]
 
@@ -230,6 +232,12 @@ class RunLockedError(RkAgentError, RuntimeError):
 
 class SandboxError(RkAgentError, RuntimeError):
     """The code-execution sandbox could not run at all (not: the code in it failed)."""
+
+
+class WorkerError(RkAgentError, RuntimeError):
+    """Rollout workers (`rk_agent.rollouts.ray_workers`) were lost and none could be started in
+    their place, or one broke its contract; what finished is saved and the run can be resumed.
+    """
 
 
 class NotAvailableError(RkAgentError, NotImplementedError):

@@ -39,6 +39,7 @@ from rk_agent.envs.spec import (
 )
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.policy import SamplingParams
+from rk_agent.rollouts.workers import RayOptions
 
 __all__ = ["FailurePolicy", "RolloutConfig", "load_rollout_config"]
 
@@ -91,6 +92,10 @@ class RolloutConfig(FlatEnvAttributes, BaseModel):
         sampling: sampling parameters.
         failure_policy: what to do with failed episodes.
         output: the run directory (default: ``runs/<env>-<timestamp>``).
+        workers: play the episodes on this many Ray actors (`rk_agent.rollouts.ray_workers`;
+            needs ``rk-agent[ray]``), ``concurrency`` shared among them; ``None`` plays them in
+            this process.
+        ray: where the workers run and what each reserves (`RayOptions`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -109,6 +114,8 @@ class RolloutConfig(FlatEnvAttributes, BaseModel):
     )
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     output: str | None = None
+    workers: int | None = Field(default=None, ge=1)
+    ray: RayOptions = Field(default_factory=RayOptions)
 
     @model_validator(mode="before")
     @classmethod

@@ -7,6 +7,7 @@ RUN_DIR/
 ├── run.lock             held by the process writing the run: its pid, host and command
 ├── trajectories.jsonl   one finished episode per line, appended as each finishes
 ├── dropped.jsonl        groups dropped by the failure policy, with the reason
+├── worker_failures.jsonl  rollout workers lost during the run (``--workers``), if any
 └── summary.json         the statistics of the finished episodes (`RunSummary`)
 ```
 
@@ -36,7 +37,7 @@ without any clean-up.
 
 Main names: `RunDir`, `RunStatus`, `RunManifest`, `read_trajectories`, `append_trajectories`,
 `trajectory_line`, and the file names (`TRAJECTORIES_FILE`, `CONFIG_FILE`, `MANIFEST_FILE`,
-`SUMMARY_FILE`, `DROPPED_FILE`, `LOCK_FILE`).
+`SUMMARY_FILE`, `DROPPED_FILE`, `WORKER_FAILURES_FILE`, `LOCK_FILE`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ __all__ = [
     "MANIFEST_FILE",
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
+    "WORKER_FAILURES_FILE",
     "RunDir",
     "RunManifest",
     "RunStatus",
@@ -91,6 +93,8 @@ SUMMARY_FILE = "summary.json"
 """The run's `RunSummary`."""
 DROPPED_FILE = "dropped.jsonl"
 """Groups dropped by the failure policy."""
+WORKER_FAILURES_FILE = "worker_failures.jsonl"
+"""Rollout workers lost during the run (`rk_agent.rollouts.workers.WorkerFailure`, one a line)."""
 LOCK_FILE = "run.lock"
 """Held by the process writing the run (`rk_agent.rollouts.run_lock`)."""
 
@@ -155,6 +159,7 @@ class RunDir:
     MANIFEST = MANIFEST_FILE
     SUMMARY = SUMMARY_FILE
     LOCK = LOCK_FILE
+    WORKER_FAILURES = WORKER_FAILURES_FILE
 
     def __init__(self, path: Path, config: RolloutConfig, lock: RunLock | None = None) -> None:
         self.path = path
@@ -235,6 +240,11 @@ class RunDir:
         episodes = [json.loads(trajectory_line(t)) for t in trajectories]
         line = json.dumps({"task_index": task_index, "reason": reason, "trajectories": episodes})
         _append_bytes(self.path / DROPPED_FILE, line + "\n")
+
+    def append_worker_failure(self, failure: BaseModel) -> None:
+        """Log a lost rollout worker (a `rk_agent.rollouts.workers.WorkerFailure`)."""
+        self._check_writable()
+        _append_bytes(self.path / WORKER_FAILURES_FILE, failure.model_dump_json() + "\n")
 
     def write_summary(self, summary: RunSummary) -> None:
         """Write ``summary.json`` (atomically: a reader never sees half a file)."""

@@ -70,9 +70,15 @@ class PreparedRun:
         return self.make_env.name
 
     async def play(self, on_episode: Callable[[Trajectory], None] | None = None) -> RolloutResult:
-        """Run the engine; the policy is closed afterwards."""
+        """Run the engine (on Ray workers when ``config.workers`` is set: a
+        `rk_agent.rollouts.ray_workers.WorkerRunResult`); the policy is closed afterwards."""
+        engine = run_rollouts
+        if self.config.workers is not None:
+            from rk_agent.rollouts.ray_workers import run_rollouts_on_workers
+
+            engine = run_rollouts_on_workers
         try:
-            return await run_rollouts(
+            return await engine(
                 self.config,
                 policy=self.policy,
                 make_env=self.make_env,
@@ -161,6 +167,10 @@ def prepare_run(
 def _prepare(
     config: RolloutConfig, run_dir: RunDir | None, api_key: str | None, policy: Policy | None
 ) -> PreparedRun:
+    if config.workers is not None:
+        from rk_agent.rollouts.workers import import_ray
+
+        import_ray()  # missing: say how to install it before anything is built
     done = {t.id for t in run_dir.read_trajectories()} if run_dir is not None else set()
     envs = _env_factory(config)
     uses_embedded = (

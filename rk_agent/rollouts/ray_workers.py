@@ -1,0 +1,495 @@
+"""Rollouts on Ray actors: the episodes of one run shared out to N worker processes or machines.
+
+`run_rollouts_on_workers` is what ``rk-agent rollout --workers N`` (``RolloutConfig.workers``)
+runs instead of `rk_agent.rollouts.engine.run_rollouts`. It plans the same episodes
+(`plan_slots`: task ``i`` has seed ``seed + i``, whatever N is) and hands them out in small
+chunks to N `RolloutWorker` actors. Each worker is the engine's loop in its own process: its
+own event loop, policy client (a copy of the run's policy) and environments, playing up to its
+share of ``concurrency`` episodes at once, each with the engine's retry rule. It streams every
+finished episode back as it ends.
+
+The driver (this process) stays the run's only writer: it applies the failure policy (a GRPO
+group is kept or dropped whole, whichever workers played its samples), appends each episode to
+the run directory, feeds the progress bar and, through the caller, writes the summary.
+
+A worker that dies (killed, out of memory, node lost) or raises is a `WorkerFailure` (in the
+result and in the run's ``worker_failures.jsonl``). The episodes it had not sent back go to the
+front of the queue and are played by the other workers and by one started in its place (up to
+``RayOptions.max_restarts``); an episode id is written once, whoever sends it. Ctrl-C (or a
+cancelled task) kills the workers; every episode already written stays, and ``--resume``
+plays the rest.
+
+Ray is started for the run (``ray.init``: quiet, no dashboard unless asked, a small object
+store) and stopped after it, or joined at ``RayOptions.address``; a Ray that the caller has
+already initialised is used as it is and left running.
+
+Main names: `run_rollouts_on_workers`, `RolloutWorker`, `WorkerRunResult`, `ray_session`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import sys
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.spec import EnvFactory, EnvSpec
+from rk_agent.errors import ConfigError, WorkerError
+from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.engine import RolloutResult, _play_with_policy, _Sink, plan_slots
+from rk_agent.rollouts.episode import EpisodeSlot
+from rk_agent.rollouts.policy import Policy
+from rk_agent.rollouts.run_dir import RunDir
+from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.rollouts.workers import RayOptions, WorkerFailure, WorkerFailureKind, import_ray
+
+__all__ = ["RolloutWorker", "WorkerRunResult", "ray_session", "run_rollouts_on_workers"]
+
+logger = logging.getLogger(__name__)
+
+_CHUNKS_PER_WORKER = 8
+"""A worker's share of concurrency is handed out in about this many chunks, so that a chunk
+that finishes late does not leave the worker idle and a lost worker loses little."""
+
+
+@dataclass(repr=False)  # RolloutResult's short repr
+class WorkerRunResult(RolloutResult):
+    """What `run_rollouts_on_workers` produced: `RolloutResult` and the workers lost on the way."""
+
+    worker_failures: list[WorkerFailure] = field(default_factory=list)
+
+
+async def run_rollouts_on_workers(
+    config: RolloutConfig,
+    *,
+    policy: Policy,
+    make_env: Callable[[], ChatEnv],
+    env_name: str | None = None,
+    run_dir: RunDir | None = None,
+    done: Iterable[str] = (),
+    on_episode: Callable[[Trajectory], None] | None = None,
+) -> WorkerRunResult:
+    """Play every planned episode not in ``done`` on ``config.workers`` Ray actors.
+
+    The arguments are `rk_agent.rollouts.engine.run_rollouts`' and mean the same. The workers
+    get a copy of ``policy`` (it must pickle: an `OpenAIPolicy` that has not sent a request
+    yet does, as does any plain Python policy) and build their own environments: from the
+    factory's `EnvSpec` when ``make_env`` is an `rk_agent.envs.spec.EnvFactory` (the task file
+    and reward paths are read where the worker runs), else from ``make_env`` itself, pickled.
+
+    Raises:
+        NotAvailableError: Ray is not installed (the message says how to install it).
+        ConfigError: the policy cannot be sent to the workers (a model loaded in this
+            process), the cluster lacks the resources the workers ask for, or no ``env_name``
+            was given for a ``make_env`` that is not an `EnvFactory`.
+        WorkerError: every worker was lost and none could be started in its place; what was
+            played is written, and ``--resume`` plays the rest.
+    """
+    workers = config.workers or 1
+    if env_name is None:
+        if not isinstance(make_env, EnvFactory):
+            raise ConfigError(
+                "run_rollouts_on_workers needs env_name= (the name trajectories record) when "
+                "make_env is not an EnvFactory; or pass make_env=config.env.factory()."
+            )
+        env_name = make_env.name
+    _check_policy(policy)
+    dataset_size, env_source = _env_source(make_env)
+    finished = set(done)
+    slots = [s for s in plan_slots(config, dataset_size=dataset_size) if s.id not in finished]
+    result = WorkerRunResult(skipped=config.n * config.group_size - len(slots))
+    sink = _Sink(config.failure_policy, config.group_size, run_dir, result, on_episode, finished)
+    if not slots:
+        return result
+    shares = _shares(max(config.concurrency, workers), workers, len(slots))
+    with ray_session(config.ray, len(shares)) as ray:
+        pool = _Pool(ray, config, policy, env_source, env_name, shares, sink, run_dir)
+        try:
+            await pool.run(slots)
+        finally:
+            pool.stop()
+    return result
+
+
+@contextlib.contextmanager
+def ray_session(options: RayOptions, workers: int) -> Iterator[ModuleType]:
+    """Ray, ready for ``workers`` workers: started (then stopped), joined, or the caller's.
+
+    A local Ray gets enough CPUs and custom resources for the workers, no dashboard unless
+    ``options.dashboard``, an object store of ``options.object_store_mb`` and no usage
+    statistics; its processes' logs stay in Ray's session folder (``/tmp/ray/session_latest``)
+    instead of this console. Ray's ``uv run`` integration (which would build a fresh virtual
+    environment for the workers) is off unless ``RAY_ENABLE_UV_RUN_RUNTIME_ENV`` is set.
+
+    Raises:
+        NotAvailableError: Ray is not installed.
+        ConfigError: the cluster lacks the CPUs or custom resources the workers ask for.
+    """
+    _ray_environment(local=options.address is None)
+    ray = import_ray()
+    if ray.is_initialized():
+        _check_resources(ray, options, workers)
+        yield ray
+        return
+    kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if options.address is None:
+        kwargs.update(
+            num_cpus=max(os.cpu_count() or 1, math.ceil(workers * options.num_cpus)),
+            resources={name: workers * amount for name, amount in options.resources.items()},
+            include_dashboard=options.dashboard,
+            object_store_memory=options.object_store_mb * 1024 * 1024,
+        )
+    else:
+        kwargs["address"] = options.address
+    ray.init(**kwargs)
+    try:
+        _check_resources(ray, options, workers)
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _ray_environment(*, local: bool) -> None:
+    """Ray's settings for a run, unless the user set them: no usage statistics, no copy of a
+    ``uv run`` environment for the workers (Ray would pack the working folder and build a new
+    virtual environment: minutes and gigabytes, when the workers can use this one), and for a
+    local Ray the token authentication Ray picks by default, without its warning."""
+    os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
+    os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
+    if local:
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None and os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] == "0":
+        # Ray read the variable when it was imported; this is where it keeps what it read.
+        constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False  # type: ignore[attr-defined]
+
+
+class RolloutWorker:
+    """One worker (a Ray actor): plays the episodes it is sent, the engine's way.
+
+    It holds a copy of the run's policy and a pool of up to ``concurrency`` environments, and
+    plays at most that many episodes at once across every `play` call it is serving.
+
+    Args:
+        index: its number, for logs.
+        config: the run's configuration (sampling, timeout, failure policy).
+        policy: its copy of the policy.
+        env_source: an `EnvSpec` (``.factory()`` is called here) or an environment factory.
+        env_name: recorded with each trajectory.
+        concurrency: episodes played at once.
+        cwd: the driver's working folder, entered when it exists here (relative paths in the
+            configuration then mean what they meant to the driver).
+    """
+
+    def __init__(
+        self,
+        index: int,
+        config: RolloutConfig,
+        policy: Policy,
+        env_source: Any,
+        env_name: str,
+        concurrency: int,
+        cwd: str | None = None,
+    ) -> None:
+        if cwd is not None and Path(cwd).is_dir():
+            os.chdir(cwd)
+        self.index = index
+        self.config = config
+        self.policy = policy
+        self.env_name = env_name
+        self.concurrency = concurrency
+        self.make_env: Callable[[], ChatEnv] = (
+            env_source.factory() if isinstance(env_source, EnvSpec) else env_source
+        )
+        self._pool: asyncio.Queue[ChatEnv | None] | None = None
+
+    async def pid(self) -> int:
+        """The worker's process id (it also shows that the worker is up)."""
+        return os.getpid()
+
+    async def play(self, slots: list[EpisodeSlot]) -> AsyncIterator[list[Trajectory]]:
+        """Play ``slots``, yielding the finished episodes as they end (a list per yield).
+
+        Raises:
+            Exception: whatever an episode raised instead of recording (a bug, not a
+                failure of the model or the environment, which are recorded).
+        """
+        finished: asyncio.Queue[Trajectory | BaseException] = asyncio.Queue()
+
+        async def one(slot: EpisodeSlot) -> None:
+            try:
+                finished.put_nowait(await self._play(slot))
+            except Exception as exc:  # sent to the driver, which records the worker lost
+                finished.put_nowait(exc)
+
+        tasks = [asyncio.create_task(one(slot)) for slot in slots]
+        try:
+            left = len(slots)
+            while left:
+                batch = [await finished.get()]
+                while not finished.empty():
+                    batch.append(finished.get_nowait())
+                for item in batch:
+                    if isinstance(item, BaseException):
+                        raise item
+                left -= len(batch)
+                yield batch  # type: ignore[misc]  # the exceptions were raised above
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def close(self) -> None:
+        """Close the environments and the policy."""
+        while self._pool is not None and not self._pool.empty():
+            env = self._pool.get_nowait()
+            if env is not None:
+                env.close()
+        await self.policy.aclose()
+
+    async def _play(self, slot: EpisodeSlot) -> Trajectory:
+        if self._pool is None:  # made here: it belongs to the actor's event loop
+            self._pool = asyncio.Queue()
+            for _ in range(self.concurrency):
+                self._pool.put_nowait(None)
+        env = await self._pool.get()
+        if env is None:
+            try:
+                env = self.make_env()
+            except BaseException:
+                self._pool.put_nowait(None)
+                raise
+        try:
+            trajectory = await _play_with_policy(
+                env, self.policy, slot, self.config, self.env_name, self.make_env
+            )
+        except BaseException:
+            self._pool.put_nowait(None)  # the environment may be broken: build a new one
+            raise
+        timed_out = trajectory.failure is not None and trajectory.stop_reason.value == "timeout"
+        # A timed-out step may still run in its thread: that environment is not reused.
+        self._pool.put_nowait(None if timed_out else env)
+        return trajectory
+
+
+class _Pool:
+    """The driver's side: hands out chunks of episodes, collects them, replaces lost workers."""
+
+    def __init__(
+        self,
+        ray: ModuleType,
+        config: RolloutConfig,
+        policy: Policy,
+        env_source: Any,
+        env_name: str,
+        shares: list[int],
+        sink: _Sink,
+        run_dir: RunDir | None,
+    ) -> None:
+        self.ray = ray
+        self.shares = shares
+        self.sink = sink
+        self.run_dir = run_dir
+        self.restarts_left = config.ray.max_restarts
+        self.pending: deque[EpisodeSlot] = deque()
+        self.outstanding: set[str] = set()
+        self.delivered: set[str] = set()
+        self.changed = asyncio.Condition()
+        self.handles: list[Any] = []
+        options: dict[str, Any] = {"num_cpus": config.ray.num_cpus}
+        if config.ray.resources:
+            options["resources"] = dict(config.ray.resources)
+        actor = ray.remote(RolloutWorker).options(**options)
+        policy_ref = self._put_policy(policy)
+        cwd = str(Path.cwd())
+
+        def start(index: int) -> Any:
+            return actor.remote(index, config, policy_ref, env_source, env_name, shares[index], cwd)
+
+        self._start = start
+
+    def _put_policy(self, policy: Policy) -> Any:
+        try:
+            return self.ray.put(policy)
+        except Exception as exc:  # pickling errors come as TypeError and others
+            raise ConfigError(
+                f"the policy {policy!r} cannot be sent to the workers ({type(exc).__name__}: "
+                f"{exc}). Each worker needs its own copy: use a served model (--base-url, "
+                "--provider fireworks|openai) with a policy that has not been used yet, or a "
+                "picklable policy object."
+            ) from exc
+
+    async def run(self, slots: list[EpisodeSlot]) -> None:
+        self.pending.extend(slots)
+        await asyncio.gather(*(self._supervise(i) for i in range(len(self.shares))))
+        unplayed = len(self.pending) + len(self.outstanding)
+        if unplayed:
+            failures = self.sink.result.worker_failures  # type: ignore[attr-defined]
+            last = failures[-1].message if failures else "unknown"
+            raise WorkerError(
+                f"every rollout worker was lost ({len(failures)} failures; the last: {last}) "
+                f"and no more can be started (ray.max_restarts {len(failures) - 1}); "
+                f"{unplayed} episodes are left. What finished is saved: resume the run to play "
+                "the rest, after fixing what killed the workers (see worker_failures.jsonl)."
+            )
+
+    def stop(self) -> None:
+        """Kill every worker (Ctrl-C, an error, or the end of the run)."""
+        for handle in self.handles:
+            with contextlib.suppress(Exception):
+                self.ray.kill(handle)
+
+    async def _supervise(self, index: int) -> None:
+        chunk = max(1, math.ceil(self.shares[index] / _CHUNKS_PER_WORKER))
+        feeders = math.ceil(self.shares[index] / chunk) + 2
+        while True:
+            handle = self._start(index)
+            self.handles.append(handle)
+            lost: list[str] = []
+            outcomes = await asyncio.gather(
+                *(self._feed(handle, chunk, lost) for _ in range(feeders)), return_exceptions=True
+            )
+            errors = [o for o in outcomes if isinstance(o, BaseException)]
+            if not errors:
+                with contextlib.suppress(Exception):
+                    await handle.close.remote()
+                return
+            self._record(index, errors[0], lost)
+            if self.restarts_left == 0:
+                return
+            self.restarts_left -= 1
+
+    async def _feed(self, handle: Any, size: int, lost: list[str]) -> None:
+        while (chunk := await self._take(size)) is not None:
+            waiting = {slot.id: slot for slot in chunk}
+            try:
+                async for ref in handle.play.remote(chunk):
+                    for trajectory in await ref:
+                        waiting.pop(trajectory.id, None)
+                        await self._deliver(trajectory)
+                if waiting:
+                    raise WorkerError(f"the worker ended without {len(waiting)} episodes")
+            except Exception:
+                with contextlib.suppress(Exception):
+                    self.ray.kill(handle)  # its other chunks come back too, and nothing late
+                lost.extend(waiting)
+                await self._requeue([s for s in chunk if s.id in waiting])
+                raise
+
+    async def _take(self, size: int) -> list[EpisodeSlot] | None:
+        async with self.changed:
+            while not self.pending:
+                if not self.outstanding:
+                    return None
+                await self.changed.wait()
+            chunk = [self.pending.popleft() for _ in range(min(size, len(self.pending)))]
+            self.outstanding.update(slot.id for slot in chunk)
+            return chunk
+
+    async def _deliver(self, trajectory: Trajectory) -> None:
+        self.outstanding.discard(trajectory.id)
+        if trajectory.id not in self.delivered:  # once, whoever sent it
+            self.delivered.add(trajectory.id)
+            self.sink.add(trajectory)
+        if not self.outstanding and not self.pending:
+            async with self.changed:
+                self.changed.notify_all()
+
+    async def _requeue(self, slots: list[EpisodeSlot]) -> None:
+        async with self.changed:
+            for slot in reversed(slots):
+                self.outstanding.discard(slot.id)
+                if slot.id not in self.delivered:
+                    self.pending.appendleft(slot)
+            self.changed.notify_all()
+
+    def _record(self, index: int, error: BaseException, lost: list[str]) -> None:
+        failure = WorkerFailure(
+            worker=index, kind=_failure_kind(self.ray, error), message=_message(error),
+            replayed=sorted(set(lost), key=_slot_order),
+        )  # fmt: skip
+        logger.warning(
+            "rollout worker %d lost (%s: %s); %d unfinished episodes go to other workers",
+            index, failure.kind.value, failure.message, len(failure.replayed),
+        )  # fmt: skip
+        self.sink.result.worker_failures.append(failure)  # type: ignore[attr-defined]
+        if self.run_dir is not None:
+            self.run_dir.append_worker_failure(failure)
+
+
+def _failure_kind(ray: ModuleType, error: BaseException) -> WorkerFailureKind:
+    exceptions = ray.exceptions
+    text = str(error).lower()
+    if isinstance(error, exceptions.OutOfMemoryError) or "out of memory" in text:
+        return WorkerFailureKind.OUT_OF_MEMORY
+    if isinstance(error, exceptions.NodeDiedError) or "node has died" in text:
+        return WorkerFailureKind.NODE_LOST
+    if isinstance(error, exceptions.RayActorError):
+        return WorkerFailureKind.DIED
+    return WorkerFailureKind.ERROR
+
+
+def _message(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    return f"{type(error).__name__}: {text}"[:500]
+
+
+def _slot_order(slot_id: str) -> tuple[int, int]:
+    task, _, sample = slot_id.partition("-")
+    return int(task), int(sample)
+
+
+def _shares(concurrency: int, workers: int, episodes: int) -> list[int]:
+    """Each worker's share of ``concurrency`` (no more workers than episodes)."""
+    workers = max(1, min(workers, episodes))
+    base, extra = divmod(concurrency, workers)
+    return [base + (1 if i < extra else 0) for i in range(workers)]
+
+
+def _env_source(make_env: Callable[[], ChatEnv]) -> tuple[int | None, Any]:
+    """The dataset's size and what the workers build their environments from."""
+    if isinstance(make_env, EnvFactory):  # ship its EnvSpec; each worker builds its own
+        make_env.close()  # the environment it built as a check is not played here
+        return make_env.dataset_size, make_env.spec
+    env = make_env()
+    try:
+        return (len(env.dataset) if env.dataset is not None else None), make_env
+    finally:
+        env.close()
+
+
+def _check_policy(policy: Policy) -> None:
+    hf_policy = sys.modules.get("rk_agent.rollouts.hf_policy")  # not loaded: not an HFPolicy
+    if hf_policy is not None and isinstance(policy, hf_policy.HFPolicy):
+        raise ConfigError(
+            "--workers copies the policy into every worker, and a model loaded in this process "
+            "(--provider local, the embedded model) is not copied. Serve it (vLLM: `vllm serve "
+            "MODEL`) and pass --base-url http://HOST:8000/v1 --model MODEL, or leave out "
+            "--workers."
+        )
+
+
+def _check_resources(ray: ModuleType, options: RayOptions, workers: int) -> None:
+    """Refuse a cluster that cannot place every worker (they would wait forever)."""
+    have = ray.cluster_resources()
+    need = {"CPU": options.num_cpus, **options.resources}
+    short = [
+        f"{name}: {workers} x {amount:g} = {workers * amount:g} needed, {have.get(name, 0):g} there"
+        for name, amount in need.items()
+        if amount > 0 and have.get(name, 0) < workers * amount
+    ]
+    if short:
+        raise ConfigError(
+            f"the Ray cluster cannot place {workers} rollout workers ({'; '.join(short)}). "
+            "Lower --workers or --worker-cpus, or add nodes with those resources "
+            "(ray start --resources '{\"NAME\": AMOUNT}')."
+        )
