@@ -12,7 +12,8 @@ RkAgentError
 │   └── RewardInputError (TypeError)    the call does not fit the reward's signature
 ├── EndpointError (ConnectionError)     a remote service failed (carries status, retryable)
 │   ├── ContextOverflowError            the prompt no longer fits the model's context window
-│   └── FireworksError                  the Fireworks API failed (carries the API's message)
+│   ├── FireworksError                  the Fireworks API failed (carries the API's message)
+│   └── ToolServerError                 an MCP tool server refused us, crashed or is unreachable
 ├── EnvError (RuntimeError)             an environment was used wrongly (step before reset, ...)
 ├── RunLockedError (RuntimeError)       another process is writing that run directory (names it)
 ├── SandboxError (RuntimeError)         the code sandbox itself (not the code in it) failed
@@ -49,6 +50,7 @@ __all__ = [
     "RkAgentError",
     "RunLockedError",
     "SandboxError",
+    "ToolServerError",
     "UnknownNameError",
     "WorkerError",
     "did_you_mean",
@@ -195,6 +197,30 @@ class FireworksError(EndpointError):
         self.api_message = api_message
         self.logs = logs
         self.attempts = attempts
+
+
+class ToolServerError(EndpointError):
+    """An MCP tool server (`rk_agent.mcp`) refused the run's credentials, crashed and did not
+    come back, or could not be reached; the episode that needed it stops with a typed failure.
+
+    Attributes:
+        server: the server's name in the ``mcpServers`` configuration.
+        auth: whether the server refused the credentials (HTTP 401 or 403).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str,
+        auth: bool = False,
+        status: int | None = None,
+        retryable: bool = False,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message, status=status, retryable=retryable, url=url)
+        self.server = server
+        self.auth = auth
 
 
 class EnvError(RkAgentError, RuntimeError):

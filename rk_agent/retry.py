@@ -17,13 +17,14 @@ policy                    retries     base     cap     jitter  statuses (and eve
 `MODEL_ENDPOINT_RETRY`    5           0.5 s    30 s    full    408, 409, 429
 `JUDGE_RETRY`             2           0.5 s    8 s     full    408, 409, 429
 `FIREWORKS_API_RETRY`     4           1 s      30 s    equal   408, 429
+`MCP_RECONNECT_RETRY`     5           0.2 s    5 s     full    (reconnects, not requests)
 ========================  ==========  =======  ======  ======  =========================
 
 409 means "busy, try again" on an inference server (OpenAI's own SDK retries it) but "already
 exists" on the Fireworks control plane, where trying again cannot help.
 
 Main names: `RetryPolicy`, `retry_call`, `aretry_call`, `server_wait`, `retry_after_seconds`,
-and the four presets above.
+and the presets above.
 
 Example:
     >>> policy = RetryPolicy(max_retries=2, base_s=1.0, max_s=3.0, jitter="none")
@@ -50,6 +51,7 @@ from rk_agent.errors import ConfigError, EndpointError, FireworksError
 __all__ = [
     "FIREWORKS_API_RETRY",
     "JUDGE_RETRY",
+    "MCP_RECONNECT_RETRY",
     "MODEL_ENDPOINT_RETRY",
     "REWARD_ENDPOINT_RETRY",
     "Jitter",
@@ -176,6 +178,10 @@ JUDGE_RETRY = RetryPolicy(max_retries=2, base_s=0.5, max_s=8.0, statuses=frozens
 
 FIREWORKS_API_RETRY = RetryPolicy(max_retries=4, base_s=1.0, max_s=30.0, jitter="equal")
 """The Fireworks control-plane client (`rk_agent.fireworks.client.FireworksClient`)."""
+
+MCP_RECONNECT_RETRY = RetryPolicy(max_retries=5, base_s=0.2, max_s=5.0)
+"""Reconnecting to an MCP tool server (`rk_agent.mcp`) that dropped or is not up yet: the
+waits between connection attempts. Tool calls themselves are never retried by it."""
 
 
 def retry_call(call: Callable[[], T], policy: RetryPolicy, *, on_retry: OnRetry | None = None) -> T:

@@ -302,6 +302,12 @@ class FailureKind(str, Enum):
     CONTEXT_OVERFLOW = "context_overflow"
     """The conversation no longer fits the model's context window, or TRL's token budget ran
     out; the episode is still scored, as truncated."""
+    TOOL_SERVER_ERROR = "tool_server_error"
+    """A tool server (MCP) crashed and did not come back after its reconnects, or could not be
+    reached. A call that was in flight when a server dropped is not a failure: the model reads
+    a tool error."""
+    AUTH_ERROR = "auth_error"
+    """A server refused the run's credentials (HTTP 401 or 403), e.g. an MCP tool server."""
     TOOL_ERROR = "tool_error"
     """Legacy: what an environment crash was recorded as before ``env_error`` existed. Never
     written now; a ``Failure`` read from an old file with this kind holds ``ENV_ERROR``."""

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from rk_agent import __version__
-from rk_agent.cli import doctor, envs, fireworks, preview, rewards, rollout, serve, train
+from rk_agent.cli import doctor, envs, fireworks, mcp, preview, rewards, rollout, serve, train
 from rk_agent.errors import RkAgentError
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ app.command(name="serve")(serve.serve)
 app.command(name="deploy")(fireworks.deploy)
 app.add_typer(fireworks.app, name="fireworks")
 app.add_typer(train.app, name="train")
+app.add_typer(mcp.app, name="mcp")
 app.command(name="doctor")(doctor.doctor)
 
 

@@ -24,7 +24,7 @@ _FLAGS = {
     "sampling.temperature": "--temperature", "sampling.max_tokens": "--max-tokens",
     "failure_policy.action": "--failure-policy",
     "group_size": "--group-size", "base_url": "--base-url", "max_turns": "--max-turns",
-    "env_kwargs.sandbox": "--sandbox",
+    "env_kwargs.sandbox": "--sandbox", "mcp": "--mcp",
 }  # fmt: skip
 
 
@@ -123,6 +123,14 @@ def rollout(
             "or process (no isolation; opt-in). See `rk-agent doctor`.",
         ),
     ] = None,
+    mcp: Annotated[
+        str | None,
+        typer.Option(
+            "--mcp",
+            help="An mcpServers JSON file: MCP servers whose tools the environment offers too, "
+            "connected once for the run and stopped at its end (see the MCP page of the docs).",
+        ),
+    ] = None,
 ) -> None:
     """Play episodes of an environment with a model and write trajectories and a summary."""
     from rich.console import Console
@@ -139,7 +147,7 @@ def rollout(
         "episode_timeout_s": timeout, "rewards": reward or None, "tasks": tasks, "seed": seed,
         "sampling.temperature": temperature, "sampling.max_tokens": max_tokens,
         "failure_policy.action": failure_policy, "output": output,
-        "env_kwargs.sandbox": sandbox,
+        "env_kwargs.sandbox": sandbox, "mcp": mcp,
     }  # fmt: skip
     if resume is not None:
         given = [_FLAGS.get(k, k) for k, v in overrides.items() if v is not None]

@@ -3,7 +3,8 @@
 The loop is fixed; subclasses override small hooks:
 
 - `ChatEnv.generate_task`: make a task from a seeded generator (or pass ``tasks=`` / a JSONL path);
-- `ChatEnv.tools`: the `Tool`s the model may call;
+- `ChatEnv.tools`: the `Tool`s the model may call (``mcp=`` adds the tools of MCP servers, see
+  `rk_agent.mcp`);
 - `ChatEnv.respond`: the environment's reply to an assistant message without tool calls
   (feedback for another turn, or ``None`` to end the episode: the final answer);
 - `ChatEnv.on_reset`: per-episode state (e.g. a game's secret);
@@ -37,6 +38,7 @@ import numpy as np
 from rk_agent.envs.spaces import ConversationSpace, MessageSpace
 from rk_agent.envs.task import Task, load_tasks
 from rk_agent.envs.tool import Tool, ToolResult
+from rk_agent.envs.tool_source import ToolSource, merge_tools
 from rk_agent.envs.turn import ToolCallRecord, TurnResult
 from rk_agent.errors import ConfigError, EnvError
 from rk_agent.rewards.compose import combine
@@ -80,6 +82,9 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         episode_weights: weight per episode reward (default 1.0 each).
         step_rewards: ``{name: reward}`` scored after every step (replaces the defaults).
         render_mode: ``"ansi"`` or ``None``.
+        mcp: tools from MCP servers, offered next to `tools` (a started
+            `rk_agent.mcp.McpServers`, or any `rk_agent.envs.tool_source.ToolSource`); the
+            servers outlive the environment. A name two tools share is a `ConfigError`.
     """
 
     # Gymnasium declares `metadata` as an instance attribute, so no ClassVar here.
@@ -104,6 +109,7 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         episode_weights: Mapping[str, float] | None = None,
         step_rewards: Mapping[str, RewardLike] | None = None,
         render_mode: str | None = None,
+        mcp: ToolSource | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
@@ -119,7 +125,9 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         self.dataset: list[Task] | None = (
             load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks) if tasks else None
         )
-        self._tools: dict[str, Tool] = {t.name: t for t in self.tools()}
+        self._toolset = mcp.open_toolset() if mcp is not None else None
+        outside = self._toolset.tools() if self._toolset is not None else []
+        self._tools: dict[str, Tool] = merge_tools(self.tools(), outside, type(self).__name__)
         self._step_reward = _weighted(
             step_rewards if step_rewards is not None else self.default_step_rewards, None, "step"
         )
@@ -198,6 +206,8 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         """
         super().reset(seed=seed)
         task = self._choose_task(options or {})
+        if self._toolset is not None:
+            self._toolset.start_episode()
         self._state = EpisodeState(task=task, messages=[m.model_copy() for m in task.messages])
         self.on_reset(self._state)
         info = {"tools": self.tool_schemas, "task": task}
@@ -330,6 +340,13 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             raise EnvError(f"{type(self).__name__}: the episode is over; call reset().")
         state.done = True
         return self.score_episode(state, StopReason.TRUNCATED)
+
+    def close(self) -> None:
+        """Release the environment's share of its MCP servers (the servers stay up)."""
+        toolset = getattr(self, "_toolset", None)  # None too when __init__ failed early
+        if toolset is not None:
+            toolset.close()
+        super().close()
 
     def is_success(self, episode: EvaluateResult) -> bool:
         """Whether an episode counts as solved (default: a valid score of at least 1.0)."""

@@ -70,6 +70,7 @@ _BUILTINS: dict[str, _Builtin] = {
     "math": _Builtin("rk_agent.envs.math_env:MathEnv", "rk_agent/Math-v0"),
     "code": _Builtin("rk_agent.envs.code_env:CodeEnv", "rk_agent/Code-v0"),
     "guess": _Builtin("rk_agent.envs.guess_env:GuessEnv", "rk_agent/Guess-v0"),
+    "mcp_tools": _Builtin("rk_agent.envs.mcp_tools_env:McpToolsEnv", "rk_agent/McpTools-v0"),
 }
 
 GYMNASIUM_IDS: Mapping[str, str] = {name: b.gym_id for name, b in _BUILTINS.items()}

@@ -3,14 +3,15 @@
 A rollout run (`rk_agent.rollouts.config.RolloutConfig`) and a training run
 (`rk_agent.trainers.config.TrainConfig`) both hold an `EnvSpec` as their ``env`` option: which
 environment, its constructor's arguments, a task file, episode rewards replacing the
-environment's, the turn limit, and the seed of the first task. `EnvSpec.make` builds the
+environment's, the turn limit, the seed of the first task, and MCP servers whose tools the
+environment offers too (`rk_agent.mcp`). `EnvSpec.make` builds the
 environment through the registry (`rk_agent.envs.registry`); `EnvSpec.factory` builds the fresh
 ones a run needs, checked once, and knows the name trajectories record.
 
 Config files keep their flat keys (``env: math``, ``env_kwargs: {...}``, ``tasks: t.jsonl``,
-``rewards: [...]``, ``max_turns: 3``, ``seed: 0``): `nest_env_keys` lifts them into the spec
-when a config is read, `flatten_env_keys` writes them flat again when it is saved, and
-`flat_location` names a field in an error the way the file spells it.
+``rewards: [...]``, ``max_turns: 3``, ``seed: 0``, ``mcp: servers.json``): `nest_env_keys` lifts
+them into the spec when a config is read, `flatten_env_keys` writes them flat again when it is
+saved, and `flat_location` names a field in an error the way the file spells it.
 
 Main names: `EnvSpec`, `EnvFactory`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
 `env_override_key`, `flat_location`, `FlatEnvAttributes`.
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     from rk_agent.envs.base import ChatEnv
     from rk_agent.envs.task import Task
+    from rk_agent.mcp import McpServers
 
 __all__ = [
     "ENV_KEYS",
@@ -55,6 +57,7 @@ ENV_KEYS: Mapping[str, str] = {
     "rewards": "rewards",
     "max_turns": "max_turns",
     "seed": "seed",
+    "mcp": "mcp",
 }
 """Flat config key -> `EnvSpec` field, in the order configs list them."""
 
@@ -74,6 +77,10 @@ class EnvSpec(BaseModel):
             each is recorded under its function's name (``file.py::exact`` as ``exact``).
         max_turns: assistant turns per episode (``None``: the environment's default).
         seed: task ``i`` is played with seed ``seed + i``.
+        mcp: MCP servers whose tools the environment offers next to its own: the path of an
+            ``mcpServers`` JSON file, or that configuration inline (see
+            `rk_agent.mcp.load_mcp_config`). A run connects to them once and stops them at the
+            end.
 
     Example:
         >>> EnvSpec(name="math", rewards=["rk_agent.rewards.math:math_reward"]).make().max_turns
@@ -88,6 +95,7 @@ class EnvSpec(BaseModel):
     rewards: list[str] = Field(default_factory=list)
     max_turns: int | None = Field(default=None, ge=1)
     seed: int = Field(default=0, ge=0)
+    mcp: str | dict[str, Any] | None = None
 
     def env_class(self) -> type[ChatEnv]:
         """The environment's class (see `rk_agent.envs.registry.get_env_class`).
@@ -156,10 +164,22 @@ class EnvSpec(BaseModel):
                 message lists those it takes), a reward does not load, or the environment's
                 own checks fail.
             DataError: the task file cannot be read.
+            ToolServerError: an MCP server (``mcp``) refused the credentials or did not start;
+                with ``mcp``, the environment's ``close`` stops the servers.
         """
         from rk_agent.envs.registry import make_env
 
-        return make_env(self.name, **self.constructor_kwargs())
+        kwargs = self.constructor_kwargs()
+        if self.mcp is None:
+            return make_env(self.name, **kwargs)
+        from rk_agent.mcp import McpServers
+
+        servers = McpServers(self.mcp).start()
+        try:
+            return make_env(self.name, **kwargs, mcp=servers.for_one_env())
+        except BaseException:
+            servers.close()
+            raise
 
     def factory(self) -> EnvFactory:
         """An `EnvFactory` of this spec: one environment is built now, as a check."""
@@ -181,8 +201,12 @@ class EnvFactory:
         name: its registered name (`EnvSpec.registered_name`), recorded with trajectories.
         dataset_size: how many tasks its dataset holds (``None``: generated tasks).
 
+    With ``spec.mcp``, the MCP servers are connected once here and shared by every environment
+    the factory builds; `close` stops them.
+
     Raises:
         ConfigError: see `EnvSpec.make`.
+        ToolServerError: see `EnvSpec.make`.
 
     Example:
         >>> factory = EnvSpec(name="rk_agent/Guess-v0").factory()
@@ -195,7 +219,17 @@ class EnvFactory:
 
         self.spec = spec
         self._kwargs = spec.constructor_kwargs()
-        self._first: ChatEnv | None = make_env(spec.name, **self._kwargs)
+        self._servers: McpServers | None = None
+        if spec.mcp is not None:
+            from rk_agent.mcp import McpServers
+
+            self._servers = McpServers(spec.mcp).start()
+            self._kwargs["mcp"] = self._servers
+        try:
+            self._first: ChatEnv | None = make_env(spec.name, **self._kwargs)
+        except BaseException:
+            self.close()
+            raise
         self._class = type(self._first)
         self.name = spec.registered_name()
         dataset = self._first.dataset
@@ -207,10 +241,14 @@ class EnvFactory:
         return first if first is not None else self._class(**self._kwargs)
 
     def close(self) -> None:
-        """Close the environment built as a check if it was never handed out."""
-        first, self._first = self._first, None
+        """Close the environment built as a check if it was never handed out, and stop the MCP
+        servers (the run is over)."""
+        first, self._first = getattr(self, "_first", None), None
         if first is not None:
             first.close()
+        servers, self._servers = self._servers, None
+        if servers is not None:
+            servers.close()
 
     def __repr__(self) -> str:
         return f"EnvFactory({self.name!r})"

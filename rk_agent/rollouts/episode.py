@@ -22,7 +22,7 @@ from typing import Any
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.task import Task
 from rk_agent.envs.turn import TurnResult
-from rk_agent.errors import ContextOverflowError, EndpointError, EnvError
+from rk_agent.errors import ContextOverflowError, EndpointError, EnvError, ToolServerError
 from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import EvaluateResult, FailureKind, FailureSite, StopReason
@@ -218,7 +218,18 @@ def step_turn(
 
 
 def env_failure(exc: Exception, method: str) -> Failure:
-    """The `Failure` of an episode whose environment raised in ``method`` (reset, step, ...)."""
+    """The `Failure` of an episode whose environment raised in ``method`` (reset, step, ...).
+
+    An MCP tool server that refused the credentials is an ``auth_error``; one that crashed and
+    stayed down, a ``tool_server_error`` (`rk_agent.errors.ToolServerError`).
+    """
+    if isinstance(exc, ToolServerError):
+        return Failure(
+            kind=FailureKind.AUTH_ERROR if exc.auth else FailureKind.TOOL_SERVER_ERROR,
+            message=str(exc),
+            where=FailureSite.ENVIRONMENT,
+            retryable=exc.retryable,
+        )
     return Failure(
         kind=FailureKind.ENV_ERROR,
         message=f"the environment's {method}() raised {type(exc).__name__}: {exc}",

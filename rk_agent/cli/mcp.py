@@ -1,0 +1,94 @@
+"""``rk-agent mcp ...``: serve an environment over MCP, and list the tools of MCP servers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    help="MCP (Model Context Protocol): serve an environment to MCP agents, list MCP tools.",
+    no_args_is_help=True,
+)
+
+
+@app.command("serve")
+def serve(
+    env: Annotated[
+        str,
+        typer.Option(
+            "--env", help="The environment: a name (tools), module:Class or file.py::Class."
+        ),
+    ] = "tools",
+    env_kwargs: Annotated[
+        str | None, typer.Option("--env-kwargs", help="Its constructor's arguments, as JSON.")
+    ] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http", help="Serve streamable HTTP on HOST:PORT (path /mcp) instead of stdio."
+        ),
+    ] = None,
+    token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--token-env",
+            help="With --http: the environment variable holding the bearer token clients "
+            "must send.",
+        ),
+    ] = None,
+    task_tools: Annotated[
+        bool,
+        typer.Option(
+            "--task-tools/--no-task-tools",
+            help="Also offer start_task and submit_answer (the task and its reward as tools).",
+        ),
+    ] = True,
+) -> None:
+    """Serve an environment's tools (and its task and reward) to agents that speak MCP.
+
+    Over stdio by default, so an mcpServers entry can start it:
+    {"command": "rk-agent", "args": ["mcp", "serve", "--env", "tools"]}.
+    """
+    import os
+
+    from rk_agent.envs.spec import EnvSpec
+    from rk_agent.errors import ConfigError
+    from rk_agent.mcp.serve import serve_env
+
+    kwargs = json.loads(env_kwargs) if env_kwargs else {}
+    if not isinstance(kwargs, dict):
+        raise ConfigError(f"--env-kwargs must be a JSON object, got {env_kwargs!r}.")
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env)
+        if not token:
+            raise ConfigError(f"--token-env {token_env}: that environment variable is not set.")
+    spec = EnvSpec(name=env, kwargs=kwargs)
+
+    def announce(url: str) -> None:
+        typer.echo(f"serving {env} over MCP at {url}", err=True)
+
+    serve_env(spec.make, http=http, token=token, task_tools=task_tools, on_ready=announce)
+
+
+@app.command("tools")
+def tools(
+    config: Annotated[Path, typer.Argument(help="An mcpServers JSON file.")],
+) -> None:
+    """Connect to the servers of an mcpServers file and list the tools a model would see."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rk_agent.mcp.servers import McpServers
+
+    with McpServers(config) as servers:
+        table = Table(title=f"MCP tools of {config}")
+        table.add_column("tool (as the model sees it)", style="bold cyan")
+        table.add_column("server")
+        table.add_column("name on the server")
+        for exposed, (server, remote) in servers.tool_names().items():
+            table.add_row(exposed, server, remote)
+        Console().print(table)
