@@ -29,85 +29,10 @@ Example:
     'The secret is between 1 and 10. Your guess?'
 """
 
-from __future__ import annotations
+from rk_agent._lazy import attach_stub
+from rk_agent.envs.registry import register_gymnasium_envs
 
-import importlib
-from typing import TYPE_CHECKING, Any
+# The public names are listed once, in __init__.pyi (also read by type checkers).
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)
 
-from rk_agent.envs.base import ChatEnv, EpisodeState
-from rk_agent.envs.check import PlayedEpisode, check_env, play_episode, play_with_solver
-from rk_agent.envs.registry import (
-    GYMNASIUM_IDS,
-    get_env_class,
-    get_solver,
-    list_envs,
-    make_env,
-    register_env,
-    register_gymnasium_envs,
-    unregister_env,
-)
-from rk_agent.envs.spaces import ConversationSpace, MessageSpace
-from rk_agent.envs.spec import EnvSpec
-from rk_agent.envs.task import Task, load_tasks
-from rk_agent.envs.tool import Tool, ToolResult, tool
-from rk_agent.envs.turn import ToolCallRecord, TurnResult
-
-if TYPE_CHECKING:
-    from rk_agent.envs.code_env import CodeEnv
-    from rk_agent.envs.guess_env import GuessEnv
-    from rk_agent.envs.math_env import MathEnv
-    from rk_agent.envs.tools_env import ToolsEnv
-
-__all__ = [
-    "GYMNASIUM_IDS",
-    "ChatEnv",
-    "CodeEnv",
-    "ConversationSpace",
-    "EnvSpec",
-    "EpisodeState",
-    "GuessEnv",
-    "MathEnv",
-    "MessageSpace",
-    "PlayedEpisode",
-    "Task",
-    "Tool",
-    "ToolCallRecord",
-    "ToolResult",
-    "ToolsEnv",
-    "TurnResult",
-    "check_env",
-    "get_env_class",
-    "get_solver",
-    "list_envs",
-    "load_tasks",
-    "make_env",
-    "play_episode",
-    "play_with_solver",
-    "register_env",
-    "register_gymnasium_envs",
-    "tool",
-    "unregister_env",
-]
-
-_LAZY = {
-    "CodeEnv": "rk_agent.envs.code_env",
-    "GuessEnv": "rk_agent.envs.guess_env",
-    "MathEnv": "rk_agent.envs.math_env",
-    "ToolsEnv": "rk_agent.envs.tools_env",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rk_agent.envs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-register_gymnasium_envs()
+register_gymnasium_envs()  # Gymnasium's contract for env packages: see the docstring
