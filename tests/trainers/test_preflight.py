@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rk_agent.errors import ConfigError, RewardLoadError, UnknownNameError
+from rk_agent.errors import ConfigError, EnvLoadError, UnknownNameError
 from rk_agent.trainers.config import TrainConfig
 from rk_agent.trainers.preflight import check_train_inputs
 
@@ -101,7 +101,7 @@ def test_env_and_rewards_are_known_names_or_code(tmp_path: Path) -> None:
         grpo(tmp_path, env="no_such_dir/env.py::Env"),
         "cannot load environment 'no_such_dir/env.py::Env': file 'no_such_dir/env.py' does not "
         "exist",
-        RewardLoadError,
+        EnvLoadError,
     )
     fails(
         grpo(tmp_path, rewards=["lenght"]),
