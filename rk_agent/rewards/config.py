@@ -15,11 +15,12 @@ reward:                                       # several, combined
   gate_threshold: 1.0
 ```
 
-Main names: `RewardSpec`, `CombinedRewardSpec`, `build_reward`, `load_reward_config`.
+Main names: `SingleRewardConfig`, `CombinedRewardConfig`, `build_reward`, `load_reward_config`.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,16 @@ from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.rewards.function import RewardFunction
 from rk_agent.rewards.registry import get_reward_function
 
-__all__ = ["CombinedRewardSpec", "RewardConfig", "RewardSpec", "build_reward", "load_reward_config"]
+__all__ = [
+    "CombinedRewardConfig",
+    "RewardConfig",
+    "SingleRewardConfig",
+    "build_reward",
+    "load_reward_config",
+]
 
 
-class RewardSpec(BaseModel):
+class SingleRewardConfig(BaseModel):
     """One reward: a name, ``module:fn`` or ``file.py::fn``, with bound keyword arguments."""
 
     model_config = ConfigDict(extra="forbid")
@@ -45,19 +52,19 @@ class RewardSpec(BaseModel):
     weight: float = Field(default=1.0, description="weight when combined with others")
 
 
-class CombinedRewardSpec(BaseModel):
+class CombinedRewardConfig(BaseModel):
     """Several rewards combined into one (see `rk_agent.combine`)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    combine: dict[str, str | RewardSpec]
+    combine: dict[str, str | SingleRewardConfig]
     method: CombineMethod = "weighted_sum"
-    gate: str | RewardSpec | None = None
+    gate: str | SingleRewardConfig | None = None
     gate_threshold: float = 1.0
     name: str = "combined"
 
 
-RewardConfig = str | RewardSpec | CombinedRewardSpec
+RewardConfig = str | SingleRewardConfig | CombinedRewardConfig
 """What a config may hold where a reward is expected."""
 
 
@@ -77,10 +84,10 @@ def build_reward(config: RewardConfig | dict[str, Any]) -> AnyRewardFn:
     spec = _parse(config)
     if isinstance(spec, str):
         return get_reward_function(spec)
-    if isinstance(spec, RewardSpec):
+    if isinstance(spec, SingleRewardConfig):
         return _single(spec)
     components = {
-        key: _single(RewardSpec(name=item) if isinstance(item, str) else item)
+        key: _single(SingleRewardConfig(name=item) if isinstance(item, str) else item)
         for key, item in spec.combine.items()
     }
     weights = {
@@ -88,7 +95,9 @@ def build_reward(config: RewardConfig | dict[str, Any]) -> AnyRewardFn:
     }
     gate = None
     if spec.gate is not None:
-        gate = _single(RewardSpec(name=spec.gate) if isinstance(spec.gate, str) else spec.gate)
+        gate = _single(
+            SingleRewardConfig(name=spec.gate) if isinstance(spec.gate, str) else spec.gate
+        )
     return combine(
         components,
         weights=weights,
@@ -99,19 +108,19 @@ def build_reward(config: RewardConfig | dict[str, Any]) -> AnyRewardFn:
     )
 
 
-def _single(spec: RewardSpec) -> AnyRewardFn:
+def _single(spec: SingleRewardConfig) -> AnyRewardFn:
     if not spec.kwargs:
         return get_reward_function(spec.name)
     return get_reward_function(RewardFunction(spec.name, **spec.kwargs))
 
 
-def _parse(config: Any) -> str | RewardSpec | CombinedRewardSpec:
-    if isinstance(config, (str, RewardSpec, CombinedRewardSpec)):
+def _parse(config: Any) -> str | SingleRewardConfig | CombinedRewardConfig:
+    if isinstance(config, (str, SingleRewardConfig, CombinedRewardConfig)):
         return config
     if not isinstance(config, dict):
         raise ConfigError(_FORMS + f" Got {type(config).__name__}.")
-    model: type[RewardSpec | CombinedRewardSpec] = (
-        CombinedRewardSpec if "combine" in config else RewardSpec
+    model: type[SingleRewardConfig | CombinedRewardConfig] = (
+        CombinedRewardConfig if "combine" in config else SingleRewardConfig
     )
     try:
         return model.model_validate(config)
@@ -139,3 +148,20 @@ def load_reward_config(path: str | Path) -> AnyRewardFn:
     if "reward" not in data:
         raise ConfigError(f"config {path} has no 'reward:' key. {_FORMS}")
     return build_reward(data["reward"])
+
+
+# Old names (they clashed with the decorator's `RewardSpec`, which describes a decorated function).
+_RENAMED = {"RewardSpec": "SingleRewardConfig", "CombinedRewardSpec": "CombinedRewardConfig"}
+
+
+def __getattr__(name: str) -> Any:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"rk_agent.rewards.config.{name} was renamed {new}; import {new} instead (the old name "
+        "will be removed in a later release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]
