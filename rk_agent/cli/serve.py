@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -94,6 +96,33 @@ def serve(
             "`rk-agent doctor`.",
         ),
     ] = None,
+    tunnel: Annotated[
+        bool,
+        typer.Option(
+            "--tunnel",
+            help="Expose the server at a public URL through an installed tunnel client "
+            "(cloudflared, else ngrok) and print it. Needs an API key (or --allow-public).",
+        ),
+    ] = False,
+    tunnel_client: Annotated[
+        str | None,
+        typer.Option("--tunnel-client", help="With --tunnel: cloudflared or ngrok."),
+    ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option("--tls-cert", help="Serve HTTPS with this certificate (PEM; with --tls-key)."),
+    ] = None,
+    tls_key: Annotated[
+        Path | None, typer.Option("--tls-key", help="The private key of --tls-cert (PEM).")
+    ] = None,
+    client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--client-ca",
+            help="Mutual TLS: require every client to present a certificate signed by this CA "
+            "(PEM). Counts as authentication, like an API key.",
+        ),
+    ] = None,
 ) -> None:
     """Serve a reward over HTTP: POST /evaluate (and /reward), /batch; GET /health, /docs.
 
@@ -106,6 +135,7 @@ def serve(
         is_loopback,
         load_served_reward,
         serve_rewards,
+        tls_options,
     )
 
     key = api_key if api_key and api_key.strip() else None
@@ -121,35 +151,65 @@ def serve(
         raise ConfigError(f"--max-queue must be >= 1, got {max_queue}.")
     if max_batches < 1:
         raise ConfigError(f"--max-batches must be >= 1, got {max_batches}.")
-    check_bind(host, key, allow_public)
+    tls = tls_options(tls_cert, tls_key, client_ca)
+    if tunnel and tls:
+        raise ConfigError(
+            "expected --tunnel or --tls-cert, got both: a tunnel ends TLS at its own edge, so "
+            "client certificates never reach this server. Use --tunnel with --api-key."
+        )
+    if tunnel and not key and not allow_public:
+        raise ConfigError(
+            "refusing to open a public tunnel without an API key: anyone with the URL could "
+            f"call the reward. Set a key with --api-key or {API_KEY_ENV}, or pass --allow-public."
+        )
+    if tunnel:
+        from rk_agent.selfhost.tunnel import find_tunnel_client
+
+        client = find_tunnel_client(tunnel_client)  # none installed: say so before serving
+    check_bind(host, key, allow_public or client_ca is not None)
     check_port(host, port)
     loaded = load_served_reward(reward, config, sandbox=sandbox)
     shown_host = f"[{host}]" if ":" in host else host
-    auth = "auth on (bearer key)" if key else "auth off"
-    if not key and not is_loopback(host):
+    auth = " and ".join(
+        [*(["bearer key"] if key else []), *(["client certificate"] if client_ca else [])]
+    )
+    auth = f"auth on ({auth})" if auth else "auth off"
+    if not key and not client_ca and (tunnel or not is_loopback(host)):
         auth += ", open to the network (--allow-public)"
+    scheme = "https" if tls else "http"
     typer.echo(
-        f"Serving reward {loaded.reward_spec.name!r} at http://{shown_host}:{port}/evaluate "
+        f"Serving reward {loaded.reward_spec.name!r} at {scheme}://{shown_host}:{port}/evaluate "
         f"(also /reward, /batch, /health, /docs); {workers} worker{'s' * (workers > 1)}, {auth}"
         f"{_sandbox_note(loaded)}."
     )
-    serve_rewards(
+    options: dict[str, Any] = {
         # One worker serves the reward already loaded; more load it themselves from the spec.
-        loaded if workers == 1 else reward,
-        config=config if workers > 1 else None,
-        host=host,
-        port=port,
-        workers=workers,
-        api_key=key,
-        allow_public=allow_public,
-        timeout_s=timeout,
-        max_body_bytes=int(max_body_mb * 1024 * 1024),
-        threads=threads,
-        access_log=access_log,
-        max_queue=max_queue,
-        max_batches=max_batches,
-        sandbox=sandbox,
-    )
+        "config": config if workers > 1 else None, "host": host, "port": port,
+        "workers": workers, "api_key": key, "allow_public": allow_public,
+        "timeout_s": timeout, "max_body_bytes": int(max_body_mb * 1024 * 1024),
+        "threads": threads, "access_log": access_log, "max_queue": max_queue,
+        "max_batches": max_batches, "sandbox": sandbox, "tls_cert": tls_cert,
+        "tls_key": tls_key, "client_ca": client_ca,
+    }  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        if tunnel:
+            from rk_agent.selfhost.tunnel import open_tunnel
+
+            local = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown_host}:{port}"
+            opened = stack.enter_context(open_tunnel(local, client=client))
+            # SIGTERM must end the tunnel client too: exit through the `with`, not at once
+            # (uvicorn restores this handler and re-raises the signal once it has stopped).
+            previous = signal.signal(signal.SIGTERM, _exit_on_signal)
+            stack.callback(signal.signal, signal.SIGTERM, previous)
+            typer.echo(
+                f"Public URL: {opened.public_url}/evaluate (through {opened.client.name}; it "
+                "stops with the server)."
+            )
+        serve_rewards(loaded if workers == 1 else reward, **options)
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _sandbox_note(reward: object) -> str:

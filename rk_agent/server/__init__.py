@@ -5,7 +5,8 @@ Its own package, above `rk_agent.rewards` (it serves rewards; rewards know nothi
 the request handling. ``rk-agent serve`` is its command line.
 
 Main names: `serve_rewards`, `serving`, `create_app`, `load_served_reward`, `check_bind`,
-`check_port`, `is_loopback`, `EvaluateRequest`, `BatchRequest`, `BatchResponse`, `API_KEY_ENV`.
+`check_port`, `is_loopback`, `tls_options`, `EvaluateRequest`, `BatchRequest`,
+`BatchResponse`, `API_KEY_ENV`.
 
 Example:
     >>> from rk_agent.server import serving

@@ -14,6 +14,7 @@ from rk_agent.server.app import (
     load_served_reward as load_served_reward,
     serve_rewards as serve_rewards,
     serving as serving,
+    tls_options as tls_options,
 )
 
 __all__: list[str]

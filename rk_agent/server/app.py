@@ -42,6 +42,7 @@ Main names:
     serve_rewards: run it with uvicorn (``rk-agent serve`` calls this).
     serving: run it in a background thread for tests and notebooks; yields the base URL.
     is_loopback: whether an address only accepts local connections.
+    tls_options: HTTPS and mutual TLS (client certificates) settings.
 
 Example:
     >>> from rk_agent import RewardFunction, reward_function
@@ -101,6 +102,7 @@ __all__ = [
     "load_served_reward",
     "serve_rewards",
     "serving",
+    "tls_options",
 ]
 
 logger = logging.getLogger("rk_agent.server")
@@ -306,6 +308,43 @@ def check_port(host: str, port: int) -> None:
         ) from None
 
 
+def tls_options(
+    cert: str | Path | None, key: str | Path | None, client_ca: str | Path | None = None
+) -> dict[str, Any]:
+    """uvicorn's TLS settings: HTTPS with ``cert``/``key``; mutual TLS with ``client_ca``.
+
+    With ``client_ca`` every client must present a certificate signed by that CA (the TLS
+    handshake fails otherwise, before any request is read). No setting at all gives ``{}``.
+
+    Raises:
+        ConfigError: ``cert`` without ``key`` (or the other way round), ``client_ca`` without
+            ``cert``, or a file that does not exist.
+
+    Example:
+        >>> tls_options(None, None)
+        {}
+    """
+    import ssl
+
+    if cert is None and key is None and client_ca is None:
+        return {}
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
+        if cert is None and key is None:
+            given, missing = "--client-ca", "--tls-cert and --tls-key"
+        raise ConfigError(
+            f"{given} needs {missing} as well: HTTPS takes the server's certificate and its "
+            "private key (PEM files), and mutual TLS adds --client-ca."
+        )
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--client-ca", client_ca)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{flag} {path}: expected a PEM file, but there is no such file.")
+    options: dict[str, Any] = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+    if client_ca is not None:
+        options.update(ssl_ca_certs=str(client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
+    return options
+
+
 @dataclass(frozen=True)
 class _Settings:
     """What each uvicorn worker needs to build the app (travels as JSON in an env var)."""
@@ -381,6 +420,9 @@ def serve_rewards(
     max_queue: int | None = None,
     max_batches: int = DEFAULT_MAX_BATCHES,
     sandbox: str | None = None,
+    tls_cert: str | Path | None = None,
+    tls_key: str | Path | None = None,
+    client_ca: str | Path | None = None,
 ) -> None:
     """Serve a reward with uvicorn until SIGINT/SIGTERM (in-flight requests finish first).
 
@@ -400,6 +442,9 @@ def serve_rewards(
         sandbox: for a reward that runs model code: ``"bwrap"`` (isolated, the default) or
             ``"process"`` (no isolation, opt-in), fixed for every request (see
             `load_served_reward`).
+        tls_cert, tls_key, client_ca: serve HTTPS, and with ``client_ca`` require client
+            certificates signed by it (mutual TLS, which counts as authentication: a public
+            address needs no key then); see `tls_options`.
 
     It owns the process while it runs: after loading the reward it freezes the objects built so
     far out of the garbage collector's reach (`gc.freeze`), which halves the p99 latency under
@@ -414,7 +459,8 @@ def serve_rewards(
 
     if api_key is not None and not api_key.strip():
         api_key = None
-    check_bind(host, api_key, allow_public)
+    tls = tls_options(tls_cert, tls_key, client_ca)
+    check_bind(host, api_key, allow_public or client_ca is not None)
     _check_settings(api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches)
     check_port(host, port)
     if not isinstance(workers, int) or workers < 1:
@@ -431,7 +477,7 @@ def serve_rewards(
     loaded = load_served_reward(reward, config, sandbox=sandbox)
     options: dict[str, Any] = {
         "host": host, "port": port, "access_log": access_log, "log_level": log_level,
-        "timeout_graceful_shutdown": None,
+        "timeout_graceful_shutdown": None, **tls,
     }  # fmt: skip
     if workers == 1:
         app = settings.app(loaded)
@@ -469,12 +515,21 @@ def _freeze_heap() -> None:
 
 @contextlib.contextmanager
 def serving(
-    app_or_reward: FastAPI | RewardLike, *, host: str = "127.0.0.1", port: int = 0, **options: Any
+    app_or_reward: FastAPI | RewardLike,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls_cert: str | Path | None = None,
+    tls_key: str | Path | None = None,
+    client_ca: str | Path | None = None,
+    **options: Any,
 ) -> Iterator[str]:
     """Run a reward server in a background thread; yield its base URL (``http://host:port``).
 
     For tests and notebooks. ``options`` go to `create_app`; a ready FastAPI app is served as
-    it is. Leaving the block shuts the server down (in-flight requests finish first).
+    it is. ``tls_cert``/``tls_key`` serve HTTPS (the URL starts ``https://``), ``client_ca``
+    requires client certificates (`tls_options`). Leaving the block shuts the server down
+    (in-flight requests finish first).
 
     Example:
         >>> with serving("format", api_key="k") as url:
@@ -488,7 +543,8 @@ def serving(
         if isinstance(app_or_reward, FastAPI)
         else create_app(app_or_reward, **options)
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    tls = tls_options(tls_cert, tls_key, client_ca)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, **tls)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="rk-reward-server", daemon=True)
     thread.start()
@@ -498,7 +554,8 @@ def serving(
         thread.join(0.01)
     bound = server.servers[0].sockets[0].getsockname()
     try:
-        yield f"http://{f'[{host}]' if ':' in host else host}:{bound[1]}"
+        scheme = "https" if tls else "http"
+        yield f"{scheme}://{f'[{host}]' if ':' in host else host}:{bound[1]}"
     finally:
         server.should_exit = True
         thread.join()

@@ -1,0 +1,171 @@
+"""``rk-agent serve --tls-cert --tls-key --client-ca``: HTTPS and mutual TLS on loopback.
+
+Certificates are made in the test with ``trustme``: one CA signs the server's certificate,
+another the clients'. A client with a certificate from the client CA scores; one without a
+certificate, or with one from another CA, is refused in the TLS handshake.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import trustme
+
+from rk_agent.errors import ConfigError
+from rk_agent.server import serving, tls_options
+
+CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+SAMPLE = {"messages": CHAT, "ground_truth": "4"}
+
+
+@dataclass(frozen=True)
+class Pki:
+    server_ca: Path
+    server_cert: Path
+    server_key: Path
+    client_ca: Path
+    client_cert: Path
+    client_key: Path
+    stranger_cert: Path  # signed by a CA the server does not trust
+    stranger_key: Path
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    folder = tmp_path_factory.mktemp("pki")
+    server_ca, client_ca, other_ca = trustme.CA(), trustme.CA(), trustme.CA()
+    server = server_ca.issue_cert("127.0.0.1", "localhost")
+    client = client_ca.issue_cert("trainer@example.com")
+    stranger = other_ca.issue_cert("stranger@example.com")
+    paths = {name: folder / f"{name}.pem" for name in Pki.__dataclass_fields__}
+    server_ca.cert_pem.write_to_path(str(paths["server_ca"]))
+    server.cert_chain_pems[0].write_to_path(str(paths["server_cert"]))
+    server.private_key_pem.write_to_path(str(paths["server_key"]))
+    client_ca.cert_pem.write_to_path(str(paths["client_ca"]))
+    client.cert_chain_pems[0].write_to_path(str(paths["client_cert"]))
+    client.private_key_pem.write_to_path(str(paths["client_key"]))
+    stranger.cert_chain_pems[0].write_to_path(str(paths["stranger_cert"]))
+    stranger.private_key_pem.write_to_path(str(paths["stranger_key"]))
+    return Pki(**paths)
+
+
+def client_context(pki: Pki, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki.server_ca))
+    if cert is not None:
+        context.load_cert_chain(str(cert), str(key))
+    return context
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def mtls_server(pki: Pki, tmp_path: Path) -> Iterator[str]:
+    """``rk-agent serve`` with mutual TLS as a real process; yields its base URL."""
+    rewards = tmp_path / "my_rewards.py"
+    rewards.write_text("def exact(response: str, ground_truth: str) -> float:\n"
+                       "    return float(response.strip() == ground_truth)\n")  # fmt: skip
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "RK_AGENT_SERVER_API_KEY"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rk_agent", "serve", f"{rewards}::exact", "--port", str(port),
+         "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key),
+         "--client-ca", str(pki.client_ca), "--no-access-log"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    url = f"https://127.0.0.1:{port}"
+    good = client_context(pki, pki.client_cert, pki.client_key)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{url}/health", verify=good, timeout=1)
+            break
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise AssertionError(process.communicate()[0]) from None
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    assert output.startswith(
+        f"Serving reward 'exact' at https://127.0.0.1:{port}/evaluate (also /reward, /batch, "
+        "/health, /docs); 1 worker, auth on (client certificate)."
+    )
+
+
+def test_a_client_with_a_certificate_from_the_client_ca_scores(mtls_server: str, pki: Pki) -> None:
+    url = mtls_server
+    good = client_context(pki, pki.client_cert, pki.client_key)
+    answer = httpx.post(f"{url}/evaluate", json=SAMPLE, verify=good)
+    assert (answer.status_code, answer.json()["score"]) == (200, 1.0)
+
+
+@pytest.mark.parametrize("who", ["no certificate", "a certificate from another CA"])
+def test_a_client_without_a_trusted_certificate_is_refused(
+    mtls_server: str, pki: Pki, who: str
+) -> None:
+    url = mtls_server
+    if who == "no certificate":
+        context = client_context(pki)
+    else:
+        context = client_context(pki, pki.stranger_cert, pki.stranger_key)
+    with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+        httpx.post(f"{url}/evaluate", json=SAMPLE, verify=context)
+
+
+def test_serving_in_process_with_mutual_tls(pki: Pki) -> None:
+    with serving("format", tls_cert=pki.server_cert, tls_key=pki.server_key,
+                 client_ca=pki.client_ca) as url:  # fmt: skip
+        assert url.startswith("https://127.0.0.1:")
+        good = client_context(pki, pki.client_cert, pki.client_key)
+        assert httpx.get(f"{url}/health", verify=good).json()["reward"] == "format"
+        with pytest.raises((httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError)):
+            httpx.get(f"{url}/health", verify=client_context(pki))
+
+
+def test_tls_settings_are_checked_before_serving(pki: Pki, tmp_path: Path) -> None:
+    half = "--tls-cert needs --tls-key as well: HTTPS takes the server's certificate and its"
+    with pytest.raises(ConfigError, match=re.escape(half)):
+        tls_options(pki.server_cert, None)
+    alone = "--client-ca needs --tls-cert and --tls-key as well"
+    with pytest.raises(ConfigError, match=re.escape(alone)):
+        tls_options(None, None, pki.client_ca)
+    missing = tmp_path / "nope.pem"
+    with pytest.raises(ConfigError) as caught:
+        tls_options(pki.server_cert, pki.server_key, missing)
+    assert str(caught.value) == (
+        f"--client-ca {missing}: expected a PEM file, but there is no such file."
+    )
+    options = tls_options(pki.server_cert, pki.server_key, pki.client_ca)
+    assert options["ssl_cert_reqs"] == ssl.CERT_REQUIRED
+    assert options["ssl_ca_certs"] == str(pki.client_ca)
+
+
+def test_tunnel_and_tls_together_are_refused(pki: Pki) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "serve", "format", "--tunnel", "--tls-cert",
+         str(pki.server_cert), "--tls-key", str(pki.server_key), "--api-key", "k" * 16],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.stderr.strip() == (
+        "error: expected --tunnel or --tls-cert, got both: a tunnel ends TLS at its own edge, so "
+        "client certificates never reach this server. Use --tunnel with --api-key."
+    )
