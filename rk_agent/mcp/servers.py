@@ -116,10 +116,10 @@ class McpServers:
             ConfigError: two servers offer a tool under one name.
         """
         with self._lock:
-            if self._loop is not None:
-                return self
             if self._closed:
                 raise ConfigError("these MCP servers were closed; build a new McpServers.")
+            if self._loop is not None:
+                return self
             self._loop = EventLoopThread()
             with _OPEN_LOCK:
                 _OPEN.add(self)
