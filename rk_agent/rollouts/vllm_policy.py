@@ -43,8 +43,9 @@ This contract is tested against the project's stub server
 
 Requests go over one ``openai`` SDK client (concurrent episodes' turns in parallel; vLLM batches
 them); SDK and HTTP errors become `EndpointError` / `ContextOverflowError` in
-`rk_agent.openai_errors`; the SDK retries 408, 409, 429, 5xx, connection errors and
-timeouts (``max_retries``, honouring ``Retry-After``).
+`rk_agent.openai_errors`; 408, 409, 429, 5xx, connection errors and timeouts are retried
+under `rk_agent.retry.MODEL_ENDPOINT_RETRY` (``max_retries`` of them, honouring
+``Retry-After``), the same policy as `OpenAIPolicy`'s.
 
 Main names: `VLLMPolicy`, `openai_base_url`.
 
@@ -64,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError, EndpointError, UnknownNameError
 from rk_agent.openai_errors import NO_KEY, Endpoint, translate_error
+from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.rollouts.chat_template import (
     ChatTemplate,
     ToolFormat,
@@ -114,7 +116,9 @@ class VLLMPolicy(ChatTemplate):
         tool_call_format: the text protocol's format, a `rk_agent.tool_calls.ToolCallFormat` or
             its name: ``"hermes"`` (default, ``<tool_call>`` blocks) or ``"llama3_json"``.
         timeout_s: per-request timeout.
-        max_retries: the SDK's retries of retryable failures; 0 disables them.
+        max_retries: retries of retryable failures; 0 disables them.
+        retry: the whole retry policy instead of ``max_retries`` (default:
+            `rk_agent.retry.MODEL_ENDPOINT_RETRY` with ``max_retries``).
         extra_body: more request fields (``top_k``, ``min_p``, ``repetition_penalty``, ...).
         name: recorded with trajectories; default: the model id.
 
@@ -134,6 +138,7 @@ class VLLMPolicy(ChatTemplate):
         tool_call_format: str | ToolCallFormat = "hermes",
         timeout_s: float = 600.0,
         max_retries: int = 2,
+        retry: RetryPolicy | None = None,
         extra_body: Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> None:
@@ -151,7 +156,8 @@ class VLLMPolicy(ChatTemplate):
         self.native_tools = native_tools(tokenizer, tool_format)
         self.tool_call_format = get_tool_call_format(tool_call_format)
         self.timeout_s = float(timeout_s)
-        self.max_retries = max_retries
+        self.retry = retry or MODEL_ENDPOINT_RETRY.replace(max_retries=max_retries)
+        self.max_retries = self.retry.max_retries
         self.extra_body = dict(extra_body or {})
         self._client: AsyncOpenAI | None = None
         self._ready: asyncio.Lock | None = None
@@ -325,17 +331,20 @@ class VLLMPolicy(ChatTemplate):
     async def _send(
         self, method: str, path: str, body: dict[str, Any] | None, *, retry: bool = True
     ) -> Any:
-        """One request, JSON back; the one place where SDK/HTTP errors become ours."""
+        """One request, JSON back, retried under ``self.retry`` (unless ``retry`` is false)."""
+        if not retry:
+            return await self._send_once(method, path, body)
+        return await aretry_call(lambda: self._send_once(method, path, body), self.retry)
+
+    async def _send_once(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        """One request, no retry; the one place where SDK/HTTP errors become ours."""
         import openai
 
-        if self._client is None:
+        if self._client is None:  # retries are ours (self.retry), not the SDK's
             self._client = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self._key,
-                timeout=self.timeout_s,
-                max_retries=self.max_retries,
+                base_url=self.base_url, api_key=self._key, timeout=self.timeout_s, max_retries=0
             )
-        client = self._client if retry else self._client.with_options(max_retries=0)
+        client = self._client
         try:
             if method == "GET":
                 return await client.get(path, cast_to=object)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import pytest
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
+from rk_agent.retry import MODEL_ENDPOINT_RETRY
 from rk_agent.rollouts import vllm_policy
 from rk_agent.rollouts.policy import Policy, SamplingParams
 from rk_agent.rollouts.stub_server import Fault, StubServer
@@ -167,6 +168,23 @@ def test_retryable_failures_are_retried(embedded_tok: Any) -> None:
         output = run(policy, lambda p: p.connect())  # the models listing is not retried
         output = generate(policy)
     assert output.message.content == "ok" and len(server.completion_requests) == 2
+
+
+def test_retries_wait_under_the_shared_retry_policy(embedded_tok: Any) -> None:
+    """The waits are `rk_agent.retry`'s (Retry-After honoured), not the openai SDK's."""
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    policy_retry = MODEL_ENDPOINT_RETRY.replace(max_retries=3, sleep=record)
+    with StubServer(["ok"], tokenizer=embedded_tok) as server:
+        policy = VLLMPolicy(server.url, embedded_tok, retry=policy_retry)
+        run(policy, lambda p: p.connect())
+        server.inject(Fault.http(503, retry_after=2.0), Fault.http(429, retry_after=1.0))
+        output = generate(policy)
+    assert output.message.content == "ok" and len(server.completion_requests) == 3
+    assert waits == [2.0, 1.0]
 
 
 def test_failures_become_endpoint_errors_with_the_servers_message(embedded_tok: Any) -> None:
