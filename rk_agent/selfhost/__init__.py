@@ -12,7 +12,8 @@ One module per target, each registered by name in `rk_agent.rewards.deploy_targe
 - `rk_agent.selfhost.docker`: `deploy_docker` (``"docker"``);
 - `rk_agent.selfhost.cloud_run`: `deploy_cloud_run` (``"gcp-cloud-run"``);
 - `rk_agent.selfhost.aws_lambda`: `deploy_lambda` (``"aws-lambda"``);
-- `rk_agent.selfhost.tunnel`: `find_tunnel_client`, `open_tunnel`.
+- `rk_agent.selfhost.tunnel`: `find_tunnel_client`, `open_tunnel`;
+- `rk_agent.selfhost.command`: `deploy_elsewhere`, what ``rk-agent deploy --target`` calls.
 
 Nothing here is imported by ``import rk_agent``; the modules load when a target is used.
 """
