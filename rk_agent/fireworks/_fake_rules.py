@@ -243,6 +243,11 @@ print(json.dumps(out))
 """
 
 
+def has_inline_code(evaluator: dict[str, Any]) -> bool:
+    """Whether an evaluator object carries its code (``criteria[].codeSnippets``)."""
+    return any(c.get("codeSnippets") for c in evaluator.get("criteria") or [])
+
+
 def run_preview_code(
     evaluator: dict[str, Any], samples: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
@@ -261,16 +266,44 @@ def run_preview_code(
     with tempfile.TemporaryDirectory(prefix="fake-fireworks-preview-") as folder:
         root = Path(folder)
         for name, text in files.items():
-            target = (root / name).resolve()
-            if not target.is_relative_to(root.resolve()):
-                raise FakeApiError(400, f"fileContents: {name!r} is outside the project")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(str(text), encoding="utf-8")
-        done = subprocess.run(
-            [sys.executable, "-c", _PREVIEW_RUNNER, entry_file.removesuffix(".py"), entry_func],
-            input=json.dumps(samples), capture_output=True, text=True, cwd=root, timeout=120,
-            env={k: v for k, v in os.environ.items() if not k.startswith("FIREWORKS_")},
-        )  # fmt: skip
+            _write_inside(root, name, str(text).encode("utf-8"))
+        return _run_entry(root, entry_file, entry_func, samples)
+
+
+def run_preview_archive(
+    archive: bytes, entry_point: str, samples: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Run an uploaded evaluator's archive (its one top directory) at ``file.py::func``."""
+    entry_file, _, entry_func = entry_point.partition("::")
+    with tempfile.TemporaryDirectory(prefix="fake-fireworks-deployed-") as folder:
+        root = Path(folder)
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    data = (tar.extractfile(member) or io.BytesIO()).read()
+                    _write_inside(root, member.name, data)
+        tops = [p for p in root.iterdir() if p.is_dir()]
+        return _run_entry(tops[0] if len(tops) == 1 else root, entry_file, entry_func or
+                          "evaluate", samples)  # fmt: skip
+
+
+def _write_inside(root: Path, name: str, data: bytes) -> None:
+    target = (root / name).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise FakeApiError(400, f"fileContents: {name!r} is outside the project")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def _run_entry(
+    root: Path, entry_file: str, entry_func: str, samples: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Call ``entry_file::entry_func(**sample)`` for each sample in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PREVIEW_RUNNER, entry_file.removesuffix(".py"), entry_func],
+        input=json.dumps(samples), capture_output=True, text=True, cwd=root, timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("FIREWORKS_")},
+    )  # fmt: skip
     if done.returncode != 0:
         reason = f"the evaluator failed to load: {done.stderr.strip()[-500:]}"
         return [{"success": False, "score": 0.0, "reason": reason} for _ in samples]

@@ -8,13 +8,15 @@ API, as documented (see the Fireworks page of the docs):
 * datasets: create, get, delete, ``:upload`` (multipart), ``:getUploadEndpoint`` ->
   ``PUT`` signed URL -> ``:validateUpload``; a dataset is ``UPLOADING`` for ``dataset_polls``
   reads after its upload, then ``READY``;
-* evaluators: ``evaluatorsV2`` create, get, delete, ``:getUploadEndpoint`` -> ``PUT`` ->
+* evaluators: ``evaluatorsV2`` create, get, list, delete, ``:getUploadEndpoint`` -> ``PUT`` ->
   ``:validateUpload``, ``:getBuildLogEndpoint``, ``evaluators:previewEvaluator``. After the
   upload the fake "builds" the archive (a gzip tar with ``requirements.txt`` and the entry
   point's file and function under one top directory): ``BUILDING`` for ``build_polls`` reads,
   then ``ACTIVE`` or ``BUILD_FAILED`` with a build log. `FakeFireworks.fail_build` forces a
   failure. A preview runs the code it is sent (``codeSnippets.fileContents``) in a subprocess,
-  as the service would, or calls ``preview_scorer``;
+  as the service would, or calls ``preview_scorer``; a preview of an evaluator object with no
+  code but the ``name`` of an uploaded, ``ACTIVE`` evaluator runs that evaluator's archive at
+  its ``entryPoint`` (how a deployed reward is called by name);
 * RFT jobs: create (the dataset must be READY and the evaluator ACTIVE), get, list, ``:cancel``;
   each read moves a job one step along ``job_states``.
 
@@ -413,6 +415,15 @@ class FakeFireworks(JobsMixin):
                 record["status"] = {"code": "OK", "message": ""}
         return record
 
+    def _list_evaluators(self, request: FakeRequest) -> dict[str, Any]:
+        size = int(request.query.get("pageSize") or 50)
+        token = int(request.query.get("pageToken") or 0)
+        names = sorted(self.evaluators)
+        page = [self.evaluators[n] for n in names[token : token + size]]
+        more = token + size < len(names)
+        return {"evaluators": page, "nextPageToken": str(token + size) if more else "",
+                "totalSize": len(names)}  # fmt: skip
+
     def _delete_evaluator(self, request: FakeRequest, evaluator_id: str) -> dict[str, Any]:
         self._evaluator(evaluator_id)
         del self.evaluators[evaluator_id]
@@ -442,13 +453,30 @@ class FakeFireworks(JobsMixin):
             raise rules.FakeApiError(404, f"evaluator {evaluator_id!r} not found")
         return self.evaluators[evaluator_id]
 
+    def _deployed_archive(self, evaluator: dict[str, Any]) -> bytes | None:
+        """The uploaded archive of the evaluator an object names, when it carries no code."""
+        if rules.has_inline_code(evaluator) or not evaluator.get("name"):
+            return None
+        name = str(evaluator["name"])
+        prefix = f"accounts/{self.account_id}/evaluators/"
+        if not name.startswith(prefix):
+            raise rules.FakeApiError(404, f"evaluator {name!r} not found")
+        record = self._evaluator(name.removeprefix(prefix))
+        if record.get("state") != "ACTIVE":
+            raise rules.FakeApiError(
+                400, f"failed precondition: evaluator {name!r} is {record.get('state')}, not ACTIVE"
+            )
+        if not evaluator.get("entryPoint"):
+            raise rules.FakeApiError(400, "evaluator.entryPoint is required to run uploaded code")
+        return self.files[f"evaluators/{record['name'].rsplit('/', 1)[-1]}"]
+
     def _preview(self, request: FakeRequest) -> dict[str, Any]:
         body = rules.json_object(request, rules.PREVIEW, "PreviewEvaluatorRequest")
         evaluator = body.get("evaluator")
         samples = body.get("sampleData")
         if not isinstance(evaluator, dict):
             raise rules.FakeApiError(400, "missing required field: evaluator")
-        rules.known_keys(evaluator, rules.EVALUATOR, "Evaluator")
+        rules.known_keys(evaluator, rules.EVALUATOR | {"name"}, "Evaluator")
         if not isinstance(samples, list) or not samples:
             raise rules.FakeApiError(400, "missing required field: sampleData")
         parsed = []
@@ -461,8 +489,11 @@ class FakeFireworks(JobsMixin):
             parsed.append(value)
         chosen = parsed[: int(body.get("maxSamples", 10))]
         started = time.monotonic()
+        deployed = self._deployed_archive(evaluator)
         if self.preview_scorer is not None:
             results = [self.preview_scorer(evaluator, s) for s in chosen]
+        elif deployed is not None:
+            results = rules.run_preview_archive(deployed, str(evaluator.get("entryPoint")), chosen)
         else:
             results = rules.run_preview_code(evaluator, chosen)
         return {
@@ -482,6 +513,7 @@ _ROUTES: list[tuple[str, dict[str, Callable[..., dict[str, Any]]]]] = [
     (f"(datasets|evaluators)/{_ID}:validateUpload", {"POST": FakeFireworks._validate_upload}),
     ("evaluatorsV2", {"POST": FakeFireworks._create_evaluator}),
     ("evaluators:previewEvaluator", {"POST": FakeFireworks._preview}),
+    ("evaluators", {"GET": FakeFireworks._list_evaluators}),
     (f"evaluators/{_ID}", {"GET": FakeFireworks._get_evaluator,
                            "DELETE": FakeFireworks._delete_evaluator}),
     (f"evaluators/{_ID}:getBuildLogEndpoint", {"GET": FakeFireworks._build_log_endpoint}),

@@ -9,7 +9,15 @@ package that deploys it. Built in: ``fireworks``, and the self-hosting targets `
 
 A target is a callable ``target(reward, *, evaluator_id, description, force, **options)``.
 
-Main names: `get_deploy_target`, `register_deploy_target`, `deploy_target_names`.
+The way back, calling a deployed reward by its name (``RewardFunction(name="my-eval",
+mode="remote")``), goes through a second small registry of *hosted reward sources*: a source is
+a callable ``source(name, *, api_key, timeout) -> scorer`` that finds the deployed reward and
+returns ``scorer(call_kwargs) -> EvaluateResult``. Built in: ``fireworks``
+(`rk_agent.fireworks.hosted`); others come from the ``rk_agent.hosted_rewards`` entry-point
+group or `register_hosted_source`.
+
+Main names: `get_deploy_target`, `register_deploy_target`, `deploy_target_names`,
+`get_hosted_source`, `register_hosted_source`, `hosted_source_names`.
 
 Example:
     >>> from rk_agent.rewards.deploy_targets import deploy_target_names
@@ -26,7 +34,16 @@ from rk_agent.errors import ConfigError
 from rk_agent.loading import load_object
 from rk_agent.registry import NameRegistry, is_entry_point
 
-__all__ = ["DeployTarget", "deploy_target_names", "get_deploy_target", "register_deploy_target"]
+__all__ = [
+    "DeployTarget",
+    "HostedSource",
+    "deploy_target_names",
+    "get_deploy_target",
+    "get_hosted_source",
+    "hosted_source_names",
+    "register_deploy_target",
+    "register_hosted_source",
+]
 
 DeployTarget = Callable[..., Any]
 """``target(reward, *, evaluator_id, description, force, **options) -> what it deployed``."""
@@ -40,6 +57,17 @@ _TARGETS = NameRegistry[DeployTarget](
         "gcp-cloud-run": "rk_agent.selfhost.cloud_run:deploy_cloud_run",
         "aws-lambda": "rk_agent.selfhost.aws_lambda:deploy_lambda",
     },
+)
+
+
+HostedSource = Callable[..., Any]
+"""``source(name, *, api_key, timeout) -> scorer``, where ``scorer(call_kwargs)`` returns an
+`EvaluateResult` for one sample."""
+
+_HOSTED = NameRegistry[HostedSource](
+    "hosted reward source",
+    "rk_agent.hosted_rewards",
+    {"fireworks": "rk_agent.fireworks.hosted:hosted_reward"},
 )
 
 
@@ -77,3 +105,39 @@ def get_deploy_target(name: str) -> DeployTarget:
 def deploy_target_names() -> list[str]:
     """The names of every known deploy target, sorted."""
     return sorted(_TARGETS.names())
+
+
+def register_hosted_source(
+    name: str, source: HostedSource | str, *, overwrite: bool = False
+) -> None:
+    """Add a hosted reward source: a callable, or a ``"module:attr"`` string loaded when used.
+
+    Raises:
+        ConfigError: ``name`` is taken and ``overwrite`` is false.
+    """
+    _HOSTED.add(name, source, overwrite=overwrite)
+
+
+def get_hosted_source(name: str) -> HostedSource:
+    """The hosted reward source called ``name`` (loaded now if it is a ``"module:attr"`` string).
+
+    Raises:
+        UnknownNameError: no such source (with the closest name suggested).
+        ConfigError: what the name points at is not callable.
+    """
+    entry = _HOSTED.lookup(name, hint="Register it with register_hosted_source(name, source).")
+    if isinstance(entry, str):
+        entry = load_object(entry, kind="hosted reward source")
+    elif is_entry_point(entry):
+        entry = entry.load()  # type: ignore[union-attr]
+    if not callable(entry):
+        raise ConfigError(
+            f"hosted reward source {name!r} is a {type(entry).__name__}, not a callable; "
+            "register a function source(name, *, api_key, timeout) -> scorer."
+        )
+    return entry
+
+
+def hosted_source_names() -> list[str]:
+    """The names of every known hosted reward source, sorted."""
+    return sorted(_HOSTED.names())

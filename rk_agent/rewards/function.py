@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from rk_agent.errors import ConfigError, RewardInputError
 from rk_agent.rewards.decorator import AnyRewardFn, check_options, reward_function
+from rk_agent.rewards.deploy_targets import get_hosted_source
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.rewards.trl_adapter import to_trl_reward
 from rk_agent.types import EvaluateResult, Message
@@ -43,10 +44,13 @@ class RewardFunction:
         func: the reward: a callable (decorated or not), a registered name, ``"pkg.module:fn"``
             or ``"file.py::fn"``. Required in ``local`` mode.
         func_path: the same as a string (reward-kit's spelling); give ``func`` or ``func_path``.
-        mode: ``"local"`` calls the function in-process; ``"remote"`` POSTs to ``endpoint``;
-            ``"fireworks_hosted"`` POSTs to the Fireworks reward endpoint of ``model_id``.
+        mode: ``"local"`` calls the function in-process; ``"remote"`` POSTs to ``endpoint``,
+            or, with ``name`` and no endpoint, calls the reward deployed to Fireworks under that
+            evaluator id (`rk_agent.fireworks.hosted`); ``"fireworks_hosted"`` POSTs to the
+            Fireworks reward endpoint of ``model_id``.
         endpoint: the URL of a reward server's ``/evaluate`` (``remote`` mode).
-        name: the reward's name (defaults to the function's); TRL logs under this name.
+        name: the reward's name (defaults to the function's); TRL logs under this name. In
+            ``remote`` mode without ``endpoint``: the deployed evaluator's id, checked now.
         model_id: the Fireworks evaluator/model id (``fireworks_hosted`` mode).
         api_key: bearer key for remote modes; ``remote`` falls back to
             ``RK_AGENT_SERVER_API_KEY``, ``fireworks_hosted`` to ``FIREWORKS_API_KEY``. Never
@@ -58,6 +62,7 @@ class RewardFunction:
 
     Raises:
         ConfigError: an unknown mode, or what the mode needs is missing.
+        FireworksError: ``remote`` by ``name``: no such evaluator, or it is not ``ACTIVE``.
     """
 
     def __init__(
@@ -83,6 +88,7 @@ class RewardFunction:
         self.timeout = timeout
         self._api_key = api_key
         self._func: AnyRewardFn | None = None
+        self._hosted: Callable[[dict[str, Any]], EvaluateResult] | None = None
         if spec is not None:
             self._func = get_reward_function(spec)
             check_options(self._func, bound_kwargs)
@@ -94,8 +100,16 @@ class RewardFunction:
                 )
             self.endpoint = None
         elif mode == "remote":
-            if not endpoint:
-                raise ConfigError("mode='remote' needs endpoint='http://host:port/evaluate'.")
+            if not endpoint and name:
+                # Called by name: the source (loaded by name, so rewards do not import
+                # rk_agent.fireworks) finds the deployed evaluator and scores through it.
+                source = get_hosted_source("fireworks")
+                self._hosted = source(name, api_key=api_key, timeout=timeout)
+            elif not endpoint:
+                raise ConfigError(
+                    "mode='remote' needs endpoint='http://host:port/evaluate' (a reward server) "
+                    "or name='my-evaluator' (a reward deployed to Fireworks)."
+                )
             self.endpoint = endpoint
         else:
             if not model_id:
@@ -111,7 +125,7 @@ class RewardFunction:
         self.name = name or (self._func.reward_spec.name if self._func else "remote_reward")
 
     def __repr__(self) -> str:
-        where = self.endpoint if self.mode != "local" else self.name
+        where = self.endpoint if self.mode != "local" and self.endpoint else self.name
         return f"RewardFunction({where!r}, mode={self.mode!r})"
 
     @property
@@ -164,6 +178,8 @@ class RewardFunction:
         import asyncio
 
         call_kwargs = self._call_kwargs(messages, original_messages, kwargs)
+        if self._hosted is not None:
+            return await asyncio.to_thread(self._hosted, call_kwargs)
         if self.mode != "local":
             from rk_agent.rewards.remote import apost_evaluate
 
@@ -207,6 +223,8 @@ class RewardFunction:
         return call_kwargs
 
     def _post(self, call_kwargs: dict[str, Any]) -> EvaluateResult:
+        if self._hosted is not None:
+            return self._hosted(call_kwargs)
         from rk_agent.rewards.remote import post_evaluate
 
         assert self.endpoint is not None
