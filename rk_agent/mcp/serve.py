@@ -8,7 +8,9 @@ environment's ``@tool`` functions, plus two that play the task:
 - ``submit_answer(answer)``: end it with ``answer`` as the final assistant message; returns the
   episode's score, whether it counts as solved, and each reward's score, as JSON.
 
-Each MCP session (one per stdio process, one per HTTP client session) plays its own environment.
+One server plays one environment, one episode at a time: over stdio that is one per client (each
+client starts its own server process); over HTTP, clients share it (MCP's 2026 protocol has no
+sessions to tell them apart), so serve one agent per HTTP server.
 `serve_env` runs the server over stdio (for an ``mcpServers`` ``command``) or streamable HTTP
 (``rk-agent mcp serve --env tools --http 127.0.0.1:8000``, optionally requiring a bearer token).
 
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -67,7 +68,7 @@ def build_env_server(
     """An MCP server exposing an environment's tools (and its task and reward as tools).
 
     Args:
-        make_env: builds the environment; called once per MCP session.
+        make_env: builds the environment (once).
         name: the server's name, as clients see it.
         task_tools: also offer ``start_task`` and ``submit_answer``.
 
@@ -97,15 +98,7 @@ def build_env_server(
                 "with task_tools=False (--no-task-tools)."
             )
         listed += [_START, _SUBMIT]
-    envs: weakref.WeakKeyDictionary[Any, ChatEnv] = weakref.WeakKeyDictionary()
-    first: list[ChatEnv] = [probe]
-
-    def env_of(session: Any) -> ChatEnv:
-        env = envs.get(session)
-        if env is None:
-            env = first.pop() if first else make_env()
-            envs[session] = env
-        return env
+    env = probe
 
     async def list_tools(
         ctx: Any, params: mcp_types.PaginatedRequestParams | None
@@ -115,7 +108,6 @@ def build_env_server(
     async def call_tool(
         ctx: Any, params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
-        env = env_of(ctx.session)
         arguments = dict(params.arguments or {})
         if task_tools and params.name in TASK_TOOLS:
             play = _start if params.name == "start_task" else _submit
@@ -141,7 +133,7 @@ def serve_env(
     """Serve an environment over MCP until stdin closes (stdio) or Ctrl-C (HTTP).
 
     Args:
-        make_env: builds the environment (once per session).
+        make_env: builds the environment (once).
         http: ``host:port`` to serve streamable HTTP on (path ``/mcp``); ``None`` for stdio.
         token: with ``http``, the bearer token clients must send (others get HTTP 401).
         task_tools: offer ``start_task`` and ``submit_answer`` too.

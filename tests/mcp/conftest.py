@@ -19,24 +19,29 @@ SERVER = Path(__file__).with_name("fixture_server.py")
 FAST_RETRY = RetryPolicy(max_retries=2, base_s=0.01, max_s=0.05, jitter="none")
 
 
-def stdio_server(tag: str | None = None, **extra: Any) -> dict[str, Any]:
+def stdio_server(
+    tag: str | None = None, *, ignore_eof: bool = False, **extra: Any
+) -> dict[str, Any]:
     """The fixture server's entry in mcpServers (stdio), with rk-agent keys in ``extra``."""
-    args = [str(SERVER)] + (["--tag", tag] if tag else [])
+    args = (
+        [str(SERVER)] + (["--tag", tag] if tag else []) + (["--ignore-eof"] if ignore_eof else [])
+    )
     return {"command": sys.executable, "args": args, **extra}
 
 
 def processes_tagged(tag: str) -> list[int]:
-    """Ids of live processes whose command line holds ``tag``."""
+    """Ids of live processes whose command line or environment holds ``tag``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
             state = (entry / "stat").read_text().split(") ", 1)[1][0]
         except OSError:
             continue
-        if tag.encode() in cmdline and state != "Z":
+        if (tag.encode() in cmdline or tag.encode() in environ) and state != "Z":
             found.append(int(entry.name))
     return found
 

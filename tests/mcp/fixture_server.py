@@ -1,9 +1,11 @@
 """A small MCP server for the tests, written with the SDK's MCPServer, run as its own process.
 
-``python fixture_server.py [--http PORT] [--token T] [--expire-after N] [--tag X]``; stdio by
-default. ``--tag`` is ignored: tests find the process by it. A crash marker file (environment
-variable ``CRASH_MARKER``) lets a test crash the server for good: ``crash_for_good`` writes it
-and exits, and a server started while it exists exits at once.
+``python fixture_server.py [--http PORT] [--token T] [--expire-after N] [--tag X]
+[--ignore-eof]``; stdio by default. ``--ignore-eof`` keeps the process alive after its stdin
+closes (a badly behaved server: only a signal stops it). ``--tag`` is ignored: tests find the
+process by it. A crash marker file (environment variable ``CRASH_MARKER``) lets a test crash the
+server for good: ``crash_for_good`` writes it and exits, and a server started while it exists
+exits at once.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -105,12 +108,15 @@ def main() -> None:
     parser.add_argument("--token", default="secret-token")
     parser.add_argument("--expire-after", type=int)
     parser.add_argument("--tag")
+    parser.add_argument("--ignore-eof", action="store_true")
     args = parser.parse_args()
     marker = os.environ.get("CRASH_MARKER")
     if marker and Path(marker).exists():
         sys.exit(1)
     if args.http is None:
         server.run("stdio")
+        while args.ignore_eof:
+            time.sleep(1)
         return
     import uvicorn
 
