@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from rk_agent.errors import ConfigError, FireworksError
+from rk_agent.fireworks.auth import resolve_credentials
 from rk_agent.fireworks.client import ApiModel, FireworksClient
 from rk_agent.fireworks.datasets import ApiStatus
 from rk_agent.fireworks.packaging import EvaluatorPackage, package_metric_folders, package_reward
@@ -113,6 +115,10 @@ class Deployment:
     package: EvaluatorPackage
     action: str
     replaced: Evaluator | None = None
+
+    def __str__(self) -> str:
+        """The evaluator id, as Reward Kit's ``.deploy()`` returns it (``print(f"ID: {d}")``)."""
+        return self.evaluator.id
 
 
 def validate_resource_id(value: str, kind: str) -> str:
@@ -301,6 +307,9 @@ def deploy_reward(
     poll_s: float = 10.0,
     timeout_s: float = 900.0,
     on_update: Callable[[Evaluator], None] | None = None,
+    account_id: str | None = None,
+    auth_token: str | None = None,
+    providers: Sequence[Mapping[str, Any]] | None = None,
 ) -> Deployment:
     """Create or update the Fireworks evaluator that runs ``reward``.
 
@@ -322,12 +331,37 @@ def deploy_reward(
         poll_s: seconds between polls.
         timeout_s: how long to wait for the build.
         on_update: called with the evaluator at each poll.
+        account_id: the Fireworks account (Reward Kit's ``.deploy`` argument; default: the
+            environment's, as for every call here).
+        auth_token: the API key (Reward Kit's name for it; default: ``FIREWORKS_API_KEY``).
+        providers: Reward Kit's ``[{"providerType": ..., "modelId": ...}]``. Accepted and
+            ignored with a `UserWarning`: an evaluator has no field for it in the Fireworks
+            API (Reward Kit's own ``deploy`` reads it and sends nothing either); the model a job
+            trains is chosen on the RFT job (``rk-agent fireworks rft --base-model``).
 
     Raises:
-        ConfigError: the id is not valid, the reward cannot be packaged, or no API key is set.
+        ConfigError: the id is not valid, the reward cannot be packaged, no API key is set, or
+            ``account_id``/``auth_token`` come together with ``client``.
         FireworksError: the API refused, the evaluator exists with other code and ``force`` is
             off, or the build failed (with its log).
     """
+    _ignore_providers(providers)
+    if account_id is not None or auth_token is not None:
+        if client is not None:
+            raise ConfigError(
+                "deploy got account_id/auth_token and client=...: the client already has its "
+                "credentials. Pass one or the other."
+            )
+        client = FireworksClient(resolve_credentials(api_key=auth_token, account_id=account_id))
+        try:
+            return deploy_reward(
+                reward, evaluator_id=evaluator_id, display_name=display_name,
+                description=description, force=force, requirements=requirements,
+                include=include, client=client, wait=wait, poll_s=poll_s, timeout_s=timeout_s,
+                on_update=on_update,
+            )  # fmt: skip
+        finally:
+            client.close()
     fn = get_reward_function(reward)
     evaluator_id = validate_resource_id(
         evaluator_id or evaluator_id_for(fn.reward_spec.name, _source_file(fn)), "evaluator"
@@ -338,6 +372,25 @@ def deploy_reward(
         description=description or fn.reward_spec.description or None, force=force,
         client=client, wait=wait, poll_s=poll_s, timeout_s=timeout_s, on_update=on_update,
     )  # fmt: skip
+
+
+def _ignore_providers(providers: Sequence[Mapping[str, Any]] | None) -> None:
+    """Check Reward Kit's ``providers`` and say, once per call, that it changes nothing."""
+    if providers is None:
+        return
+    if isinstance(providers, (str, bytes)) or not all(isinstance(p, Mapping) for p in providers):
+        raise ConfigError(
+            f"providers must be a list of {{'providerType': ..., 'modelId': ...}} dicts, as in "
+            f"Reward Kit; got {providers!r}."
+        )
+    models = ", ".join(str(p.get("modelId", "?")) for p in providers) or "none"
+    warnings.warn(
+        f"deploy(providers=...) is ignored (models: {models}): a Fireworks evaluator has no "
+        "providers field, so nothing would be sent (Reward Kit's deploy drops it too). Choose "
+        "the model to train on the RFT job instead (rk-agent fireworks rft --base-model).",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def deploy_metric_folders(

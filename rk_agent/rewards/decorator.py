@@ -575,8 +575,10 @@ def _deploy(
     of that id whose code differs. ``target`` names the deploy target
     (`rk_agent.rewards.deploy_targets`); ``"fireworks"`` is
     `rk_agent.fireworks.evaluators.deploy_reward`, which takes ``client``, ``wait``,
-    ``requirements``, ... as other keyword arguments. Returns what the target returns
-    (Fireworks: a `Deployment`).
+    ``requirements``, ... as other keyword arguments, and Reward Kit's ``account_id``,
+    ``auth_token`` and ``providers`` (accepted, ignored with a warning: evaluators have no such
+    field). Returns what the target returns (Fireworks: a `Deployment`, whose ``str()`` is the
+    evaluator id Reward Kit's ``deploy`` returns).
     """
     # Looked up by name: the reward API does not import the packages that deploy it.
     deploy = get_deploy_target(target)
