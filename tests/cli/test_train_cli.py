@@ -220,7 +220,7 @@ BAD_INPUT = [
      "`rk-agent train grpo --help`."),
     (("grpo", "--env", "toolz"),
      "unknown environment 'toolz'. Did you mean 'tools'? Known environments: code, guess, math, "
-     "tools. Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "
+     "mcp_tools, tools. Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "
      "'package.module:Class' or 'path/to/file.py::Class'."),
     (("grpo", "--n-tasks", "0"),
      "invalid train config: n_tasks: Input should be greater than or equal to 1."),

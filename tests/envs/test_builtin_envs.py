@@ -24,7 +24,7 @@ ENVS = sorted(_BUILTINS)
 
 
 def test_every_builtin_is_parametrised() -> None:
-    assert ENVS == ["code", "guess", "math", "tools"]
+    assert ENVS == ["code", "guess", "math", "mcp_tools", "tools"]
 
 
 @pytest.mark.parametrize("name", ENVS)

@@ -115,8 +115,8 @@ def test_every_way_of_naming_resolves(spec: Any, cls: type[ChatEnv]) -> None:
 def test_unknown_name_suggests_the_closest() -> None:
     message = (
         "unknown environment 'tool'. Did you mean 'tools'? Known environments: code, guess, "
-        "math, tools. Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "
-        "'package.module:Class' or 'path/to/file.py::Class'."
+        "math, mcp_tools, tools. Give a registered name, a Gymnasium id such as "
+        "'rk_agent/Tools-v0', 'package.module:Class' or 'path/to/file.py::Class'."
     )
     with pytest.raises(UnknownNameError, match=re.escape(message)):
         make_env("tool")
@@ -141,7 +141,8 @@ def test_an_object_that_is_not_a_chat_env_is_refused() -> None:
 def test_unknown_keyword_argument_is_named_with_what_is_accepted() -> None:
     message = (
         "environment 'math' does not take 'retrys'. Did you mean 'retries'? It takes: "
-        "episode_rewards, episode_weights, max_turns, render_mode, retries, step_rewards, tasks."
+        "episode_rewards, episode_weights, max_turns, mcp, render_mode, retries, step_rewards, "
+        "tasks."
     )
     with pytest.raises(ConfigError, match=re.escape(message)):
         make_env("math", retrys=2)

@@ -96,7 +96,7 @@ def test_rewards_sharing_a_name_keep_their_full_specs(tmp_path: Path) -> None:
 def test_unknown_env_names_get_did_you_mean() -> None:
     message = (
         "unknown environment 'gues'. Did you mean 'guess'? Known environments: code, guess, "
-        "math, tools."
+        "math, mcp_tools, tools."
     )
     for build in (EnvSpec(name="gues").make, EnvSpec(name="gues").factory):
         with pytest.raises(UnknownNameError, match=f"^{re.escape(message)}"):
@@ -106,7 +106,7 @@ def test_unknown_env_names_get_did_you_mean() -> None:
 def test_bad_kwargs_name_what_the_env_takes() -> None:
     message = (
         "environment 'guess' does not take 'hihg'. Did you mean 'high'? It takes: "
-        "episode_rewards, episode_weights, high, max_turns, render_mode, step_rewards, tasks."
+        "episode_rewards, episode_weights, high, max_turns, mcp, render_mode, step_rewards, tasks."
     )
     for build in (EnvSpec(name="guess", kwargs={"hihg": 5}).make,
                   EnvSpec(name="guess", kwargs={"hihg": 5}).factory):  # fmt: skip

@@ -94,7 +94,7 @@ def test_env_and_rewards_are_known_names_or_code(tmp_path: Path) -> None:
     fails(
         grpo(tmp_path, env="toolz"),
         "unknown environment 'toolz'. Did you mean 'tools'? Known environments: code, guess, "
-        "math, tools.",
+        "math, mcp_tools, tools.",
         UnknownNameError,
     )
     fails(
