@@ -18,30 +18,14 @@ Main names:
     build_env_server, serve_env: an environment as an MCP server.
 
 Example:
+    >>> from rk_agent.mcp import load_mcp_config
     >>> config = load_mcp_config({"mcpServers": {"kb": {"url": "http://127.0.0.1:9/mcp"}}})
     >>> config.servers["kb"].transport
     'http'
 """
 
-from __future__ import annotations
+from rk_agent._lazy import attach_stub
 
-from rk_agent.mcp.client import CallOutcome, McpConnection
-from rk_agent.mcp.config import McpConfig, McpServerConfig, SessionMode, load_mcp_config
-from rk_agent.mcp.serve import build_env_server, serve_env
-from rk_agent.mcp.servers import McpServers, McpToolset
-from rk_agent.mcp.tools import McpTool, openai_schema
-
-__all__ = [
-    "CallOutcome",
-    "McpConfig",
-    "McpConnection",
-    "McpServerConfig",
-    "McpServers",
-    "McpTool",
-    "McpToolset",
-    "SessionMode",
-    "build_env_server",
-    "load_mcp_config",
-    "openai_schema",
-    "serve_env",
-]
+# The public names are listed once, in __init__.pyi (also read by type checkers). Nothing of the
+# mcp SDK is imported until a name is used.
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

@@ -24,7 +24,7 @@ Main names: `McpConfig`, `McpServerConfig`, `SessionMode`, `load_mcp_config`.
 Example:
     >>> config = load_mcp_config({"mcpServers": {"kb": {"command": "python", "args": ["-V"]}}})
     >>> server = config.servers["kb"]
-    >>> server.transport, server.timeout, server.session
+    >>> server.transport, server.timeout, server.session.value
     ('stdio', 30.0, 'shared')
 """
 
