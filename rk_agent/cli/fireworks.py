@@ -324,8 +324,17 @@ def rft(
         ),
     ],
     reward: Annotated[
-        str, typer.Option("--reward", help="The reward: a name, 'file.py::fn' or 'module:fn'.")
-    ],
+        str | None,
+        typer.Option("--reward", help="The reward: a name, 'file.py::fn' or 'module:fn'."),
+    ] = None,
+    reward_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--reward-endpoint",
+            help="Instead of --reward: your reward server's /evaluate URL. A thin evaluator "
+            "forwards each sample there (its key: the RK_AGENT_SERVER_API_KEY secret).",
+        ),
+    ] = None,
     base_model: Annotated[
         str | None,
         typer.Option(
@@ -420,7 +429,8 @@ def rft(
 
     Builds one dataset row per task (its system and user messages, ground_truth, the
     environment's tools), deploys the reward as an evaluator, uploads the dataset, creates the
-    job and shows its progress. Running it again reuses the dataset and the evaluator.
+    job and shows its progress. Running it again reuses the dataset and the evaluator. With
+    --reward-endpoint URL the evaluator forwards each sample to your self-hosted reward server.
     """
     from pydantic import ValidationError
     from rich.console import Console
@@ -434,6 +444,12 @@ def rft(
         WandbConfig,
     )
 
+    if (reward is None) == (reward_endpoint is None):
+        got = "both" if reward is not None else "neither"
+        raise ConfigError(
+            f"expected --reward or --reward-endpoint, exactly one; got {got}. Try `--reward "
+            "my_rewards.py::fn` or `--reward-endpoint https://rewards.example.com/evaluate`."
+        )
     console = Console(soft_wrap=True)  # a URL is never broken across lines
     try:
         config = RFTJobConfig(
@@ -460,7 +476,7 @@ def rft(
     with client:
         launch = launch_rft(
             source, reward, config=config, client=client, env=env, tools=not no_tools,
-            evaluator_id=evaluator_id,
+            evaluator_id=evaluator_id, reward_endpoint=reward_endpoint,
             dataset_id=dataset_id, job_id=job_id, force=force, requirements=requirement or (),
             include=include or (), poll_s=poll,
             on_step=None if dry_run else lambda s: console.print(f"· {s}"),

@@ -254,3 +254,27 @@ def test_bad_options_are_reported_before_anything_is_sent(
         missing.exception
     )
     assert fake.requests == []
+
+
+def test_rft_with_a_self_hosted_reward_endpoint(
+    fake: FakeFireworks, env: dict[str, str], tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"prompt": "2+2?", "ground_truth": "4"}) + "\n")
+    url = "https://rewards.example.com/evaluate"
+    out = rk(
+        "fireworks", "rft", "--from", str(tasks), "--reward-endpoint", url,
+        "--base-model", "qwen3-0p6b", "--job-id", "job-e", "--no-follow", env=env,
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    evaluator = next(iter(fake.evaluators))
+    assert evaluator.startswith("endpoint-rewards-example-com-")
+    assert f"· deploying reward endpoint {url} as evaluator {evaluator!r}" in out.output
+    assert "Started RFT job accounts/acme/reinforcementFineTuningJobs/job-e" in out.output
+    assert fake.jobs["job-e"]["evaluator"] == f"accounts/acme/evaluators/{evaluator}"
+    both = rk("fireworks", "rft", "--from", str(tasks), "--reward", "format",
+              "--reward-endpoint", url, "--base-model", "m", env=env)  # fmt: skip
+    assert isinstance(both.exception, ConfigError)
+    assert "expected --reward or --reward-endpoint, exactly one; got both" in str(both.exception)
+    neither = rk("fireworks", "rft", "--from", str(tasks), "--base-model", "m", env=env)
+    assert "exactly one; got neither" in str(neither.exception)
