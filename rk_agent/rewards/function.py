@@ -57,6 +57,10 @@ class RewardFunction:
             logged or shown in errors.
         timeout: seconds per remote attempt. Remote calls retry timeouts, connection errors,
             408, 429 and 5xx up to 3 times with backoff (`rk_agent.rewards.remote`).
+        client_cert: ``remote`` mode over HTTPS with mutual TLS: the client certificate to
+            present, as ``(cert.pem, key.pem)`` or one PEM file holding both.
+        ca_cert: the CA (PEM) that signed the server's certificate, for a private CA
+            (default: the system's CAs).
         **bound_kwargs: passed to the function on every call, e.g.
             ``expected_call_schema={...}, argument_match_strictness="exact"``.
 
@@ -76,6 +80,8 @@ class RewardFunction:
         model_id: str | None = None,
         api_key: str | None = None,
         timeout: float = 30.0,
+        client_cert: str | tuple[str, str] | None = None,
+        ca_cert: str | None = None,
         **bound_kwargs: Any,
     ) -> None:
         if mode not in _MODES:
@@ -89,6 +95,7 @@ class RewardFunction:
         self._api_key = api_key
         self._func: AnyRewardFn | None = None
         self._hosted: Callable[[dict[str, Any]], EvaluateResult] | None = None
+        self._tls = _client_tls(client_cert, ca_cert)
         if spec is not None:
             self._func = get_reward_function(spec)
             check_options(self._func, bound_kwargs)
@@ -185,8 +192,9 @@ class RewardFunction:
 
             assert self.endpoint is not None
             return await apost_evaluate(
-                self.endpoint, call_kwargs, api_key=self._api_key, timeout=self.timeout
-            )
+                self.endpoint, call_kwargs, api_key=self._api_key, timeout=self.timeout,
+                tls=self._tls,
+            )  # fmt: skip
         assert self._func is not None
         if self.is_async:
             return await self._func(**call_kwargs)  # type: ignore[misc]
@@ -229,5 +237,22 @@ class RewardFunction:
 
         assert self.endpoint is not None
         return post_evaluate(
-            self.endpoint, call_kwargs, api_key=self._api_key, timeout=self.timeout
-        )
+            self.endpoint, call_kwargs, api_key=self._api_key, timeout=self.timeout,
+            tls=self._tls,
+        )  # fmt: skip
+
+
+def _client_tls(cert: str | tuple[str, str] | None, ca: str | None) -> Any:
+    """The `rk_agent.rewards.remote.ClientTLS` for ``client_cert``/``ca_cert`` (None if unset);
+    the files are loaded now, so a wrong path fails here rather than at the first call."""
+    if cert is None and ca is None:
+        return None
+    from rk_agent.rewards.remote import ClientTLS
+
+    if cert is None or isinstance(cert, str | os.PathLike):
+        cert_file, key_file = (os.fspath(cert) if cert else None), None
+    else:
+        cert_file, key_file = (os.fspath(part) for part in cert)
+    tls = ClientTLS(cert=cert_file, key=key_file, ca=os.fspath(ca) if ca else None)
+    tls.context()
+    return tls

@@ -15,8 +15,11 @@ appears in an error message or a log line.
 
 Connections are reused: one `httpx.Client` per endpoint origin, shared by all threads, and one
 `httpx.AsyncClient` per origin and event loop (closed cleanly when ``asyncio.run`` ends).
+``tls=ClientTLS(cert=..., key=..., ca=...)`` presents a client certificate to a server that
+demands one (mutual TLS, ``rk-agent serve --client-ca``) and trusts a private CA; calls with
+other TLS settings get clients of their own.
 
-Main names: `build_request`, `post_evaluate`, `apost_evaluate`, `post_batch`,
+Main names: `build_request`, `post_evaluate`, `apost_evaluate`, `post_batch`, `ClientTLS`,
 `close_remote_clients`, `aclose_remote_clients`. This is the one place where httpx errors
 become `EndpointError`. httpx is imported on first use.
 """
@@ -30,6 +33,7 @@ import os
 import threading
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_KEY_ENV",
+    "ClientTLS",
     "aclose_remote_clients",
     "apost_evaluate",
     "build_request",
@@ -56,6 +61,42 @@ API_KEY_ENV = "RK_AGENT_SERVER_API_KEY"
 """The environment variable read for the key when ``api_key`` is not given."""
 
 _TOP_LEVEL = ("messages", "original_messages", "ground_truth", "tools")
+
+
+@dataclass(frozen=True)
+class ClientTLS:
+    """The client side of (mutual) TLS: a certificate to present, a CA to trust.
+
+    Attributes:
+        cert: the client certificate (PEM), for a server that demands one.
+        key: its private key (PEM); ``None`` when ``cert`` holds both.
+        ca: the CA bundle (PEM) that signed the server's certificate; ``None`` trusts the
+            system's CAs.
+    """
+
+    cert: str | None = None
+    key: str | None = None
+    ca: str | None = None
+
+    def context(self) -> Any:
+        """The `ssl.SSLContext` for httpx.
+
+        Raises:
+            ConfigError: a file is missing or is not a certificate or key.
+        """
+        import ssl
+
+        try:
+            context = ssl.create_default_context(cafile=self.ca)
+            if self.cert:
+                context.load_cert_chain(self.cert, self.key)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"cannot load the TLS files (client_cert={self.cert!r}, key={self.key!r}, "
+                f"ca_cert={self.ca!r}): {exc}. Expected PEM files: the client certificate and "
+                "its key, and the CA that signed the server's certificate."
+            ) from exc
+        return context
 
 
 def build_request(call_kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -98,6 +139,7 @@ def post_evaluate(
     backoff_base_s: float = REWARD_ENDPOINT_RETRY.base_s,
     backoff_max_s: float = REWARD_ENDPOINT_RETRY.max_s,
     retry: RetryPolicy | None = None,
+    tls: ClientTLS | None = None,
 ) -> EvaluateResult:
     """POST one sample to a reward endpoint and return its `EvaluateResult`, retrying failures.
 
@@ -111,6 +153,7 @@ def post_evaluate(
         backoff_max_s: the longest wait between attempts, ``Retry-After`` included.
         retry: the whole retry policy instead of the three above (e.g. to record the waits
             instead of sleeping, in a test).
+        tls: a client certificate and CA for mutual TLS (`ClientTLS`).
 
     Raises:
         EndpointError: the last attempt's failure: connection failure, timeout, a non-2xx
@@ -119,7 +162,7 @@ def post_evaluate(
         ConfigError: ``endpoint`` is not an http(s) URL.
     """
     retry = retry or _policy(max_retries, backoff_base_s, backoff_max_s)
-    call = _Call(endpoint, build_request(call_kwargs), api_key, timeout, retry)
+    call = _Call(endpoint, build_request(call_kwargs), api_key, timeout, retry, tls)
     return call.result(_send(call))
 
 
@@ -133,10 +176,11 @@ async def apost_evaluate(
     backoff_base_s: float = REWARD_ENDPOINT_RETRY.base_s,
     backoff_max_s: float = REWARD_ENDPOINT_RETRY.max_s,
     retry: RetryPolicy | None = None,
+    tls: ClientTLS | None = None,
 ) -> EvaluateResult:
     """`post_evaluate` for async code: the same arguments, retries and errors, no threads."""
     retry = retry or _policy(max_retries, backoff_base_s, backoff_max_s)
-    call = _Call(endpoint, build_request(call_kwargs), api_key, timeout, retry)
+    call = _Call(endpoint, build_request(call_kwargs), api_key, timeout, retry, tls)
     return call.result(await _asend(call))
 
 
@@ -150,6 +194,7 @@ def post_batch(
     backoff_base_s: float = REWARD_ENDPOINT_RETRY.base_s,
     backoff_max_s: float = REWARD_ENDPOINT_RETRY.max_s,
     retry: RetryPolicy | None = None,
+    tls: ClientTLS | None = None,
 ) -> list[EvaluateResult]:
     """POST many samples to a reward server's ``/batch`` in one request; one result each.
 
@@ -165,7 +210,7 @@ def post_batch(
     """
     body = {"samples": [build_request(sample) for sample in samples]}
     retry = retry or _policy(max_retries, backoff_base_s, backoff_max_s)
-    call = _Call(endpoint, body, api_key, timeout, retry)
+    call = _Call(endpoint, body, api_key, timeout, retry, tls)
     return call.results(_send(call), len(samples))
 
 
@@ -175,7 +220,7 @@ def _policy(max_retries: int, base_s: float, max_s: float) -> RetryPolicy:
 
 def _send(call: _Call) -> httpx.Response:
     """POST until a 2xx answer, retrying what may pass next time; raise the last failure."""
-    client = _sync_client(call.origin)
+    client = _sync_client(call.origin, call.tls)
 
     def attempt() -> httpx.Response:
         try:
@@ -191,7 +236,7 @@ def _send(call: _Call) -> httpx.Response:
 
 async def _asend(call: _Call) -> httpx.Response:
     """`_send` on the event loop."""
-    client = await _async_client(call.origin)
+    client = await _async_client(call.origin, call.tls)
 
     async def attempt() -> httpx.Response:
         try:
@@ -215,6 +260,7 @@ class _Call:
         api_key: str | None,
         timeout: float,
         retry: RetryPolicy,
+        tls: ClientTLS | None = None,
     ) -> None:
         parts = urlsplit(endpoint)
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -229,6 +275,7 @@ class _Call:
         self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.timeout = timeout
         self.retry = retry
+        self.tls = tls
 
     def failed(self, exc: Exception) -> EndpointError:
         """The `EndpointError` for an exception raised while sending (httpx's or another)."""
@@ -332,16 +379,17 @@ def _as_text(detail: Any) -> str:
 # Shared clients
 
 _lock = threading.Lock()
-_sync_clients: dict[str, httpx.Client] = {}
+_Key = tuple[str, ClientTLS | None]  # an origin, and the TLS settings its clients use
+_sync_clients: dict[_Key, httpx.Client] = {}
 _closes_at_exit = False
 _async_clients: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, dict[str, tuple[httpx.AsyncClient, AsyncIterator[Any]]]
+    asyncio.AbstractEventLoop, dict[_Key, tuple[httpx.AsyncClient, AsyncIterator[Any]]]
 ] = weakref.WeakKeyDictionary()
 
 
-def _sync_client(origin: str) -> httpx.Client:
+def _sync_client(origin: str, tls: ClientTLS | None = None) -> httpx.Client:
     with _lock:
-        client = _sync_clients.get(origin)
+        client = _sync_clients.get((origin, tls))
         if client is None or client.is_closed:
             import httpx
 
@@ -349,26 +397,26 @@ def _sync_client(origin: str) -> httpx.Client:
             if not _closes_at_exit:  # close them at exit, sockets and all (no ResourceWarning)
                 atexit.register(close_remote_clients)
                 _closes_at_exit = True
-            client = httpx.Client(timeout=30.0)
-            _sync_clients[origin] = client
+            client = httpx.Client(timeout=30.0, verify=tls.context() if tls else True)
+            _sync_clients[origin, tls] = client
         return client
 
 
-async def _async_client(origin: str) -> httpx.AsyncClient:
+async def _async_client(origin: str, tls: ClientTLS | None = None) -> httpx.AsyncClient:
     loop = asyncio.get_running_loop()
     with _lock:
-        entry = _async_clients.setdefault(loop, {}).get(origin)
+        entry = _async_clients.setdefault(loop, {}).get((origin, tls))
     if entry is not None and not entry[0].is_closed:
         return entry[0]
-    holder = _hold_async_client(loop, origin)
+    holder = _hold_async_client(loop, (origin, tls))
     client: httpx.AsyncClient = await holder.__anext__()
     with _lock:
-        _async_clients.setdefault(loop, {})[origin] = (client, holder)
+        _async_clients.setdefault(loop, {})[origin, tls] = (client, holder)
     return client
 
 
 async def _hold_async_client(
-    loop: asyncio.AbstractEventLoop, origin: str
+    loop: asyncio.AbstractEventLoop, key: _Key
 ) -> AsyncIterator[httpx.AsyncClient]:
     """Own one client for the life of the loop. An async generator, because ``asyncio.run``
     closes the loop's unfinished async generators before closing the loop itself: that runs
@@ -376,14 +424,15 @@ async def _hold_async_client(
     of leaking sockets (and ResourceWarnings) when the loop is gone."""
     import httpx
 
-    client = httpx.AsyncClient(timeout=30.0)
+    tls = key[1]
+    client = httpx.AsyncClient(timeout=30.0, verify=tls.context() if tls else True)
     try:
         yield client
     finally:
         with _lock:
             clients = _async_clients.get(loop, {})
-            if clients.get(origin, (None,))[0] is client:
-                del clients[origin]
+            if clients.get(key, (None,))[0] is client:
+                del clients[key]
         await client.aclose()
 
 

@@ -1,4 +1,5 @@
-"""``rk-agent serve --tls-cert --tls-key --client-ca``: HTTPS and mutual TLS on loopback.
+"""``rk-agent serve --tls-cert --tls-key --client-ca`` and ``RewardFunction(client_cert=...)``:
+HTTPS and mutual TLS on loopback.
 
 Certificates are made in the test with ``trustme``: one CA signs the server's certificate,
 another the clients'. A client with a certificate from the client CA scores; one without a
@@ -7,6 +8,7 @@ certificate, or with one from another CA, is refused in the TLS handshake.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -23,7 +25,9 @@ import httpx
 import pytest
 import trustme
 
-from rk_agent.errors import ConfigError
+from rk_agent import RewardFunction
+from rk_agent.errors import ConfigError, EndpointError
+from rk_agent.rewards.remote import ClientTLS, close_remote_clients, post_evaluate
 from rk_agent.server import serving, tls_options
 
 CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
@@ -168,4 +172,42 @@ def test_tunnel_and_tls_together_are_refused(pki: Pki) -> None:
     assert done.stderr.strip() == (
         "error: expected --tunnel or --tls-cert, got both: a tunnel ends TLS at its own edge, so "
         "client certificates never reach this server. Use --tunnel with --api-key."
+    )
+
+
+# ------------------------------------------------------------------ the client: RewardFunction
+
+
+def test_reward_function_with_a_client_certificate_scores(mtls_server: str, pki: Pki) -> None:
+    remote = RewardFunction(
+        mode="remote", endpoint=f"{mtls_server}/evaluate",
+        client_cert=(str(pki.client_cert), str(pki.client_key)), ca_cert=str(pki.server_ca),
+    )  # fmt: skip
+    assert remote(messages=CHAT, ground_truth="4").score == 1.0
+    assert asyncio.run(remote.acall(messages=CHAT, ground_truth="5")).score == 0.0
+    # An idle TLS connection held open makes the server wait for it as it stops (asyncio
+    # waits up to 30 s for the TLS goodbye): close the shared clients first.
+    close_remote_clients()
+
+
+def test_without_a_client_certificate_the_call_fails_with_an_endpoint_error(
+    mtls_server: str, pki: Pki
+) -> None:
+    with pytest.raises(EndpointError) as caught:
+        post_evaluate(f"{mtls_server}/evaluate", SAMPLE, max_retries=0,
+                      tls=ClientTLS(ca=str(pki.server_ca)))  # fmt: skip
+    assert caught.value.status is None  # refused in the handshake, before any HTTP status
+
+
+def test_tls_files_that_do_not_load_fail_when_the_reward_is_made(tmp_path: Path) -> None:
+    missing = str(tmp_path / "client.pem")
+    with pytest.raises(ConfigError) as caught:
+        RewardFunction(mode="remote", endpoint="https://127.0.0.1:1/evaluate",
+                       client_cert=(missing, missing))  # fmt: skip
+    assert str(caught.value).startswith(
+        f"cannot load the TLS files (client_cert={missing!r}, key={missing!r}, ca_cert=None): "
+    )
+    assert str(caught.value).endswith(
+        "Expected PEM files: the client certificate and its key, and the CA that signed the "
+        "server's certificate."
     )
