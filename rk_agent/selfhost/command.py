@@ -65,6 +65,10 @@ def deploy_elsewhere(
         )
     known = TARGET_OPTIONS.get(target)
     given = {k: v for k, v in options.items() if v not in (None, False)}
+    if known is not None and "api_key" not in known:
+        # --api-key also comes from $RK_AGENT_SERVER_API_KEY, set for `serve` as much as for
+        # deploys: a target that takes the key at run time (docker run -e) just ignores it.
+        given.pop("api_key", None)
     if known is not None:
         wrong = [k for k in given if k not in known]
         if wrong:

@@ -63,7 +63,9 @@ class StandIns:
         return [json.loads(line) for line in self.record.read_text().splitlines()]
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {**os.environ, "PATH": f"{self.folder}{os.pathsep}{os.environ['PATH']}", **extra}
+        """This environment with the stand-ins first on PATH, no server key unless in ``extra``."""
+        env = {k: v for k, v in os.environ.items() if k != "RK_AGENT_SERVER_API_KEY"}
+        return {**env, "PATH": f"{self.folder}{os.pathsep}{os.environ['PATH']}", **extra}
 
 
 @pytest.fixture

@@ -92,7 +92,8 @@ def test_build_runs_docker_build_on_the_folder(
     done = subprocess.run(
         [*RK_AGENT, "deploy", f"{rewards_file}::exact", "--target", "docker", "-o", str(out),
          "--build", "--tag", "my/reward:1"],
-        capture_output=True, text=True, env=stand_ins.env(), timeout=120,
+        capture_output=True, text=True, timeout=120,
+        env=stand_ins.env(RK_AGENT_SERVER_API_KEY=KEY),  # the key is for `docker run`: ignored
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert stand_ins.calls() == [
