@@ -117,7 +117,7 @@ def test_a_refused_token_is_an_auth_error_at_start(http_url: str) -> None:
 
 
 def test_a_token_refused_mid_run_is_an_auth_error() -> None:
-    process, url = start_http("--expire-after", "4")
+    process, url = start_http("--expire-after", "5")
     try:
         config = {"h": {"url": url, "headers": {"Authorization": "Bearer secret-token"}}}
         with McpServers(config, retry=FAST_RETRY) as servers:

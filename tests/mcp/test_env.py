@@ -73,7 +73,7 @@ def test_a_server_that_stays_down_fails_the_episode_with_a_typed_failure(tmp_pat
 
 
 def test_a_refused_token_fails_the_episode_as_auth_error() -> None:
-    process, url = start_http("--expire-after", "4")
+    process, url = start_http("--expire-after", "5")
     try:
         config = {"h": {"url": url, "headers": {"Authorization": "Bearer secret-token"}}}
         policy = FunctionPolicy(lambda messages, tools: tool_call("echo", {"text": "x"}))
