@@ -25,6 +25,8 @@ _FLAGS = {
     "failure_policy.action": "--failure-policy",
     "group_size": "--group-size", "base_url": "--base-url", "max_turns": "--max-turns",
     "env_kwargs.sandbox": "--sandbox", "mcp": "--mcp",
+    "ray.address": "--ray-address", "ray.num_cpus": "--worker-cpus",
+    "ray.resources": "--worker-resource",
 }  # fmt: skip
 
 
@@ -131,6 +133,34 @@ def rollout(
             "connected once for the run and stopped at its end (see the MCP page of the docs).",
         ),
     ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            help="Play the episodes on N Ray actors (processes, or machines of a cluster), "
+            "--concurrency shared among them. Needs `pip install 'rk-agent[ray]'`.",
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            help="With --workers: join this Ray cluster (auto, HOST:PORT or ray://HOST:PORT) "
+            "instead of starting Ray on this machine for the run.",
+        ),
+    ] = None,
+    worker_cpus: Annotated[
+        float | None,
+        typer.Option("--worker-cpus", help="With --workers: CPUs each worker reserves (1)."),
+    ] = None,
+    worker_resource: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--worker-resource",
+            help="With --workers: a custom Ray resource each worker reserves, NAME=AMOUNT "
+            "(repeatable), e.g. sandbox=1.",
+        ),
+    ] = None,
 ) -> None:
     """Play episodes of an environment with a model and write trajectories and a summary."""
     from rich.console import Console
@@ -148,6 +178,8 @@ def rollout(
         "sampling.temperature": temperature, "sampling.max_tokens": max_tokens,
         "failure_policy.action": failure_policy, "output": output,
         "env_kwargs.sandbox": sandbox, "mcp": mcp,
+        "workers": workers, "ray.address": ray_address, "ray.num_cpus": worker_cpus,
+        "ray.resources": _resources(worker_resource),
     }  # fmt: skip
     if resume is not None:
         given = [_FLAGS.get(k, k) for k, v in overrides.items() if v is not None]
@@ -164,6 +196,7 @@ def rollout(
         console.print(
             f"{run.env_name}: {total} episodes ({run.config.n} tasks x {run.config.group_size}), "
             f"concurrency {run.config.concurrency}, writing to {run.run_dir.path}"
+            + (f", on {run.config.workers} Ray workers" if run.config.workers else "")
             + (f" (resuming: {len(run.done)} done)" if run.done else "")
         )
         status = _play(run, console, total)
@@ -185,6 +218,24 @@ def rollout(
         raise typer.Exit(EXIT_ALL_FAILED)
     if run.uses_embedded_model:
         console.print(_next_steps(run.run_dir.path, run.env_name))
+
+
+def _resources(specs: list[str] | None) -> dict[str, float] | None:
+    """``--worker-resource NAME=AMOUNT`` flags as a mapping (``None`` when none is given)."""
+    if not specs:
+        return None
+    out: dict[str, float] = {}
+    for spec in specs:
+        name, _, amount = spec.partition("=")
+        try:
+            out[name.strip()] = float(amount)
+        except ValueError:
+            raise ConfigError(
+                f"--worker-resource expects NAME=AMOUNT (e.g. sandbox=1), got {spec!r}."
+            ) from None
+        if not name.strip():
+            raise ConfigError(f"--worker-resource {spec!r} has no name; e.g. sandbox=1.")
+    return out
 
 
 def _next_steps(path: Path, env: str) -> str:
@@ -236,9 +287,16 @@ def _play(run: Any, console: Console, total: int) -> RunStatus:
             progress.update(bar, advance=1, stats=f"mean reward {mean:.3f}")
 
         try:
-            asyncio.run(run.play(on_episode))
+            result = asyncio.run(run.play(on_episode))
         except KeyboardInterrupt:
             return RunStatus.INTERRUPTED
+    lost = getattr(result, "worker_failures", [])
+    if lost:
+        console.print(
+            f"{len(lost)} worker(s) lost ({', '.join(f.kind.value for f in lost)}); their "
+            f"unfinished episodes were played by others. See {run.run_dir.path}/"
+            "worker_failures.jsonl.", style="yellow"
+        )  # fmt: skip
     return RunStatus.FINISHED
 
 

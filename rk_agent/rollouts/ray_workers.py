@@ -134,7 +134,7 @@ def ray_session(options: RayOptions, workers: int) -> Iterator[ModuleType]:
         NotAvailableError: Ray is not installed.
         ConfigError: the cluster lacks the CPUs or custom resources the workers ask for.
     """
-    _ray_environment(local=options.address is None)
+    _ray_environment()
     ray = import_ray()
     if ray.is_initialized():
         _check_resources(ray, options, workers)
@@ -150,7 +150,14 @@ def ray_session(options: RayOptions, workers: int) -> Iterator[ModuleType]:
         )
     else:
         kwargs["address"] = options.address
-    ray.init(**kwargs)
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as exc:
+        raise ConfigError(
+            f"could not join the Ray cluster at {options.address!r}: {exc}. Is it running "
+            "(`ray status`)? Start one with `ray start --head`, or leave out --ray-address to "
+            "start Ray on this machine for the run."
+        ) from exc
     try:
         _check_resources(ray, options, workers)
         yield ray
@@ -158,15 +165,12 @@ def ray_session(options: RayOptions, workers: int) -> Iterator[ModuleType]:
         ray.shutdown()
 
 
-def _ray_environment(*, local: bool) -> None:
+def _ray_environment() -> None:
     """Ray's settings for a run, unless the user set them: no usage statistics, no copy of a
     ``uv run`` environment for the workers (Ray would pack the working folder and build a new
-    virtual environment: minutes and gigabytes, when the workers can use this one), and for a
-    local Ray the token authentication Ray picks by default, without its warning."""
+    virtual environment: minutes and gigabytes, when the workers can use this one)."""
     os.environ.setdefault("RAY_DISABLE_USAGE_STATS", "1")
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
-    if local:
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
     constants = sys.modules.get("ray._private.ray_constants")
     if constants is not None and os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] == "0":
         # Ray read the variable when it was imported; this is where it keeps what it read.

@@ -1,0 +1,72 @@
+"""What needs no Ray: the worker options, and the message when Ray is not installed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.config import load_rollout_config
+from rk_agent.rollouts.workers import RAY_INSTALL_HINT, WorkerFailure, WorkerFailureKind
+
+# Runs the CLI with `import ray` failing, as it does where the extra is not installed.
+WITHOUT_RAY = """
+import runpy, sys
+
+class NoRay:
+    def find_spec(self, name, path=None, target=None):
+        if name == "ray" or name.startswith("ray."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoRay())
+sys.argv = ["rk-agent", *sys.argv[1:]]
+runpy.run_module("rk_agent", run_name="__main__")
+"""
+
+
+def test_workers_without_ray_say_how_to_install_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [
+            sys.executable, "-c", WITHOUT_RAY, "rollout", "--env", "guess", "--provider",
+            "solver", "--n", "2", "--workers", "2", "--output", str(run_dir),
+        ],
+        capture_output=True, text=True, timeout=300, env={"COLUMNS": "400", "PATH": ""},
+    )  # fmt: skip
+    output = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 2, output
+    assert "--workers plays episodes on Ray actors, but Ray cannot be imported" in output
+    assert " ".join(RAY_INSTALL_HINT.split()) in output
+    assert not run_dir.exists(), "nothing is made before the check"
+
+
+def test_worker_options_come_from_files_and_flags(tmp_path: Path) -> None:
+    file = tmp_path / "run.yaml"
+    file.write_text("env: guess\nworkers: 4\nray:\n  num_cpus: 0.5\n  resources: {sandbox: 1}\n")
+    config = load_rollout_config(file, {"ray.address": "auto", "workers": 2})
+    assert config.workers == 2
+    assert (config.ray.address, config.ray.num_cpus, config.ray.resources) == (
+        "auto",
+        0.5,
+        {"sandbox": 1.0},
+    )
+    assert load_rollout_config().workers is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [({"workers": 0}, "workers"), ({"ray.num_cpus": -1}, "ray.num_cpus")],
+)
+def test_bad_worker_options_are_named(overrides: dict[str, object], problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        load_rollout_config(None, overrides)
+
+
+def test_a_worker_failure_round_trips_as_json() -> None:
+    failure = WorkerFailure(worker=1, kind=WorkerFailureKind.DIED, message="x", replayed=["3-0"])
+    again = WorkerFailure.model_validate_json(failure.model_dump_json())
+    assert again.model_dump_json() == failure.model_dump_json()
+    assert again.kind is WorkerFailureKind.DIED and again.replayed == ["3-0"]
