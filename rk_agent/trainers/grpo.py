@@ -5,7 +5,9 @@
 (`rk_agent.trainers.rewards`), and, for multi-turn training, `EpisodeRollout` plays whole
 episodes with the model being trained, or with a vLLM server (TRL's ``use_vllm=True,
 vllm_mode="server"``, or ``server_url``), and masks the environment's tokens out of the loss.
-Everything else is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
+Each reward's scores also go to wandb as a histogram per logging step, when wandb is on
+(`rk_agent.trainers.reward_histograms`). Everything else is TRL's own `GRPOTrainer` and
+`GRPOConfig`, untouched.
 
 Main names: `grpo_trainer`.
 
@@ -93,6 +95,13 @@ def grpo_trainer(
     from transformers import AutoTokenizer, PreTrainedModel
     from trl import GRPOTrainer
 
+    from rk_agent.trainers.callbacks import attach
+    from rk_agent.trainers.reward_histograms import (
+        RewardHistogramCallback,
+        ScoreBuffer,
+        record_scores,
+    )
+
     if multi_turn and server_url is None:
         vllm_server_url(args)  # colocated vLLM is refused before the model loads
     env_kwargs = dict(env_kwargs or {})
@@ -132,12 +141,14 @@ def grpo_trainer(
             "or leave reward_weights unset for the environment's weights."
         )
     score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
+    scores = ScoreBuffer()  # every reward's scores, for wandb histograms at each log
+    funcs = record_scores(funcs, scores)
     with warnings.catch_warnings():
         # TRL flags rollout_func as experimental on every construction; we know, and pin TRL.
         warnings.filterwarnings(
             "ignore", message=".*rollout_func.*experimental", category=UserWarning
         )
-        return GRPOTrainer(
+        trainer = GRPOTrainer(
             model=model_spec,
             reward_funcs=list[Any](funcs),
             args=args,
@@ -146,3 +157,5 @@ def grpo_trainer(
             rollout_func=rollout_func,
             callbacks=callbacks,
         )
+    attach(trainer, RewardHistogramCallback(scores))  # ahead of wandb's own callback
+    return trainer
