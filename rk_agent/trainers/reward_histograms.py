@@ -20,7 +20,7 @@ import inspect
 import math
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from transformers import TrainerCallback
 
@@ -64,7 +64,7 @@ def record_scores(funcs: Sequence[RewardFunc], buffer: ScoreBuffer) -> list[Rewa
     def wrap(fn: RewardFunc) -> RewardFunc:
         name = getattr(fn, "__name__", type(fn).__name__)
         if inspect.iscoroutinefunction(fn):
-            return fn
+            return cast(RewardFunc, fn)
 
         @functools.wraps(fn)
         def recording(*args: Any, **kwargs: Any) -> list[float | None]:
