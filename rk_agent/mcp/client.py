@@ -228,10 +228,22 @@ class McpConnection:
             if self._auth_status in _AUTH_STATUSES:
                 self._fail(self._auth_error())
                 return
-            if attempt >= self._retry.max_retries:
+            never_started = self._generation == 0
+            if never_started and _spawn_failed(error):  # no command: trying again cannot help
                 self._fail(
                     ToolServerError(
-                        f"MCP server {self.name!r} is down: {self._reason(error)}; "
+                        f"MCP server {self.name!r} could not be started: "
+                        f'{self._reason(error)} ({self._describe()}). Check its "command" '
+                        '(a program on PATH, or a full path) and "cwd".',
+                        server=self.name,
+                    )
+                )
+                return
+            if attempt >= self._retry.max_retries:
+                state = "could not be reached" if never_started else "is down"
+                self._fail(
+                    ToolServerError(
+                        f"MCP server {self.name!r} {state}: {self._reason(error)}; "
                         f"{attempt + 1} connection attempts failed ({self._describe()}).",
                         server=self.name,
                         retryable=True,
@@ -394,13 +406,13 @@ class McpConnection:
             server=self.name,
             auth=True,
             status=self._auth_status,
-            url=self.config.url,
+            url=redact(self.config.url) if self.config.url else None,
         )
 
     def _describe(self) -> str:
         config = self.config
         if config.transport == "http":
-            return str(config.url)
+            return str(redact(str(config.url)))
         text = " ".join([str(config.command), *config.args])
         return str(redact(text, config.env.values()))
 
@@ -411,6 +423,13 @@ class McpConnection:
         if error is None:
             return "the connection closed"
         return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _spawn_failed(error: BaseException | None) -> bool:
+    """Whether the error is a stdio server's program that could not be run at all."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return isinstance(error, (FileNotFoundError, PermissionError, NotADirectoryError))
 
 
 def _errlog(errlog: TextIO | None) -> TextIO:

@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.alias_generators import to_camel
 
 from rk_agent.errors import ConfigError, did_you_mean
+from rk_agent.secrets import redact
 
 __all__ = ["McpConfig", "McpServerConfig", "SessionMode", "load_mcp_config"]
 
@@ -100,10 +101,10 @@ class McpServerConfig(BaseModel):
     type: Literal["stdio", "http"] | None = None
     command: str | None = None
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold secrets
     cwd: str | None = None
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)  # may hold secrets
     timeout: float = Field(default=30.0, gt=0)
     tool_prefix: str = ""
     tools: list[str] | None = None
@@ -144,6 +145,10 @@ class McpServerConfig(BaseModel):
                 f"toolPrefix {self.tool_prefix!r} must be 1-32 letters, digits, '_' or '-'"
             )
         return self
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():  # a URL may carry a token
+            yield name, redact(value) if name == "url" and isinstance(value, str) else value
 
     @property
     def transport(self) -> Literal["stdio", "http"]:

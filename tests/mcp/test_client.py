@@ -12,6 +12,7 @@ import pytest
 from rk_agent.envs.tool import Tool
 from rk_agent.errors import ToolServerError
 from rk_agent.mcp import McpServers
+from rk_agent.retry import RetryPolicy
 
 from .conftest import FAST_RETRY, start_http, stdio_server, stop
 
@@ -141,3 +142,38 @@ def test_an_http_server_that_goes_away_is_reported() -> None:
         stop(process)
         with pytest.raises(ToolServerError, match=r"MCP server 'h' is down"):
             call_until_refused(tools["echo"])
+
+
+def test_a_command_that_does_not_exist_fails_at_once() -> None:
+    config = {"gone": {"command": "rk-agent-no-such-program", "args": ["--x"]}}
+    with pytest.raises(ToolServerError, match=re.escape(
+        "MCP server 'gone' could not be started: FileNotFoundError"
+    )) as caught:  # fmt: skip
+        McpServers(config).start()  # the default reconnect policy: no waiting on a missing program
+    assert "rk-agent-no-such-program --x" in str(caught.value)
+
+
+def test_an_endpoint_that_never_answers_is_reported_after_the_attempts() -> None:
+    from .conftest import free_port
+
+    config = {"h": {"url": f"http://127.0.0.1:{free_port()}/mcp"}}
+    with pytest.raises(
+        ToolServerError,
+        match=r"MCP server 'h' could not be reached: .*3 connection attempts failed",
+    ):
+        McpServers(config, retry=FAST_RETRY).start()
+
+
+def test_secrets_stay_out_of_reprs_and_messages() -> None:
+    from rk_agent.mcp import load_mcp_config
+
+    server = {
+        "url": "http://h/mcp?token=s3cr3t-value",
+        "headers": {"Authorization": "Bearer s3cr3t-value"},
+        "env": {"API_KEY": "s3cr3t-value"},
+    }
+    config = load_mcp_config({"h": server})
+    assert "s3cr3t" not in repr(config)
+    with pytest.raises(ToolServerError) as caught:
+        McpServers(config, retry=RetryPolicy(max_retries=0)).start()
+    assert "s3cr3t" not in str(caught.value) and "s3cr3t" not in str(caught.value.url)
