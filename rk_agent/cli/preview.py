@@ -96,6 +96,14 @@ def preview(
             "the default) or process (no isolation; opt-in). See `rk-agent doctor`.",
         ),
     ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also draw the score distribution into this image (e.g. rewards.png): one "
+            "histogram per reward component, invalid scores counted apart.",
+        ),
+    ] = None,
 ) -> None:
     """Score every sample with the reward and show a table and a summary.
 
@@ -139,11 +147,21 @@ def preview(
         spec = load_reward_config(config)  # type: ignore[arg-type]
     if "sandbox" in bound:
         raise ConfigError("give the sandbox mode with --sandbox, not in --kwargs.")
+    if plot is not None:
+        from rk_agent.rewards.plots import check_plot_path
+
+        check_plot_path(plot)  # a wrong suffix fails before the samples are scored
     report = preview_samples(spec, samples, sandbox=sandbox, max_samples=max_samples, **bound)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
         _render(report, Console())
+    if plot is not None and report.rows:
+        from rk_agent.rewards.plots import plot_reward_histograms
+
+        title = f"{report.reward} on {Path(report.samples).name}"
+        written = plot_reward_histograms([r.result for r in report.rows], plot, title=title)
+        typer.echo(f"reward histograms: {written}", err=as_json)
     if report.skipped:
         raise typer.Exit(EXIT_SKIPPED)
 

@@ -309,10 +309,22 @@ def show(
     limit: Annotated[
         int, typer.Option("--limit", help="Render at most this many episodes (0: none, -1: all).")
     ] = 3,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also draw the run's episode scores into this image (e.g. rewards.png): one "
+            "histogram per reward component, failed and invalid episodes counted apart.",
+        ),
+    ] = None,
 ) -> None:
     """Print a run's summary and render chosen episodes turn by turn."""
     if limit < -1:
         raise ConfigError(f"--limit must be -1 (all), 0 or more, got {limit}.")
+    if plot is not None:
+        from rk_agent.rewards.plots import check_plot_path
+
+        check_plot_path(plot)
     from rich.console import Console
 
     from rk_agent.cli.render import render_summary, render_trajectory
@@ -341,6 +353,12 @@ def show(
         render_trajectory(trajectory, console)
     if limit > 0 and len(chosen) > limit:
         console.print(f"Showed {limit} of {len(chosen)} episodes; --limit -1 shows all.")
+    if plot is not None and trajectories:
+        from rk_agent.rewards.plots import plot_reward_histograms
+
+        title = f"{trajectories[0].env} episodes in {run_dir.name}"
+        written = plot_reward_histograms([t.episode for t in trajectories], plot, title=title)
+        console.print(f"reward histograms: {written}", highlight=False)
 
 
 def _status_note(run: RunDir) -> str | None:
