@@ -8,6 +8,7 @@ is the recording stand-in of the conftest (contract only: AWS cannot be reached 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import importlib.util
 import json
@@ -42,6 +43,10 @@ def load_handler(
     folder = lambda_context(f"{rewards_file}::exact").write(tmp_path / "function")
     monkeypatch.setattr(sys, "path", [str(folder), *sys.path])  # restored after the test
     before = set(sys.modules)
+    # Mangum runs requests on the thread's event loop and keeps it for the life of the process
+    # (as a Lambda worker does): give it one, and close it after the test.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
 
     def load() -> Any:
         spec = importlib.util.spec_from_file_location(
@@ -53,6 +58,8 @@ def load_handler(
         return module.handler
 
     yield load
+    asyncio.set_event_loop(None)
+    loop.close()
     for name in set(sys.modules) - before:  # main.py's and the reward file's modules
         if str(getattr(sys.modules[name], "__file__", "")).startswith(str(folder)):
             del sys.modules[name]
