@@ -34,6 +34,7 @@ import logging
 import math
 import os
 import sys
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -61,11 +62,20 @@ _CHUNKS_PER_WORKER = 8
 that finishes late does not leave the worker idle and a lost worker loses little."""
 
 
+_BATCH_WINDOW_S = 0.05
+"""A worker sends the episodes that finish within this long of each other in one message:
+Ray's cost per message is paid by the driver, the one process every episode goes through."""
+
+
 @dataclass(repr=False)  # RolloutResult's short repr
 class WorkerRunResult(RolloutResult):
-    """What `run_rollouts_on_workers` produced: `RolloutResult` and the workers lost on the way."""
+    """What `run_rollouts_on_workers` produced: `RolloutResult`, the workers lost on the way,
+    and how long the workers took to start."""
 
     worker_failures: list[WorkerFailure] = field(default_factory=list)
+    startup_s: float = 0.0
+    """Seconds until every worker was up, before the first episode was handed out (starting
+    Ray itself not included)."""
 
 
 async def run_rollouts_on_workers(
@@ -240,6 +250,8 @@ class RolloutWorker:
             left = len(slots)
             while left:
                 batch = [await finished.get()]
+                if left > 1:  # let a few more finish: one message for several episodes
+                    await asyncio.sleep(_BATCH_WINDOW_S)
                 while not finished.empty():
                     batch.append(finished.get_nowait())
                 for item in batch:
@@ -332,8 +344,15 @@ class _Pool:
             ) from exc
 
     async def run(self, slots: list[EpisodeSlot]) -> None:
+        started = time.perf_counter()
+        first = [self._start(index) for index in range(len(self.shares))]
+        self.handles.extend(first)
+        # Every worker is up before any is fed, so the chunks are shared out evenly (one that
+        # fails to start is found, recorded and replaced when it is fed).
+        await asyncio.wait([asyncio.ensure_future(_ready(handle)) for handle in first])
+        self.sink.result.startup_s = time.perf_counter() - started  # type: ignore[attr-defined]
         self.pending.extend(slots)
-        await asyncio.gather(*(self._supervise(i) for i in range(len(self.shares))))
+        await asyncio.gather(*(self._supervise(i, h) for i, h in enumerate(first)))
         unplayed = len(self.pending) + len(self.outstanding)
         if unplayed:
             failures = self.sink.result.worker_failures  # type: ignore[attr-defined]
@@ -351,12 +370,10 @@ class _Pool:
             with contextlib.suppress(Exception):
                 self.ray.kill(handle)
 
-    async def _supervise(self, index: int) -> None:
+    async def _supervise(self, index: int, handle: Any) -> None:
         chunk = max(1, math.ceil(self.shares[index] / _CHUNKS_PER_WORKER))
         feeders = math.ceil(self.shares[index] / chunk) + 2
         while True:
-            handle = self._start(index)
-            self.handles.append(handle)
             lost: list[str] = []
             outcomes = await asyncio.gather(
                 *(self._feed(handle, chunk, lost) for _ in range(feeders)), return_exceptions=True
@@ -370,6 +387,8 @@ class _Pool:
             if self.restarts_left == 0:
                 return
             self.restarts_left -= 1
+            handle = self._start(index)
+            self.handles.append(handle)
 
     async def _feed(self, handle: Any, size: int, lost: list[str]) -> None:
         while (chunk := await self._take(size)) is not None:
@@ -427,6 +446,11 @@ class _Pool:
         self.sink.result.worker_failures.append(failure)  # type: ignore[attr-defined]
         if self.run_dir is not None:
             self.run_dir.append_worker_failure(failure)
+
+
+async def _ready(handle: Any) -> None:
+    with contextlib.suppress(Exception):  # a worker that cannot start fails when it is fed
+        await handle.pid.remote()
 
 
 def _failure_kind(ray: ModuleType, error: BaseException) -> WorkerFailureKind:

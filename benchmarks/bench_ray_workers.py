@@ -1,0 +1,184 @@
+"""Rollouts on 1, 2 and 4 Ray workers against one process, with the stub server on loopback.
+
+Run: uv run python benchmarks/bench_ray_workers.py [--episodes 1000] [--latency 0.1]
+
+The setting is `bench_engine.py`'s: 1,000 episodes of the `tools` environment, 3 turns each, the
+OpenAI-compatible stub server in its own process answering after 100 ms, played at concurrency
+128 and 512. Each is played in this process (`run_rollouts`) and on 1, 2 and 4 workers
+(`run_rollouts_on_workers`, ``concurrency`` shared among the workers), all against one local Ray
+started once. For each it prints:
+
+- the play time (the workers' start excluded: it is paid once per run, printed apart), and that
+  time as a fraction of the latency-bound ideal ``episodes x turns x latency / concurrency``;
+- throughput against the single process's;
+- harness CPU per turn: this process's (the driver: with workers it only receives and writes
+  episodes) and the workers' (each plays its share like the single process does), measured
+  from the first finished episode to the last.
+
+Everything shares this machine's cores with the stub server, so read the figures with
+``os.cpu_count()`` and the load average it prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_engine import TURNS, stub_server
+
+from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.engine import run_rollouts
+from rk_agent.rollouts.openai_policy import OpenAIPolicy
+from rk_agent.rollouts.ray_workers import ray_session, run_rollouts_on_workers
+from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.rollouts.workers import RayOptions
+
+STUB_PIDS: set[int] = set()
+
+
+def ray_processes() -> tuple[list[psutil.Process], list[psutil.Process]]:
+    """This process's rollout workers (Ray puts the class in their title), and Ray's others."""
+    workers, others = [], []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if process.pid in STUB_PIDS:
+                continue
+            title = " ".join(process.cmdline())
+        except psutil.Error:
+            continue
+        (workers if "RolloutWorker" in title else others).append(process)
+    return workers, others
+
+
+def cpu_now() -> tuple[float, float, float]:
+    """CPU seconds so far: this process, the rollout workers, Ray's other processes."""
+    workers, others = ray_processes()
+    return time.process_time(), cpu_seconds(workers), cpu_seconds(others)
+
+
+def cpu_seconds(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+class CpuWindow:
+    """CPU of the driver and of the workers between the first and the last finished episode."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.count = 0
+        self.turns = 0
+        self.start: tuple[float, float, float] | None = None
+        self.end: tuple[float, float, float] | None = None
+
+    def on_episode(self, trajectory: Trajectory) -> None:
+        self.count += 1
+        if self.count == 1:
+            self.start = cpu_now()
+            return
+        self.turns += len(trajectory.turns)
+        if self.count == self.total:
+            self.end = cpu_now()
+
+    def per_turn_ms(self) -> tuple[float, float, float]:
+        """CPU milliseconds per turn: the driver, the workers, Ray's other processes."""
+        if self.start is None or self.end is None or not self.turns:
+            return float("nan"), float("nan"), float("nan")
+        return tuple(  # type: ignore[return-value]
+            1000 * (end - start) / self.turns
+            for start, end in zip(self.start, self.end, strict=True)
+        )
+
+
+def play(
+    url: str, episodes: int, concurrency: int, workers: int | None
+) -> tuple[float, float, CpuWindow]:
+    """One run; returns (play seconds, worker start seconds, CPU window)."""
+    config = RolloutConfig(
+        env="tools", n=episodes, concurrency=concurrency, max_turns=TURNS,
+        episode_timeout_s=120, workers=workers,
+    )  # fmt: skip
+    policy = OpenAIPolicy("stub-model", base_url=url, max_concurrency=concurrency)
+    window = CpuWindow(episodes)
+    engine: Callable[..., Any] = run_rollouts if workers is None else run_rollouts_on_workers
+
+    async def main() -> Any:
+        try:
+            return await engine(
+                config, policy=policy, make_env=config.env.factory(), on_episode=window.on_episode
+            )
+        finally:
+            await policy.aclose()
+
+    wall = time.perf_counter()
+    result = asyncio.run(main())
+    wall = time.perf_counter() - wall
+    failed = [t for t in result.trajectories if t.failure is not None]
+    if failed or len(result.trajectories) != episodes:
+        raise RuntimeError(f"{len(failed)} failed of {len(result.trajectories)}: {failed[:1]}")
+    startup = getattr(result, "startup_s", 0.0)
+    return wall - startup, startup, window
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    args = parser.parse_args()
+
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} cores; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    started = time.perf_counter()
+    with stub_server(args.latency) as url:
+        STUB_PIDS.update(p.pid for p in psutil.Process().children())  # before Ray starts
+        with ray_session(RayOptions(), max(args.workers)):
+            print(f"Ray started in {time.perf_counter() - started:.1f} s (once, not counted below)")
+            play(url, 64, 32, None)  # warm-up: imports, connections
+            results = []
+            for concurrency in args.concurrency:
+                ideal = args.episodes * TURNS * args.latency / concurrency
+                single = None
+                for workers in [None, *args.workers]:
+                    seconds, startup, window = play(url, args.episodes, concurrency, workers)
+                    single = single or seconds
+                    driver_ms, worker_ms, ray_ms = window.per_turn_ms()
+                    label = "1 process" if workers is None else f"{workers} workers"
+                    print(
+                        f"concurrency {concurrency:4d}, {label:>9}: {seconds:6.2f} s "
+                        f"(ideal {ideal:.2f} s: {100 * ideal / seconds:5.1f} % of ideal), "
+                        f"{single / seconds:4.2f}x one process; CPU per turn: driver "
+                        f"{driver_ms:.3f} ms, workers {worker_ms:.3f} ms, Ray {ray_ms:.3f} ms"
+                        + (f"; workers started in {startup:.1f} s" if workers else "")
+                    )
+                    results.append(
+                        (concurrency, workers, seconds, ideal, driver_ms, worker_ms, ray_ms)
+                    )
+    load = os.getloadavg()
+    print(f"load average after: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    for concurrency, workers, seconds, ideal, driver_ms, worker_ms, ray_ms in results:
+        print(
+            f"RESULT concurrency={concurrency} workers={workers or 0} play_s={seconds:.2f} "
+            f"fraction_of_ideal={ideal / seconds:.3f} driver_cpu_ms_per_turn={driver_ms:.3f} "
+            f"worker_cpu_ms_per_turn={worker_ms:.3f} ray_cpu_ms_per_turn={ray_ms:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
