@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from rk_agent.envs.mcp_tools_env import McpToolsEnv
 from rk_agent.envs.spec import EnvSpec
@@ -16,7 +19,14 @@ from rk_agent.rollouts.policy import SamplingParams
 from rk_agent.rollouts.testing import FunctionPolicy, tool_call
 from rk_agent.types import FailureKind, FailureSite, StopReason
 
-from .conftest import FAST_RETRY, start_http, stdio_server, stop, wait_until_gone
+from .conftest import (
+    FAST_RETRY,
+    processes_tagged,
+    start_http,
+    stdio_server,
+    stop,
+    wait_until_gone,
+)
 
 
 def play(env: Any, policy: Any, seed: int = 0) -> Any:
@@ -89,3 +99,30 @@ def test_a_refused_token_fails_the_episode_as_auth_error() -> None:
     assert (failure.kind, failure.retryable) == (FailureKind.AUTH_ERROR, False)
     assert "refused the credentials (HTTP 401)" in failure.message
     assert all(call.ok for turn in trajectory.turns for call in turn.tool_calls)
+
+
+@pytest.mark.slow
+def test_256_concurrent_rollout_episodes_on_one_server(tag: str) -> None:
+    from rk_agent.rollouts.config import RolloutConfig
+    from rk_agent.rollouts.engine import run_rollouts
+
+    server = {
+        "command": sys.executable,
+        "args": ["-m", "rk_agent", "mcp", "serve", "--env", "tools", "--no-task-tools"],
+        "env": {"RK_TEST_TAG": tag},
+    }
+    config = RolloutConfig(env="mcp_tools", mcp={"mcpServers": {"tools": server}}, n=256,
+                           concurrency=256)  # fmt: skip
+    factory = config.env.factory()
+    try:
+        result = asyncio.run(run_rollouts(config, policy=FunctionPolicy(solve), make_env=factory))
+        assert len(processes_tagged(tag)) == 1  # one server for all 256
+    finally:
+        factory.close()
+    trajectories = result.trajectories
+    assert len(trajectories) == 256
+    assert [t.failure for t in trajectories if t.failure] == []
+    calls = [call for t in trajectories for turn in t.turns for call in turn.tool_calls]
+    assert len(calls) >= 2 * 256 and all(call.ok for call in calls)
+    assert all(t.success for t in trajectories)
+    assert wait_until_gone(tag) == []
