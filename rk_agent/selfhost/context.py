@@ -74,7 +74,18 @@ class BuildContext:
     left_out: tuple[str, ...] = ()
 
     def with_files(self, extra: dict[str, str]) -> BuildContext:
-        """A copy with ``extra`` files added (or replaced)."""
+        """A copy with a target's ``extra`` files added.
+
+        Raises:
+            ConfigError: one of the reward's files has the name of one of them.
+        """
+        taken = sorted(set(extra) & set(self.files))
+        if taken:
+            raise ConfigError(
+                f"expected the reward's files to leave {', '.join(taken)} to the build "
+                f"context, but reward {self.reward_name!r} brings a file of that name. Rename "
+                "it (or move it into a folder)."
+            )
         return BuildContext(
             self.reward_name, {**self.files, **extra}, self.requirements, self.left_out
         )

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from rk_agent import __version__
+from rk_agent.errors import ConfigError
 from rk_agent.selfhost.context import Command, render_context
+from rk_agent.selfhost.docker import docker_context
 
 RK_AGENT = [sys.executable, "-m", "rk_agent"]
 
@@ -73,3 +75,15 @@ def test_a_command_never_shows_its_secrets_or_the_environments(
     assert command.shown() == "cd 'some dir' && tool --key=*** --other zzzzzzzz99"
     monkeypatch.setenv("SOME_SERVICE_TOKEN", "zzzzzzzz99")  # a secret by its name
     assert command.shown() == "cd 'some dir' && tool --key=*** --other ***"
+
+
+def test_a_reward_file_named_like_a_generated_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "start.sh").write_text("echo mine\n")
+    path = tmp_path / "exact.py"
+    path.write_text("def exact(response: str) -> float:\n    return 1.0\n")
+    with pytest.raises(ConfigError) as caught:
+        docker_context(f"{path}::exact", include=[tmp_path / "start.sh"])
+    assert str(caught.value) == (
+        "expected the reward's files to leave start.sh to the build context, but reward "
+        "'exact' brings a file of that name. Rename it (or move it into a folder)."
+    )
