@@ -24,6 +24,7 @@ Main names: `McpConnection`, `CallOutcome`, `EventLoopThread`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import sys
 import threading
@@ -189,8 +190,8 @@ class McpConnection:
         """Disconnect; a stdio server is stopped (stdin closed, then SIGTERM, then SIGKILL)."""
         if self._loop.loop.is_closed():
             return
-        with contextlib.suppress(TimeoutError, RuntimeError):
-            self._loop.run(self._close(), _CLOSE_TIMEOUT_S + 5)
+        with contextlib.suppress(TimeoutError, RuntimeError, concurrent.futures.CancelledError):
+            self._loop.run(self._close(), _CLOSE_TIMEOUT_S + 10)
 
     # ---------------------------------------------------------------- on the loop
 
@@ -389,12 +390,13 @@ class McpConnection:
         supervisor = self._supervisor
         if supervisor is None or supervisor.done():
             return
-        try:
-            await asyncio.wait_for(asyncio.shield(supervisor), _CLOSE_TIMEOUT_S)
-        except (TimeoutError, Exception):
+        if self._client is None:  # connecting, or waiting to reconnect: nothing to finish
             supervisor.cancel()
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(supervisor, 5.0)
+        # asyncio.wait, not wait_for: it neither raises nor cancels this coroutine.
+        done, _ = await asyncio.wait({supervisor}, timeout=_CLOSE_TIMEOUT_S)
+        if not done:
+            supervisor.cancel()
+            await asyncio.wait({supervisor}, timeout=5.0)
 
     # ---------------------------------------------------------------- messages
 

@@ -4,6 +4,7 @@ crashes for good, or refuses the credentials; with real servers over stdio and l
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from rk_agent.errors import ToolServerError
 from rk_agent.mcp import McpServers
 from rk_agent.retry import RetryPolicy
 
-from .conftest import FAST_RETRY, start_http, stdio_server, stop
+from .conftest import FAST_RETRY, start_http, stdio_server, stop, wait_until_gone
 
 
 def toolset(servers: McpServers) -> dict[str, Tool]:
@@ -177,3 +178,13 @@ def test_secrets_stay_out_of_reprs_and_messages() -> None:
     with pytest.raises(ToolServerError) as caught:
         McpServers(config, retry=RetryPolicy(max_retries=0)).start()
     assert "s3cr3t" not in str(caught.value) and "s3cr3t" not in str(caught.value.url)
+
+
+def test_a_server_that_never_answers_is_stopped_and_reported(tag: str) -> None:
+    silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)", tag]}
+    servers = McpServers({"silent": silent}, start_timeout_s=1.0)
+    with pytest.raises(ToolServerError, match=re.escape(
+        "MCP server 'silent' did not answer within 1 s of starting"
+    )):  # fmt: skip
+        servers.start()
+    assert wait_until_gone(tag) == []
