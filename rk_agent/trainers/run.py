@@ -189,10 +189,15 @@ def _grpo(config: TrainConfig, args: Any) -> Any:
     # The spec's constructor arguments carry its rewards, max_turns and tasks (read once); the
     # registered name builds the same class and is what trajectories record, as in rollouts.
     spec = config.env
+    env_kwargs = spec.constructor_kwargs()
+    if spec.mcp is not None:  # one connection per MCP server for the run; stopped at exit
+        from rk_agent.mcp import McpServers
+
+        env_kwargs["mcp"] = McpServers(spec.mcp).start()
     common: dict[str, Any] = {
         "args": args,
         "model": config.model,
-        "env_kwargs": spec.constructor_kwargs(),
+        "env_kwargs": env_kwargs,
         "n_tasks": None if spec.tasks is not None else config.n_tasks,
         "seed": spec.seed,
     }

@@ -126,3 +126,19 @@ def test_256_concurrent_rollout_episodes_on_one_server(tag: str) -> None:
     assert len(calls) >= 2 * 256 and all(call.ok for call in calls)
     assert all(t.success for t in trajectories)
     assert wait_until_gone(tag) == []
+
+
+def test_a_yaml_config_names_the_servers(tmp_path: Path, tag: str) -> None:
+    from rk_agent.rollouts.config import load_rollout_config
+
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"f": stdio_server(tag, tools=["add"])}}))
+    path = tmp_path / "run.yaml"
+    path.write_text(f"env: guess\nmcp: {servers}\nn: 2\n")
+    config = load_rollout_config(path)
+    assert config.env.mcp == str(servers)
+    assert load_rollout_config(path, {"mcp": "other.json"}).env.mcp == "other.json"  # --mcp wins
+    factory = config.env.factory()
+    assert factory()._tools["add"].run({"a": 2, "b": 2}).content == "4"
+    factory.close()
+    assert wait_until_gone(tag) == []
