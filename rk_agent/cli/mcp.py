@@ -58,7 +58,10 @@ def serve(
     from rk_agent.errors import ConfigError
     from rk_agent.mcp.serve import serve_env
 
-    kwargs = json.loads(env_kwargs) if env_kwargs else {}
+    try:
+        kwargs = json.loads(env_kwargs) if env_kwargs else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--env-kwargs is not valid JSON ({exc.msg}): {env_kwargs!r}.") from None
     if not isinstance(kwargs, dict):
         raise ConfigError(f"--env-kwargs must be a JSON object, got {env_kwargs!r}.")
     token = None

@@ -37,7 +37,7 @@ from rk_agent.retry import MCP_RECONNECT_RETRY, RetryPolicy
 
 __all__ = ["McpServers", "McpToolset"]
 
-_OPEN: weakref.WeakSet[McpServers] = weakref.WeakSet()
+_OPEN: set[McpServers] = set()  # strong: a hub's servers live until it is closed
 _OPEN_LOCK = threading.Lock()
 
 
