@@ -23,7 +23,7 @@ import sys
 from typing import Any, ClassVar
 
 from rk_agent.envs.tool import Tool
-from rk_agent.envs.tool_source import ToolSource
+from rk_agent.envs.tool_source import ToolSource, start_tool_servers
 from rk_agent.envs.tools_env import ToolsEnv
 
 __all__ = ["DEFAULT_SERVERS", "McpToolsEnv"]
@@ -56,9 +56,7 @@ class McpToolsEnv(ToolsEnv):
 
     def __init__(self, *, mcp: ToolSource | None = None, **kwargs: Any) -> None:
         if mcp is None:
-            from rk_agent.mcp import McpServers
-
-            mcp = McpServers(default_servers()).for_one_env()
+            mcp = start_tool_servers("mcp", default_servers()).for_one_env()
         super().__init__(mcp=mcp, **kwargs)
 
     def tools(self) -> list[Tool]:

@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rk_agent.envs.tool_source import ToolServers, start_tool_servers
+
 if TYPE_CHECKING:
     from rk_agent.envs.base import ChatEnv
     from rk_agent.envs.task import Task
-    from rk_agent.mcp import McpServers
 
 __all__ = [
     "ENV_KEYS",
@@ -172,9 +173,7 @@ class EnvSpec(BaseModel):
         kwargs = self.constructor_kwargs()
         if self.mcp is None:
             return make_env(self.name, **kwargs)
-        from rk_agent.mcp import McpServers
-
-        servers = McpServers(self.mcp).start()
+        servers = start_tool_servers("mcp", self.mcp)
         try:
             return make_env(self.name, **kwargs, mcp=servers.for_one_env())
         except BaseException:
@@ -219,11 +218,9 @@ class EnvFactory:
 
         self.spec = spec
         self._kwargs = spec.constructor_kwargs()
-        self._servers: McpServers | None = None
+        self._servers: ToolServers | None = None
         if spec.mcp is not None:
-            from rk_agent.mcp import McpServers
-
-            self._servers = McpServers(spec.mcp).start()
+            self._servers = start_tool_servers("mcp", spec.mcp)
             self._kwargs["mcp"] = self._servers
         try:
             self._first: ChatEnv | None = make_env(spec.name, **self._kwargs)

@@ -6,18 +6,26 @@ of its own: the tools it offers next to its ``@tool`` functions, told when an ep
 itself (e.g. `rk_agent.mcp.McpServers`) is shared by every environment of a run and outlives
 them.
 
-Main names: `ToolSource`, `Toolset`, `merge_tools`.
+Where such sources come from is looked up by name (`start_tool_servers`): ``"mcp"`` is
+`rk_agent.mcp.McpServers`, loaded only when a run asks for MCP servers, so environments (below
+`rk_agent.mcp` in the house) never import it.
+
+Main names: `ToolSource`, `Toolset`, `ToolServers`, `start_tool_servers`, `merge_tools`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from rk_agent.envs.tool import Tool
 from rk_agent.errors import ConfigError
+from rk_agent.loading import load_object
 
-__all__ = ["ToolSource", "Toolset", "merge_tools"]
+__all__ = ["ToolServers", "ToolSource", "Toolset", "merge_tools", "start_tool_servers"]
+
+# Kinds of tool servers a run can name, as "module:Class" strings (loaded when named).
+_SERVER_KINDS = {"mcp": "rk_agent.mcp:McpServers"}
 
 
 @runtime_checkable
@@ -44,6 +52,33 @@ class ToolSource(Protocol):
     def open_toolset(self) -> Toolset:
         """A `Toolset` for one environment."""
         ...
+
+
+class ToolServers(ToolSource, Protocol):
+    """Servers a run connects to once, shared by its environments (`rk_agent.mcp.McpServers`)."""
+
+    def start(self) -> ToolServers:
+        """Connect (start stdio servers); returns itself."""
+        ...
+
+    def for_one_env(self) -> ToolSource:
+        """A source for one environment that also stops the servers when it closes."""
+        ...
+
+    def close(self) -> None:
+        """Stop the servers."""
+        ...
+
+
+def start_tool_servers(kind: str, config: Any) -> ToolServers:
+    """Start the tool servers of ``kind`` (``"mcp"``) described by ``config``.
+
+    Raises:
+        ConfigError: ``config`` is not a valid configuration of that kind.
+        ToolServerError: a server did not start or refused the credentials.
+    """
+    servers: ToolServers = load_object(_SERVER_KINDS[kind], kind="tool servers")(config)
+    return servers.start()
 
 
 def merge_tools(own: Sequence[Tool], outside: Sequence[Tool], env: str) -> dict[str, Tool]:
