@@ -39,6 +39,12 @@ def attach_stub(
     """
     exports = _stub_exports(Path(init_file).with_suffix(".pyi"))
     namespace = importlib.import_module(package).__dict__
+    # A name that is also a submodule's (``rk_agent.envs.tool``, the decorator ``tool``) is set
+    # now: importing the submodule later would otherwise leave the module under that name.
+    folder = Path(init_file).parent
+    for name, module in exports.items():
+        if (folder / f"{name}.py").exists() or (folder / name / "__init__.py").exists():
+            namespace[name] = getattr(importlib.import_module(module), name)
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)

@@ -75,3 +75,14 @@ def test_import_pulls_in_no_heavy_dependency() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_public_name_that_is_also_a_submodule_stays_the_public_object() -> None:
+    """``rk_agent.envs.tool`` is a module and ``rk_agent.envs``'s ``tool`` the decorator."""
+    code = (
+        "import rk_agent.envs.tool, rk_agent.envs.tools_env\n"
+        "from rk_agent.envs import tool\n"
+        "print(callable(tool) and not isinstance(tool, type(rk_agent)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
