@@ -68,6 +68,7 @@ def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
     assert len(episodes) == 4  # 2 episodes per step; the resumed run did not replay step 0
 
 
+@pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
 def test_grpo_plays_the_env_spec_of_its_flags(tmp_path: Path, tiny_model_dir: Path) -> None:
     """--tasks, --reward, --max-turns and --seed reach the environment through one EnvSpec."""
     tasks = tmp_path / "tasks.jsonl"
