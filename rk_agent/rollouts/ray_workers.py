@@ -51,7 +51,13 @@ from rk_agent.rollouts.episode import EpisodeSlot
 from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.workers import RayOptions, WorkerFailure, WorkerFailureKind, import_ray
+from rk_agent.rollouts.workers import (
+    LOCAL_MODEL_REFUSED,
+    RayOptions,
+    WorkerFailure,
+    WorkerFailureKind,
+    import_ray,
+)
 
 __all__ = ["RolloutWorker", "WorkerRunResult", "ray_session", "run_rollouts_on_workers"]
 
@@ -498,12 +504,7 @@ def _env_source(make_env: Callable[[], ChatEnv]) -> tuple[int | None, Any]:
 def _check_policy(policy: Policy) -> None:
     hf_policy = sys.modules.get("rk_agent.rollouts.hf_policy")  # not loaded: not an HFPolicy
     if hf_policy is not None and isinstance(policy, hf_policy.HFPolicy):
-        raise ConfigError(
-            "--workers copies the policy into every worker, and a model loaded in this process "
-            "(--provider local, the embedded model) is not copied. Serve it (vLLM: `vllm serve "
-            "MODEL`) and pass --base-url http://HOST:8000/v1 --model MODEL, or leave out "
-            "--workers."
-        )
+        raise ConfigError(LOCAL_MODEL_REFUSED)
 
 
 def _check_resources(ray: ModuleType, options: RayOptions, workers: int) -> None:

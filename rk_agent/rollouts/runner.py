@@ -167,10 +167,13 @@ def prepare_run(
 def _prepare(
     config: RolloutConfig, run_dir: RunDir | None, api_key: str | None, policy: Policy | None
 ) -> PreparedRun:
-    if config.workers is not None:
-        from rk_agent.rollouts.workers import import_ray
+    if config.workers is not None:  # before anything is built or loaded
+        from rk_agent.rollouts.workers import LOCAL_MODEL_REFUSED, import_ray
 
-        import_ray()  # missing: say how to install it before anything is built
+        import_ray()  # missing: say how to install it
+        served = config.base_url or config.provider in ("fireworks", "openai", "solver")
+        if policy is None and not served:
+            raise ConfigError(LOCAL_MODEL_REFUSED)
     done = {t.id for t in run_dir.read_trajectories()} if run_dir is not None else set()
     envs = _env_factory(config)
     uses_embedded = (

@@ -11,7 +11,8 @@ what the configuration and the run directory need to know about it, importable w
   and the record is appended to the run's ``worker_failures.jsonl``;
 - `import_ray`: Ray, or a `NotAvailableError` saying how to install it.
 
-Main names: `RayOptions`, `WorkerFailure`, `WorkerFailureKind`, `import_ray`, `RAY_INSTALL_HINT`.
+Main names: `RayOptions`, `WorkerFailure`, `WorkerFailureKind`, `import_ray`, `RAY_INSTALL_HINT`,
+`LOCAL_MODEL_REFUSED`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 from rk_agent.errors import NotAvailableError
 
 __all__ = [
+    "LOCAL_MODEL_REFUSED",
     "RAY_INSTALL_HINT",
     "RayOptions",
     "WorkerFailure",
@@ -39,6 +41,13 @@ RAY_INSTALL_HINT = (
     "in this process."
 )
 """How to get Ray, for the error raised when it is missing."""
+
+LOCAL_MODEL_REFUSED = (
+    "--workers copies the policy into every worker, and a model loaded in this process "
+    "(--provider local, the embedded model) is not copied. Serve it (vLLM: `vllm serve MODEL`) "
+    "and pass --base-url http://HOST:8000/v1 --model MODEL, or leave out --workers."
+)
+"""Why a model loaded in this process cannot play on workers, and what to do instead."""
 
 
 class RayOptions(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,15 @@ def test_a_worker_failure_round_trips_as_json() -> None:
     again = WorkerFailure.model_validate_json(failure.model_dump_json())
     assert again.model_dump_json() == failure.model_dump_json()
     assert again.kind is WorkerFailureKind.DIED and again.replayed == ["3-0"]
+
+
+def test_a_model_loaded_in_this_process_is_refused_before_it_loads(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="the check comes after Ray's")
+    from rk_agent.rollouts.config import RolloutConfig
+    from rk_agent.rollouts.runner import prepare_run
+    from rk_agent.rollouts.workers import LOCAL_MODEL_REFUSED
+
+    config = RolloutConfig(env="guess", n=2, workers=2, output=str(tmp_path / "run"))
+    with pytest.raises(ConfigError, match=re.escape(LOCAL_MODEL_REFUSED)):
+        prepare_run(config)
+    assert not (tmp_path / "run").exists()
