@@ -80,9 +80,20 @@ async def run_rollouts(
         done: ids (``"<task>-<sample>"``) already finished, skipped on resume.
         on_episode: called with each finished episode, written or dropped (progress bars).
 
+    With ``config.workers`` set, the run is played on that many Ray actors instead
+    (`rk_agent.rollouts.ray_workers.run_rollouts_on_workers`, which returns a `RolloutResult`
+    that also lists the workers lost).
+
     Raises:
         ConfigError: no ``env_name`` and ``make_env`` is not an `EnvFactory`.
     """
+    if config.workers is not None:
+        from rk_agent.rollouts.ray_workers import run_rollouts_on_workers
+
+        return await run_rollouts_on_workers(
+            config, policy=policy, make_env=make_env, env_name=env_name, run_dir=run_dir,
+            done=done, on_episode=on_episode,
+        )  # fmt: skip
     if env_name is None:
         if not isinstance(make_env, EnvFactory):
             raise ConfigError(

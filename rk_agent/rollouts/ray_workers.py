@@ -1,12 +1,12 @@
 """Rollouts on Ray actors: the episodes of one run shared out to N worker processes or machines.
 
-`run_rollouts_on_workers` is what ``rk-agent rollout --workers N`` (``RolloutConfig.workers``)
-runs instead of `rk_agent.rollouts.engine.run_rollouts`. It plans the same episodes
-(`plan_slots`: task ``i`` has seed ``seed + i``, whatever N is) and hands them out in small
-chunks to N `RolloutWorker` actors. Each worker is the engine's loop in its own process: its
-own event loop, policy client (a copy of the run's policy) and environments, playing up to its
-share of ``concurrency`` episodes at once, each with the engine's retry rule. It streams every
-finished episode back as it ends.
+`run_rollouts_on_workers` is what ``rk-agent rollout --workers N`` runs, and what
+`rk_agent.rollouts.engine.run_rollouts` hands a config with ``workers`` set to. It plans the
+same episodes (`plan_slots`: task ``i`` has seed ``seed + i``, whatever N is) and hands them out
+in small chunks to N `RolloutWorker` actors. Each worker is the engine's loop in its own
+process: its own event loop, policy client (a copy of the run's policy) and environments,
+playing up to its share of ``concurrency`` episodes at once, each with the engine's retry rule.
+It streams every finished episode back as it ends.
 
 The driver (this process) stays the run's only writer: it applies the failure policy (a GRPO
 group is kept or dropped whole, whichever workers played its samples), appends each episode to

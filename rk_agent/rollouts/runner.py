@@ -72,13 +72,8 @@ class PreparedRun:
     async def play(self, on_episode: Callable[[Trajectory], None] | None = None) -> RolloutResult:
         """Run the engine (on Ray workers when ``config.workers`` is set: a
         `rk_agent.rollouts.ray_workers.WorkerRunResult`); the policy is closed afterwards."""
-        engine = run_rollouts
-        if self.config.workers is not None:
-            from rk_agent.rollouts.ray_workers import run_rollouts_on_workers
-
-            engine = run_rollouts_on_workers
         try:
-            return await engine(
+            return await run_rollouts(
                 self.config,
                 policy=self.policy,
                 make_env=self.make_env,

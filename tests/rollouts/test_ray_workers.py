@@ -86,8 +86,7 @@ def test_one_and_two_workers_play_the_same_tasks_and_seeds_as_one_process(local_
     cfg = config()
 
     async def play(workers: int | None) -> dict[str, tuple[Any, ...]]:
-        run = run_rollouts if workers is None else run_rollouts_on_workers
-        result = await run(
+        result = await run_rollouts(  # with workers set it hands the run to Ray
             cfg.model_copy(update={"workers": workers}),
             policy=ScriptedPolicy(SCRIPT),
             make_env=cfg.env.factory(),
