@@ -23,7 +23,8 @@ Ray is started for the run (``ray.init``: quiet, no dashboard unless asked, a sm
 store) and stopped after it, or joined at ``RayOptions.address``; a Ray that the caller has
 already initialised is used as it is and left running.
 
-Main names: `run_rollouts_on_workers`, `RolloutWorker`, `WorkerRunResult`, `ray_session`.
+Main names: `run_rollouts_on_workers`, `WorkerPool`, `RolloutWorker`, `WorkerRunResult`,
+`ray_session`.
 """
 
 from __future__ import annotations
@@ -59,7 +60,13 @@ from rk_agent.rollouts.workers import (
     import_ray,
 )
 
-__all__ = ["RolloutWorker", "WorkerRunResult", "ray_session", "run_rollouts_on_workers"]
+__all__ = [
+    "RolloutWorker",
+    "WorkerPool",
+    "WorkerRunResult",
+    "ray_session",
+    "run_rollouts_on_workers",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -127,12 +134,21 @@ async def run_rollouts_on_workers(
     if not slots:
         return result
     shares = _shares(max(config.concurrency, workers), workers, len(slots))
+
+    def lost(failure: WorkerFailure) -> None:
+        result.worker_failures.append(failure)
+        if run_dir is not None:
+            run_dir.append_worker_failure(failure)
+
     with ray_session(config.ray, len(shares)) as ray:
-        pool = _Pool(ray, config, policy, env_source, env_name, shares, sink, run_dir)
+        pool = WorkerPool(ray, config, policy, env_source, env_name, shares, on_failure=lost)
         try:
-            await pool.run(slots)
-        finally:
-            pool.stop()
+            await pool.play(slots, sink.add)
+        except BaseException:
+            pool.stop()  # Ctrl-C or an error: the workers are killed, nothing is waited for
+            raise
+        result.startup_s = pool.startup_s
+        await pool.close()
     return result
 
 
@@ -208,6 +224,10 @@ class RolloutWorker:
         concurrency: episodes played at once.
         cwd: the driver's working folder, entered when it exists here (relative paths in the
             configuration then mean what they meant to the driver).
+        episode: plays one episode instead of the engine's rule: ``await episode(worker, env,
+            slot)`` returns a `Trajectory`, or a tuple whose first item is one (what GRPO's
+            token-level rollout sends back with it); ``None``: the engine's rule (retries
+            included). It must pickle.
     """
 
     def __init__(
@@ -219,6 +239,7 @@ class RolloutWorker:
         env_name: str,
         concurrency: int,
         cwd: str | None = None,
+        episode: Any = None,
     ) -> None:
         if cwd is not None and Path(cwd).is_dir():
             os.chdir(cwd)
@@ -227,6 +248,7 @@ class RolloutWorker:
         self.policy = policy
         self.env_name = env_name
         self.concurrency = concurrency
+        self.episode = episode
         self.make_env: Callable[[], ChatEnv] = (
             env_source.factory() if isinstance(env_source, EnvSpec) else env_source
         )
@@ -236,14 +258,15 @@ class RolloutWorker:
         """The worker's process id (it also shows that the worker is up)."""
         return os.getpid()
 
-    async def play(self, slots: list[EpisodeSlot]) -> AsyncIterator[list[Trajectory]]:
-        """Play ``slots``, yielding the finished episodes as they end (a list per yield).
+    async def play(self, slots: list[EpisodeSlot]) -> AsyncIterator[list[Any]]:
+        """Play ``slots``, yielding the finished episodes as they end (a list per yield; each a
+        `Trajectory`, or what ``episode`` returns).
 
         Raises:
             Exception: whatever an episode raised instead of recording (a bug, not a
                 failure of the model or the environment, which are recorded).
         """
-        finished: asyncio.Queue[Trajectory | BaseException] = asyncio.Queue()
+        finished: asyncio.Queue[Any] = asyncio.Queue()
 
         async def one(slot: EpisodeSlot) -> None:
             try:
@@ -264,7 +287,7 @@ class RolloutWorker:
                     if isinstance(item, BaseException):
                         raise item
                 left -= len(batch)
-                yield batch  # type: ignore[misc]  # the exceptions were raised above
+                yield batch
         finally:
             for task in tasks:
                 task.cancel()
@@ -277,7 +300,7 @@ class RolloutWorker:
                 env.close()
         await self.policy.aclose()
 
-    async def _play(self, slot: EpisodeSlot) -> Trajectory:
+    async def _play(self, slot: EpisodeSlot) -> Any:
         if self._pool is None:  # made here: it belongs to the actor's event loop
             self._pool = asyncio.Queue()
             for _ in range(self.concurrency):
@@ -290,20 +313,44 @@ class RolloutWorker:
                 self._pool.put_nowait(None)
                 raise
         try:
-            trajectory = await _play_with_policy(
-                env, self.policy, slot, self.config, self.env_name, self.make_env
-            )
+            if self.episode is None:
+                item = await _play_with_policy(
+                    env, self.policy, slot, self.config, self.env_name, self.make_env
+                )
+            else:
+                item = await self.episode(self, env, slot)
         except BaseException:
             self._pool.put_nowait(None)  # the environment may be broken: build a new one
             raise
+        trajectory = _trajectory(item)
         timed_out = trajectory.failure is not None and trajectory.stop_reason.value == "timeout"
         # A timed-out step may still run in its thread: that environment is not reused.
         self._pool.put_nowait(None if timed_out else env)
-        return trajectory
+        return item
 
 
-class _Pool:
-    """The driver's side: hands out chunks of episodes, collects them, replaces lost workers."""
+class WorkerPool:
+    """The driver's side: N workers, kept from one `play` to the next until `close`.
+
+    `play` hands out chunks of episodes, passes each finished one to ``on_item`` (once per
+    episode id, whoever sent it), and replaces lost workers. `run_rollouts_on_workers` uses one
+    pool per run; a training loop can keep one for every step (the workers keep their policy
+    copies and environments).
+
+    Args:
+        ray: the Ray module, initialised (`ray_session`).
+        config: sampling, timeout and failure policy for the workers; ``config.ray`` for what
+            each reserves and ``ray.max_restarts``.
+        policy: copied to every worker.
+        env_source: an `EnvSpec`, or an environment factory that pickles.
+        env_name: recorded with each trajectory.
+        shares: each worker's concurrency (one worker per entry).
+        episode: see `RolloutWorker`.
+        on_failure: called with each `WorkerFailure`.
+
+    Raises:
+        ConfigError: ``policy`` does not pickle.
+    """
 
     def __init__(
         self,
@@ -313,19 +360,23 @@ class _Pool:
         env_source: Any,
         env_name: str,
         shares: list[int],
-        sink: _Sink,
-        run_dir: RunDir | None,
+        *,
+        episode: Any = None,
+        on_failure: Callable[[WorkerFailure], None] | None = None,
     ) -> None:
         self.ray = ray
         self.shares = shares
-        self.sink = sink
-        self.run_dir = run_dir
+        self.on_failure = on_failure
+        self.max_restarts = config.ray.max_restarts
         self.restarts_left = config.ray.max_restarts
+        self.failures: list[WorkerFailure] = []
+        self.startup_s = 0.0
+        self.live: dict[int, Any] = {}
+        self.handles: list[Any] = []
         self.pending: deque[EpisodeSlot] = deque()
         self.outstanding: set[str] = set()
         self.delivered: set[str] = set()
-        self.changed = asyncio.Condition()
-        self.handles: list[Any] = []
+        self.on_item: Callable[[Any], None] = lambda item: None
         options: dict[str, Any] = {"num_cpus": config.ray.num_cpus}
         if config.ray.resources:
             options["resources"] = dict(config.ray.resources)
@@ -334,7 +385,12 @@ class _Pool:
         cwd = str(Path.cwd())
 
         def start(index: int) -> Any:
-            return actor.remote(index, config, policy_ref, env_source, env_name, shares[index], cwd)
+            handle = actor.remote(
+                index, config, policy_ref, env_source, env_name, shares[index], cwd, episode
+            )
+            self.live[index] = handle
+            self.handles.append(handle)
+            return handle
 
         self._start = start
 
@@ -349,61 +405,76 @@ class _Pool:
                 "picklable policy object."
             ) from exc
 
-    async def run(self, slots: list[EpisodeSlot]) -> None:
+    async def play(self, slots: list[EpisodeSlot], on_item: Callable[[Any], None]) -> None:
+        """Play ``slots`` on the workers; ``on_item`` gets each finished one, once.
+
+        Raises:
+            WorkerError: every worker was lost and ``ray.max_restarts`` allows no more.
+        """
+        self.on_item = on_item
+        self.pending, self.outstanding, self.delivered = deque(), set(), set()
+        self.changed = asyncio.Condition()
         started = time.perf_counter()
-        first = [self._start(index) for index in range(len(self.shares))]
-        self.handles.extend(first)
-        # Every worker is up before any is fed, so the chunks are shared out evenly (one that
-        # fails to start is found, recorded and replaced when it is fed).
-        await asyncio.wait([asyncio.ensure_future(_ready(handle)) for handle in first])
-        self.sink.result.startup_s = time.perf_counter() - started  # type: ignore[attr-defined]
+        new = [self._start(i) for i in range(len(self.shares)) if i not in self.live]
+        if new:
+            # Every worker is up before any is fed, so the chunks are shared out evenly (one
+            # that fails to start is found, recorded and replaced when it is fed).
+            await asyncio.wait([asyncio.ensure_future(_ready(handle)) for handle in new])
+            self.startup_s = time.perf_counter() - started
         self.pending.extend(slots)
-        await asyncio.gather(*(self._supervise(i, h) for i, h in enumerate(first)))
+        await asyncio.gather(*(self._supervise(index) for index in list(self.live)))
         unplayed = len(self.pending) + len(self.outstanding)
         if unplayed:
-            failures = self.sink.result.worker_failures  # type: ignore[attr-defined]
-            last = failures[-1].message if failures else "unknown"
+            last = self.failures[-1].message if self.failures else "unknown"
             raise WorkerError(
-                f"every rollout worker was lost ({len(failures)} failures; the last: {last}) "
-                f"and no more can be started (ray.max_restarts {len(failures) - 1}); "
+                f"every rollout worker was lost ({len(self.failures)} failures; the last: "
+                f"{last}) and no more can be started (ray.max_restarts {self.max_restarts}); "
                 f"{unplayed} episodes are left. What finished is saved: resume the run to play "
                 "the rest, after fixing what killed the workers (see worker_failures.jsonl)."
             )
 
+    async def close(self) -> None:
+        """Let the live workers close their environments and policies, then stop every one."""
+        for handle in list(self.live.values()):
+            with contextlib.suppress(Exception):
+                await handle.close.remote()
+        self.live.clear()
+        self.stop()
+
     def stop(self) -> None:
-        """Kill every worker (Ctrl-C, an error, or the end of the run)."""
+        """Kill every worker at once (Ctrl-C, an error): nothing is waited for."""
         for handle in self.handles:
             with contextlib.suppress(Exception):
                 self.ray.kill(handle)
+        self.live.clear()
 
-    async def _supervise(self, index: int, handle: Any) -> None:
+    async def _supervise(self, index: int) -> None:
         chunk = max(1, math.ceil(self.shares[index] / _CHUNKS_PER_WORKER))
         feeders = math.ceil(self.shares[index] / chunk) + 2
         while True:
+            handle = self.live[index]
             lost: list[str] = []
             outcomes = await asyncio.gather(
                 *(self._feed(handle, chunk, lost) for _ in range(feeders)), return_exceptions=True
             )
             errors = [o for o in outcomes if isinstance(o, BaseException)]
             if not errors:
-                with contextlib.suppress(Exception):
-                    await handle.close.remote()
                 return
+            del self.live[index]
             self._record(index, errors[0], lost)
             if self.restarts_left == 0:
                 return
             self.restarts_left -= 1
-            handle = self._start(index)
-            self.handles.append(handle)
+            self._start(index)
 
     async def _feed(self, handle: Any, size: int, lost: list[str]) -> None:
         while (chunk := await self._take(size)) is not None:
             waiting = {slot.id: slot for slot in chunk}
             try:
                 async for ref in handle.play.remote(chunk):
-                    for trajectory in await ref:
-                        waiting.pop(trajectory.id, None)
-                        await self._deliver(trajectory)
+                    for item in await ref:
+                        waiting.pop(_trajectory(item).id, None)
+                        await self._deliver(item)
                 if waiting:
                     raise WorkerError(f"the worker ended without {len(waiting)} episodes")
             except Exception:
@@ -423,11 +494,12 @@ class _Pool:
             self.outstanding.update(slot.id for slot in chunk)
             return chunk
 
-    async def _deliver(self, trajectory: Trajectory) -> None:
-        self.outstanding.discard(trajectory.id)
-        if trajectory.id not in self.delivered:  # once, whoever sent it
-            self.delivered.add(trajectory.id)
-            self.sink.add(trajectory)
+    async def _deliver(self, item: Any) -> None:
+        episode_id = _trajectory(item).id
+        self.outstanding.discard(episode_id)
+        if episode_id not in self.delivered:  # once, whoever sent it
+            self.delivered.add(episode_id)
+            self.on_item(item)
         if not self.outstanding and not self.pending:
             async with self.changed:
                 self.changed.notify_all()
@@ -449,9 +521,14 @@ class _Pool:
             "rollout worker %d lost (%s: %s); %d unfinished episodes go to other workers",
             index, failure.kind.value, failure.message, len(failure.replayed),
         )  # fmt: skip
-        self.sink.result.worker_failures.append(failure)  # type: ignore[attr-defined]
-        if self.run_dir is not None:
-            self.run_dir.append_worker_failure(failure)
+        self.failures.append(failure)
+        if self.on_failure is not None:
+            self.on_failure(failure)
+
+
+def _trajectory(item: Any) -> Trajectory:
+    """The trajectory of what a worker sent: a `Trajectory`, or a tuple that starts with one."""
+    return item if isinstance(item, Trajectory) else item[0]
 
 
 async def _ready(handle: Any) -> None:
