@@ -47,10 +47,10 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.spec import EnvFactory, EnvSpec
 from rk_agent.errors import ConfigError, WorkerError
 from rk_agent.rollouts.config import RolloutConfig
-from rk_agent.rollouts.engine import RolloutResult, _play_with_policy, _Sink, plan_slots
 from rk_agent.rollouts.episode import EpisodeSlot
 from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir
+from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.workers import (
     LOCAL_MODEL_REFUSED,
@@ -130,7 +130,9 @@ async def run_rollouts_on_workers(
     finished = set(done)
     slots = [s for s in plan_slots(config, dataset_size=dataset_size) if s.id not in finished]
     result = WorkerRunResult(skipped=config.n * config.group_size - len(slots))
-    sink = _Sink(config.failure_policy, config.group_size, run_dir, result, on_episode, finished)
+    sink = EpisodeSink(
+        config.failure_policy, config.group_size, run_dir, result, on_episode, finished
+    )
     if not slots:
         return result
     shares = _shares(max(config.concurrency, workers), workers, len(slots))
@@ -314,7 +316,7 @@ class RolloutWorker:
                 raise
         try:
             if self.episode is None:
-                item = await _play_with_policy(
+                item = await play_slot(
                     env, self.policy, slot, self.config, self.env_name, self.make_env
                 )
             else:
