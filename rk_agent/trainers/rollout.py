@@ -38,8 +38,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import copy
 import logging
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,7 +53,9 @@ from rk_agent.rollouts.policy import SamplingParams
 from rk_agent.rollouts.run_dir import append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.vllm_policy import VLLMPolicy
+from rk_agent.rollouts.workers import RayOptions
 from rk_agent.trainers.episode_tokens import EpisodeTokens, SuffixRenderer, TokenPolicy
+from rk_agent.trainers.ray_rollout import EpisodeTokenRecord, RayEpisodes, TokenEpisode
 from rk_agent.trainers.tasks import TaskRow, TaskTable
 
 if TYPE_CHECKING:
@@ -90,6 +93,11 @@ class EpisodeRollout:
         served_model: the model id to ask the server for; default: the first it lists.
         server_options: more `VLLMPolicy` arguments (``api_key``, ``timeout_s``,
             ``max_retries``, ``tool_format``, ``extra_body``).
+        workers: with a server, play each step's episodes on this many Ray actors
+            (`rk_agent.trainers.ray_rollout`; needs ``rk-agent[ray]``), kept from step to step
+            until `close`; each holds its own policy client on the same server. ``None``: in
+            this process. Ignored when generating with the trainer's model.
+        ray: where the workers run and what each reserves (`RayOptions` or its fields).
 
     Example::
 
@@ -113,6 +121,8 @@ class EpisodeRollout:
         server_url: str | None = None,
         served_model: str | None = None,
         server_options: Mapping[str, Any] | None = None,
+        workers: int | None = None,
+        ray: RayOptions | Mapping[str, Any] | None = None,
     ) -> None:
         self.env_factory = env_factory
         self.tasks = tasks
@@ -126,6 +136,9 @@ class EpisodeRollout:
         self.server_url = server_url
         self.served_model = served_model
         self.server_options = dict(server_options or {})
+        self.workers = workers
+        self.ray = ray
+        self._ray_episodes: RayEpisodes | None = None
         self._warned_unsynced = False
         self._envs: list[ChatEnv] = []
         self.__name__ = "rk_agent_episode_rollout"
@@ -149,6 +162,7 @@ class EpisodeRollout:
         )
         url = self.server_url or vllm_server_url(args)
         policy: TokenPolicy
+        played: Sequence[tuple[Trajectory, EpisodeTokens | EpisodeTokenRecord]]
         if url is not None:
             policy = self._served_policy(url, trainer)
             played = _run(self._play_served(rows, policy, sampling, budget))
@@ -179,12 +193,7 @@ class EpisodeRollout:
             self._envs.append(self.env_factory())
         renderer = SuffixRenderer(policy)
         recorders = [EpisodeTokens(policy, renderer, budget) for _ in rows]
-        samples: dict[str, int] = {}
-        slots = []
-        for index, row in enumerate(rows):
-            sample = samples.get(row.task.id, 0)
-            samples[row.task.id] = sample + 1
-            slots.append(EpisodeSlot(index, sample, row.seed, options={"task": row.task}))
+        slots = _slots(rows)
         trajectories = await asyncio.gather(
             *(
                 play_episode(
@@ -223,12 +232,38 @@ class EpisodeRollout:
 
     async def _play_served(
         self, rows: list[TaskRow], policy: VLLMPolicy, sampling: SamplingParams, budget: int
-    ) -> list[tuple[Trajectory, EpisodeTokens]]:
+    ) -> list[tuple[Trajectory, EpisodeTokens | EpisodeTokenRecord]]:
+        unused = copy.copy(policy)  # no client yet: what the workers get, if any
         try:
             await policy.connect()
-            return await self.play(rows, policy, sampling, budget)
+            if self.workers is None:
+                return list(await self.play(rows, policy, sampling, budget))
+            if self._ray_episodes is None:
+                self._ray_episodes = RayEpisodes(
+                    self.workers, self.ray, self.env_factory, self.env_name
+                )
+            episode = TokenEpisode(budget, sampling, self.env_name, self.episode_timeout_s)
+            played = await self._ray_episodes.play(_slots(rows), unused, episode)
+            return list(played)
         finally:
             await policy.aclose()
+
+    def close(self) -> None:
+        """Stop the Ray workers (``workers``), if any were started; safe to call twice."""
+        if self._ray_episodes is not None:
+            self._ray_episodes.close()
+            self._ray_episodes = None
+
+
+def _slots(rows: list[TaskRow]) -> list[EpisodeSlot]:
+    """One episode per row: row ``i`` is episode ``i``, the sample counting its task's rows."""
+    samples: dict[str, int] = {}
+    slots = []
+    for index, row in enumerate(rows):
+        sample = samples.get(row.task.id, 0)
+        samples[row.task.id] = sample + 1
+        slots.append(EpisodeSlot(index, sample, row.seed, options={"task": row.task}))
+    return slots
 
 
 def vllm_server_url(args: Any) -> str | None:
@@ -299,7 +334,9 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def _outputs(
-    played: list[tuple[Trajectory, EpisodeTokens]], policy: TokenPolicy, step: int
+    played: Sequence[tuple[Trajectory, EpisodeTokens | EpisodeTokenRecord]],
+    policy: TokenPolicy,
+    step: int,
 ) -> dict[str, Any]:
     prompt_ids, completion_ids, env_mask, logprobs, trajectories = [], [], [], [], []
     for trajectory, tokens in played:
