@@ -27,8 +27,8 @@ import random
 import time
 from typing import Any
 
-from rk_agent.rewards import math as math_module
-from rk_agent.rewards.math import extract_answer, math_reward
+from rk_agent.rewards.builtin import math as math_module
+from rk_agent.rewards.builtin.math import extract_answer, math_reward
 
 TARGET = 5_000
 GROUP = 8

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from rk_agent.rewards.code_execution import code_execution_reward
+from rk_agent.rewards.builtin.code_execution import code_execution_reward
 from rk_agent.sandbox import SandboxLimits, isolation_report, run_python
 
 LIMITS = SandboxLimits(timeout_s=5)

@@ -6,7 +6,7 @@ conversation does not fit; the message carries the server's own message, never t
 `retry_after_s` reads the server's ``Retry-After`` back from a translated error, and
 `rejects_tools` tells whether a server refused the ``tools`` field. Every user of the SDK goes
 through it: `rk_agent.rollouts.openai_policy`, `rk_agent.rollouts.vllm_policy` and the LLM judge
-(`rk_agent.rewards.llm_judge`), which is why it lives below both rewards and rollouts.
+(`rk_agent.rewards.builtin.llm_judge`), which is why it lives below both rewards and rollouts.
 
 Main names: `Endpoint`, `translate_error`, `retry_after_s`, `rejects_tools`, `NO_KEY`.
 

@@ -174,7 +174,7 @@ MODEL_ENDPOINT_RETRY = RetryPolicy(
 """`rk_agent.rollouts.openai_policy.OpenAIPolicy` on a chat-completions server."""
 
 JUDGE_RETRY = RetryPolicy(max_retries=2, base_s=0.5, max_s=8.0, statuses=frozenset({408, 409, 429}))
-"""The LLM judge (`rk_agent.rewards.llm_judge`): the ``openai`` SDK's own numbers."""
+"""The LLM judge (`rk_agent.rewards.builtin.llm_judge`): the ``openai`` SDK's own numbers."""
 
 FIREWORKS_API_RETRY = RetryPolicy(max_retries=4, base_s=1.0, max_s=30.0, jitter="equal")
 """The Fireworks control-plane client (`rk_agent.fireworks.client.FireworksClient`)."""

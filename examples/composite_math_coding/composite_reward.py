@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from rk_agent import EvaluateResult, Message, combine, reward_function
-from rk_agent.rewards.code_execution import code_execution_reward
-from rk_agent.rewards.math import math_reward
+from rk_agent.rewards.builtin.code_execution import code_execution_reward
+from rk_agent.rewards.builtin.math import math_reward
 
 KINDS = ("math", "code")
 

@@ -37,7 +37,7 @@ import numpy as np
 from rk_agent.envs._template import Template, ensure_system_prompt, pick, question_text, stable_id
 from rk_agent.envs.base import ChatEnv, EpisodeState
 from rk_agent.envs.task import Task
-from rk_agent.rewards.code_execution import code_execution_reward
+from rk_agent.rewards.builtin.code_execution import code_execution_reward
 from rk_agent.rewards.decorator import RewardFn, reward_function
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.sandbox import SandboxLimits, SandboxMode, require_sandbox, sandbox_mode

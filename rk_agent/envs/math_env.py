@@ -29,7 +29,7 @@ from rk_agent.envs._template import Template, ensure_system_prompt, pick, questi
 from rk_agent.envs.base import ChatEnv, EpisodeState
 from rk_agent.envs.task import Task
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.math import math_reward
+from rk_agent.rewards.builtin.math import math_reward
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.types import Message
 

@@ -29,7 +29,7 @@ import unicodedata
 from typing import Any
 
 from rk_agent.envs.base import ToolCallRecord
-from rk_agent.rewards._reply import last_reply, no_reply
+from rk_agent.rewards.builtin._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 

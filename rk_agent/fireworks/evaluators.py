@@ -22,7 +22,7 @@ evaluator, and a changed one needs ``force=True`` (which deletes and recreates i
 Example:
     >>> from rk_agent.fireworks.client import FireworksClient
     >>> client = FireworksClient.dry(account_id="me")
-    >>> deployment = deploy_reward("rk_agent.rewards.length:length_reward", client=client)
+    >>> deployment = deploy_reward("rk_agent.rewards.builtin.length:length_reward", client=client)
     >>> deployment.evaluator.name, deployment.action
     ('accounts/me/evaluators/length', 'created')
 """

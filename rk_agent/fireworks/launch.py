@@ -19,7 +19,7 @@ Example:
     >>> tasks = Path(tempfile.mkdtemp()) / "tasks.jsonl"
     >>> _ = tasks.write_text(json.dumps({"prompt": "2+2?", "ground_truth": "4"}) + "\\n")
     >>> client = FireworksClient.dry(account_id="me")
-    >>> launch = launch_rft(tasks, "rk_agent.rewards.length:length_reward",
+    >>> launch = launch_rft(tasks, "rk_agent.rewards.builtin.length:length_reward",
     ...                     config=RFTJobConfig(training=TrainingConfig(base_model="qwen3-0p6b")),
     ...                     client=client, job_id="my-job")
     >>> launch.job.name, len(launch.rows.rows)

@@ -29,7 +29,7 @@ the service calls for uploaded code is not documented (see the Fireworks page of
 
 Example:
     >>> from rk_agent import reward_function
-    >>> package = package_reward("rk_agent.rewards.length:length_reward", directory="len")
+    >>> package = package_reward("rk_agent.rewards.builtin.length:length_reward", directory="len")
     >>> package.entry_point, package.requirements[0]
     ('main.py::evaluate', 'pydantic>=2.7')
     >>> "len/main.py" in package.archive_members()

@@ -1,4 +1,4 @@
-"""Reward functions: the decorator, `RewardFunction`, composition, the registry and built-ins.
+"""Reward functions: the decorator, `RewardFunction`, composition and the registry.
 
 The reward API is importable from here as well as from ``rk_agent``, the way Reward Kit's
 guides write it::
@@ -14,7 +14,8 @@ guides write it::
     >>> from rk_agent.rewards import unregister_reward_function
     >>> unregister_reward_function("short_answer")
 
-The built-in modules stay importable too (``from rk_agent.rewards import math, format``).
+The built-in rewards live in `rk_agent.rewards.builtin`, apart from this API; their Reward Kit
+paths stay importable too (``from rk_agent.rewards import math, format``).
 Names load on first use (PEP 562; ``__init__.pyi`` lists them), so importing one reward
 module does not load the others.
 """

@@ -41,17 +41,17 @@ RewardLike = str | Callable[..., Any]
 """A reward as users give it: a name, ``module:fn``, ``file.py::fn`` or a callable."""
 
 _BUILTINS: dict[str, str] = {
-    "math": "rk_agent.rewards.math:math_reward",
-    "function_call": "rk_agent.rewards.function_calling:match_function_call",
-    "tool_calls": "rk_agent.rewards.function_calling:tool_calls_match",
-    "format": "rk_agent.rewards.format:format_reward",
-    "json_schema": "rk_agent.rewards.json_schema:json_schema_reward",
-    "length": "rk_agent.rewards.length:length_reward",
-    "cosine_length": "rk_agent.rewards.length:cosine_length_reward",
-    "repetition": "rk_agent.rewards.repetition:repetition_penalty_reward",
-    "code_execution": "rk_agent.rewards.code_execution:code_execution_reward",
-    "llm_judge": "rk_agent.rewards.llm_judge:llm_judge_reward",
-    "relevance": "rk_agent.rewards.relevance:relevance_reward",
+    "math": "rk_agent.rewards.builtin.math:math_reward",
+    "function_call": "rk_agent.rewards.builtin.function_calling:match_function_call",
+    "tool_calls": "rk_agent.rewards.builtin.function_calling:tool_calls_match",
+    "format": "rk_agent.rewards.builtin.format:format_reward",
+    "json_schema": "rk_agent.rewards.builtin.json_schema:json_schema_reward",
+    "length": "rk_agent.rewards.builtin.length:length_reward",
+    "cosine_length": "rk_agent.rewards.builtin.length:cosine_length_reward",
+    "repetition": "rk_agent.rewards.builtin.repetition:repetition_penalty_reward",
+    "code_execution": "rk_agent.rewards.builtin.code_execution:code_execution_reward",
+    "llm_judge": "rk_agent.rewards.builtin.llm_judge:llm_judge_reward",
+    "relevance": "rk_agent.rewards.builtin.relevance:relevance_reward",
 }
 
 

@@ -14,7 +14,7 @@ isolation off on a server whose operator did not. The mode each result was judge
 result (the ``sandbox`` metric of ``code_execution``).
 
 Example:
-    >>> from rk_agent.rewards.code_execution import code_execution_reward
+    >>> from rk_agent.rewards.builtin.code_execution import code_execution_reward
     >>> reward = fix_sandbox(code_execution_reward, "process")
     >>> msgs = [{"role": "assistant", "content": "```python\\nprint(2)\\n```"}]
     >>> reward(messages=msgs, ground_truth=[{"input": "", "expected_output": "2"}]).score

@@ -15,7 +15,7 @@ Main names: `BuildContext`, `render_context`, `Command`, `run_commands`, `SelfHo
 `rk_agent_requirement`, `SERVED_REWARD`.
 
 Example:
-    >>> context = render_context("rk_agent.rewards.length:length_reward")
+    >>> context = render_context("rk_agent.rewards.builtin.length:length_reward")
     >>> context.requirements[0], "main.py" in context.files
     ('rk-agent==0.1.0', True)
 """

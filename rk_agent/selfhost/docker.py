@@ -15,7 +15,7 @@ Kubernetes secret, at ``/run/secrets/rk_agent_api_key`` (another path with
 Main names: `deploy_docker`, `docker_context`, `ENTRY_SCRIPT`.
 
 Example:
-    >>> context = docker_context("rk_agent.rewards.length:length_reward")
+    >>> context = docker_context("rk_agent.rewards.builtin.length:length_reward")
     >>> sorted(name for name in context.files if name[0].isupper() or name.endswith(".sh"))
     ['Dockerfile', 'start.sh']
 """

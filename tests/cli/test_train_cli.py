@@ -77,7 +77,7 @@ def test_grpo_plays_the_env_spec_of_its_flags(tmp_path: Path, tiny_model_dir: Pa
         for i in range(2)
     ))  # fmt: skip
     out = tmp_path / "run"
-    flags = ("--tasks", str(tasks), "--reward", "rk_agent.rewards.math:math_reward",
+    flags = ("--tasks", str(tasks), "--reward", "rk_agent.rewards.builtin.math:math_reward",
              "--max-turns", "1", "--seed", "7", "--no-wandb", "--max_steps", "1")  # fmt: skip
     trained = rk(
         "train", "grpo", "--env", "rk_agent/Math-v0", "--model", str(tiny_model_dir),
@@ -87,7 +87,7 @@ def test_grpo_plays_the_env_spec_of_its_flags(tmp_path: Path, tiny_model_dir: Pa
     saved = yaml.safe_load((out / "rk_agent_config.yaml").read_text())
     assert {k: saved[k] for k in ("env", "tasks", "rewards", "max_turns", "seed")} == {
         "env": "rk_agent/Math-v0", "tasks": str(tasks),
-        "rewards": ["rk_agent.rewards.math:math_reward"], "max_turns": 1, "seed": 7,
+        "rewards": ["rk_agent.rewards.builtin.math:math_reward"], "max_turns": 1, "seed": 7,
     }  # fmt: skip
     episodes = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert episodes and {(e["task"]["id"], e["seed"]) for e in episodes} <= {("q0", 7), ("q1", 8)}

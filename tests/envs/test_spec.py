@@ -73,7 +73,7 @@ def test_the_spec_sets_turns_rewards_and_tasks(tmp_path: Path) -> None:
         name="math",
         kwargs={"retries": 1},
         tasks=str(tasks),
-        rewards=["math", "rk_agent.rewards.length:length_reward"],
+        rewards=["math", "rk_agent.rewards.builtin.length:length_reward"],
         max_turns=2,
         seed=5,
     )
@@ -87,8 +87,11 @@ def test_the_spec_sets_turns_rewards_and_tasks(tmp_path: Path) -> None:
 
 
 def test_rewards_sharing_a_name_keep_their_full_specs(tmp_path: Path) -> None:
-    (tmp_path / "mine.py").write_text("from rk_agent.rewards.length import length_reward\n")
-    rewards = ["rk_agent.rewards.length:length_reward", f"{tmp_path / 'mine.py'}::length_reward"]
+    (tmp_path / "mine.py").write_text("from rk_agent.rewards.builtin.length import length_reward\n")
+    rewards = [
+        "rk_agent.rewards.builtin.length:length_reward",
+        f"{tmp_path / 'mine.py'}::length_reward",
+    ]
     env = EnvSpec(name="guess", rewards=rewards).make()
     assert list(env.episode_reward_specs) == rewards
 

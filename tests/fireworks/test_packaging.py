@@ -101,7 +101,7 @@ def test_an_async_reward_and_included_helpers(tmp_path: Path) -> None:
 def test_a_builtin_reward_is_imported_from_the_vendored_package(tmp_path: Path) -> None:
     package = package_reward("repetition", directory="rep")
     assert sorted(package.user_files()) == ["main.py", "requirements.txt"]
-    assert "_MODULE = 'rk_agent.rewards.repetition'" in package.files["main.py"]
+    assert "_MODULE = 'rk_agent.rewards.builtin.repetition'" in package.files["main.py"]
     assert package_reward("math").requirements == ("pydantic>=2.7", "math-verify")
     extract(package.archive, tmp_path)
     out = run_main(tmp_path / "rep", [{"messages": CHAT, "ngram_size": 1}])

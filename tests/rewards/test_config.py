@@ -20,7 +20,9 @@ BARE = [TAGGED[0], {"role": "assistant", "content": "4"}]
 
 def test_string_forms() -> None:
     assert build_reward("math").reward_spec.name == "math"
-    assert build_reward("rk_agent.rewards.format:format_reward").reward_spec.name == "format"
+    assert (
+        build_reward("rk_agent.rewards.builtin.format:format_reward").reward_spec.name == "format"
+    )
 
 
 def test_single_with_kwargs() -> None:

@@ -73,7 +73,10 @@ def test_file_and_module_paths(tmp_path: Path) -> None:
     path.write_text("def plain(response):\n    return len(response) > 2\n")
     reward = get_reward_function(f"{path}::plain")
     assert reward(response="long").score == 1.0  # undecorated functions get decorated
-    assert get_reward_function("rk_agent.rewards.format:format_reward").reward_spec.name == "format"
+    assert (
+        get_reward_function("rk_agent.rewards.builtin.format:format_reward").reward_spec.name
+        == "format"
+    )
 
 
 def test_path_to_something_not_callable(tmp_path: Path) -> None:
@@ -91,7 +94,9 @@ def test_wrong_type() -> None:
 def test_entry_points_are_loaded_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
     # A real EntryPoint object, as an installed package would declare it.
     entry = metadata.EntryPoint(
-        name="from_plugin", value="rk_agent.rewards.format:format_reward", group="rk_agent.rewards"
+        name="from_plugin",
+        value="rk_agent.rewards.builtin.format:format_reward",
+        group="rk_agent.rewards",
     )
 
     def fake_entry_points(**kwargs: Any) -> list[metadata.EntryPoint]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rk_agent import EvaluateResult, Message, reward_function
-from rk_agent.rewards.code_execution import code_execution_reward
+from rk_agent.rewards.builtin.code_execution import code_execution_reward
 
 
 @reward_function

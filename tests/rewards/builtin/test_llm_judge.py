@@ -1,4 +1,5 @@
-"""Tests for `rk_agent.rewards.llm_judge`, against a real OpenAI-compatible server on loopback.
+"""Tests for `rk_agent.rewards.builtin.llm_judge`, against a real OpenAI-compatible server
+on loopback.
 
 The `judge_server` fixture runs a small ``/v1/chat/completions`` server in a background thread
 (``http.server.ThreadingHTTPServer`` on port 0). Each test scripts its replies (a completion, an
@@ -24,8 +25,8 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError, RewardInputError
-from rk_agent.rewards import llm_judge
-from rk_agent.rewards.llm_judge import (
+from rk_agent.rewards.builtin import llm_judge
+from rk_agent.rewards.builtin.llm_judge import (
     JudgeScore,
     close_judge_clients,
     llm_judge_reward,
@@ -489,7 +490,7 @@ def test_no_assistant_message_is_invalid_without_any_request(judge_server: Judge
 
 
 def test_importing_the_module_does_not_import_openai() -> None:
-    code = "import sys, rk_agent.rewards.llm_judge; print('openai' in sys.modules)"
+    code = "import sys, rk_agent.rewards.builtin.llm_judge; print('openai' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -1,4 +1,4 @@
-"""Tests for `rk_agent.rewards.length`: the ``length`` and ``cosine_length`` rewards."""
+"""Tests for `rk_agent.rewards.builtin.length`: the ``length`` and ``cosine_length`` rewards."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.length import cosine_length_reward, count_length, length_reward
+from rk_agent.rewards.builtin.length import cosine_length_reward, count_length, length_reward
 
 
 def convo(response: str | None, **extra: object) -> list[dict[str, object]]:

@@ -1,4 +1,4 @@
-"""Tests for rk_agent.rewards.json_schema: parsing model output and validating it."""
+"""Tests for rk_agent.rewards.builtin.json_schema: parsing model output and validating it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.json_schema import json_schema_reward, parse_json_response
+from rk_agent.rewards.builtin.json_schema import json_schema_reward, parse_json_response
 from rk_agent.types import EvaluateResult
 
 USER = {"role": "user", "content": "Give me the person as JSON."}

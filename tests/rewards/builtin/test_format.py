@@ -1,4 +1,4 @@
-"""Tests for rk_agent.rewards.format: the tag and regex structure checks."""
+"""Tests for rk_agent.rewards.builtin.format: the tag and regex structure checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.format import format_reward
+from rk_agent.rewards.builtin.format import format_reward
 from rk_agent.types import EvaluateResult
 
 USER = {"role": "user", "content": "What is 6 * 7?"}

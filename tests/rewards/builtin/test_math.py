@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import rk_agent.rewards.math as math_module
+import rk_agent.rewards.builtin.math as math_module
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.math import answers_match, extract_answer, math_reward
+from rk_agent.rewards.builtin.math import answers_match, extract_answer, math_reward
 from rk_agent.types import EvaluateResult
 
 GSM8K_SOLUTION = (
@@ -442,7 +442,7 @@ def test_registration_and_result_round_trip() -> None:
 
 def test_import_does_not_load_sympy() -> None:
     code = (
-        "import sys, rk_agent.rewards.math as m\n"
+        "import sys, rk_agent.rewards.builtin.math as m\n"
         "m.math_reward(messages=[{'role': 'assistant', 'content': '#### 72'}], ground_truth=72)\n"
         "print(sorted(k for k in ('sympy', 'math_verify') if k in sys.modules))"
     )

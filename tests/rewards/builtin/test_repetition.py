@@ -1,4 +1,4 @@
-"""Tests for `rk_agent.rewards.repetition`: the ``repetition`` n-gram penalty."""
+"""Tests for `rk_agent.rewards.builtin.repetition`: the ``repetition`` n-gram penalty."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.repetition import repetition_penalty_reward, tokenize
+from rk_agent.rewards.builtin.repetition import repetition_penalty_reward, tokenize
 
 
 def convo(response: str) -> list[dict[str, str]]:

@@ -1,4 +1,4 @@
-"""Tests for `rk_agent.rewards.relevance`: keyword overlap plus a direct-answer bonus."""
+"""Tests for `rk_agent.rewards.builtin.relevance`: keyword overlap plus a direct-answer bonus."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.relevance import STOPWORDS, extract_keywords, relevance_reward
+from rk_agent.rewards.builtin.relevance import STOPWORDS, extract_keywords, relevance_reward
 
 FRANCE = "What is the capital of France?"
 

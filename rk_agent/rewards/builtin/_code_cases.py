@@ -5,7 +5,7 @@ Main names:
     parse_test_cases: a list of `CodeTestCase` from any accepted shape (list, JSON string,
         plain assert strings, APPS/TACO ``{"inputs", "outputs", "fn_name"}``).
 
-The shapes are described in `rk_agent.rewards.code_execution`.
+The shapes are described in `rk_agent.rewards.builtin.code_execution`.
 """
 
 from __future__ import annotations

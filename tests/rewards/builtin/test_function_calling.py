@@ -1,4 +1,4 @@
-"""Tests for rk_agent.rewards.function_calling: match_function_call and tool_calls_match."""
+"""Tests for rk_agent.rewards.builtin.function_calling: match_function_call and tool_calls_match."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError
+from rk_agent.rewards.builtin.function_calling import match_function_call, tool_calls_match
+from rk_agent.rewards.builtin.json_schema import parse_json_response
 from rk_agent.rewards.function import RewardFunction
-from rk_agent.rewards.function_calling import match_function_call, tool_calls_match
-from rk_agent.rewards.json_schema import parse_json_response
 from rk_agent.types import EvaluateResult, ToolCall
 
 USER = {"role": "user", "content": "What's the weather in Paris, in celsius?"}

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.code_execution import (
+from rk_agent.rewards.builtin.code_execution import (
     CodeTestCase,
     code_execution_reward,
     extract_code,

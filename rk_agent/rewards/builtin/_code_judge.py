@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rk_agent.rewards._code_cases import CodeTestCase
+from rk_agent.rewards.builtin._code_cases import CodeTestCase
 
 __all__ = ["BadValue", "Check", "Opaque", "Probe", "decode", "plan_case", "same"]
 
