@@ -84,7 +84,7 @@ class EnvSpec(BaseModel):
             end.
 
     Example:
-        >>> EnvSpec(name="math", rewards=["rk_agent.rewards.builtin.math:math_reward"]).make().max_turns
+        >>> EnvSpec(name="math", rewards=["rk_agent.rewards.math:math_reward"]).make().max_turns
         1
     """
 

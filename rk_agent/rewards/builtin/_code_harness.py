@@ -1,8 +1,8 @@
 """The program that runs a solution's probes inside the sandbox (stdlib only, never imported).
 
 `rk_agent.rewards.builtin.code_execution` sends this file's source to `run_python` as the
-program, with ``data_channel=True``, and on stdin one JSON line, the job. The harness holds **no expected
-value and no verdict**: it computes values and reports them; the parent judges.
+program, with ``data_channel=True``, and on stdin one JSON line, the job. The harness holds
+**no expected value and no verdict**: it computes values and reports them; the parent judges.
 
 Two kinds of job:
 
