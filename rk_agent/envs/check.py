@@ -177,20 +177,26 @@ def check_env(
         if not isinstance(made, ChatEnv):  # a wrapper could in principle hide it
             raise EnvError(f"check_env: gymnasium.make built a {type(made).__name__}.")
         instance = made
-    label = type(instance).__name__
+    try:
+        _check(instance, seeds, use_solver, gymnasium_check_env)
+    finally:  # also when a check fails: an environment may hold processes (MCP servers)
+        instance.close()
+
+
+def _check(env: ChatEnv, seeds: Sequence[int], use_solver: bool, gymnasium_check: Any) -> None:
+    label = type(env).__name__
     # Ours first: on the mistakes both catch, ours say how to fix them.
-    _check_determinism(instance, seeds, label)
-    _check_tool_schemas(instance.tool_schemas, label)
-    gymnasium_check_env(instance, skip_render_check=instance.spec is None)
-    if instance.spec is None and instance.render_mode == "ansi":
-        instance.reset(seed=0)
-        if not isinstance(instance.render(), str):
+    _check_determinism(env, seeds, label)
+    _check_tool_schemas(env.tool_schemas, label)
+    gymnasium_check(env, skip_render_check=env.spec is None)
+    if env.spec is None and env.render_mode == "ansi":
+        env.reset(seed=0)
+        if not isinstance(env.render(), str):
             raise EnvError(f"check_env({label}): render() in 'ansi' mode must return a str.")
-    solver = instance.reference_solver
+    solver = env.reference_solver
     if use_solver and solver is not None:
         for seed in seeds:
-            _check_solved(play_with_solver(instance, solver, seed=seed), seed, label)
-    instance.close()
+            _check_solved(play_with_solver(env, solver, seed=seed), seed, label)
 
 
 def _check_determinism(env: ChatEnv, seeds: Sequence[int], label: str) -> None:

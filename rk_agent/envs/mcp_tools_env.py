@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any, ClassVar
 
 from rk_agent.envs.tool import Tool
@@ -55,9 +56,17 @@ class McpToolsEnv(ToolsEnv):
     env_name: ClassVar[str] = "mcp_tools"
 
     def __init__(self, *, mcp: ToolSource | None = None, **kwargs: Any) -> None:
-        if mcp is None:
-            mcp = start_tool_servers("mcp", default_servers()).for_one_env()
-        super().__init__(mcp=mcp, **kwargs)
+        if mcp is not None:
+            super().__init__(mcp=mcp, **kwargs)
+            return
+        servers = start_tool_servers("mcp", default_servers())  # its own: it stops them
+        try:
+            super().__init__(mcp=servers.for_one_env(), **kwargs)
+        except BaseException:  # a bad argument or task file: no server left running
+            servers.close()
+            raise
+        # `close` stops them; so does dropping the environment without closing it.
+        weakref.finalize(self, servers.close)
 
     def tools(self) -> list[Tool]:
         """None of its own: every tool comes from MCP."""

@@ -44,10 +44,12 @@ def test_gymnasium_make(name: str) -> None:
 
 @pytest.mark.parametrize("name", ENVS)
 def test_seeds_are_deterministic_and_distinct(name: str) -> None:
-    env = make_env(name)
+    env, fresh = make_env(name), make_env(name)
     tasks = [env.reset(seed=seed)[1]["task"] for seed in range(1000)]
     assert env.reset(seed=17)[1]["task"] == tasks[17]
-    assert make_env(name).reset(seed=17)[1]["task"] == tasks[17]  # a fresh env agrees
+    assert fresh.reset(seed=17)[1]["task"] == tasks[17]  # a fresh env agrees
+    env.close()
+    fresh.close()
     prompts = {t.messages[-1].text for t in tasks}
     assert len({t.id for t in tasks}) == len({(t.id, json.dumps(t.ground_truth)) for t in tasks})
     assert len(prompts) >= 300, f"only {len(prompts)} distinct prompts in 1000 seeds"
@@ -59,12 +61,15 @@ def test_reference_solver_solves_seeded_tasks(name: str) -> None:
     env, solver = make_env(name), get_solver(name)
     played = [play_with_solver(env, solver, seed=1000 + seed) for seed in range(30)]
     solved = [p for p in played if p.terminated and p.episode and p.episode.score > 0.99]
+    env.close()
     assert len(solved) >= 29, [p.episode.reason for p in played if p not in solved]
 
 
 @pytest.mark.parametrize("name", ENVS)
 def test_tasks_from_jsonl(name: str, tmp_path: Path) -> None:
-    generated = [make_env(name).reset(seed=seed)[1]["task"] for seed in range(3)]
+    first = make_env(name)
+    generated = [first.reset(seed=seed)[1]["task"] for seed in range(3)]
+    first.close()
     path = tmp_path / "tasks.jsonl"
     rows = []
     for task in generated:
@@ -79,6 +84,7 @@ def test_tasks_from_jsonl(name: str, tmp_path: Path) -> None:
         assert played.task.id == task.id
         assert played.messages[0].role == "system"
         assert played.terminated and played.episode is not None and played.episode.score > 0.99
+    env.close()
 
 
 @pytest.mark.parametrize("name", ENVS)
