@@ -256,6 +256,7 @@ def test_bad_options_are_reported_before_anything_is_sent(
     assert fake.requests == []
 
 
+@pytest.mark.slow  # deploys and serves a reward, then runs a job on the fake API: ~30 s
 def test_rft_with_a_self_hosted_reward_endpoint(
     fake: FakeFireworks, env: dict[str, str], tmp_path: Path
 ) -> None:

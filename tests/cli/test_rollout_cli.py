@@ -130,6 +130,7 @@ def test_a_run_of_the_embedded_model_ends_with_the_next_steps(tmp_path: Path) ->
     assert "Next steps:" not in suggested.stdout  # only after the embedded model
 
 
+@pytest.mark.slow  # waits out real retries: ~12 s
 def test_endpoint_failures_are_recorded_with_their_kind(tmp_path: Path) -> None:
     with StubServer(["Answer: 1"], failure_rate=1.0) as server:
         out = rk(
@@ -210,6 +211,7 @@ def _default_sigint() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
+@pytest.mark.slow  # two subprocess runs and a Ctrl-C: ~8 s
 def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with StubServer(call_first_tool_then_answer("Answer: 42"), latency_s=0.15) as server:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from rk_agent.cli.app import app
@@ -78,6 +79,7 @@ def _start_long_run(tmp_path: Path, tag: str, *, stubborn: bool) -> subprocess.P
     return process
 
 
+@pytest.mark.slow  # a subprocess run with MCP servers, then Ctrl-C: ~5 s
 def test_ctrl_c_leaves_no_server_behind(tmp_path: Path, tag: str) -> None:
     process = _start_long_run(tmp_path, tag, stubborn=True)
     assert len(processes_tagged(tag)) >= 2
