@@ -14,6 +14,7 @@ from rk_agent.trainers.reward_histograms import (
     histogram_logs,
     record_scores,
 )
+from rk_agent.trainers.wandb_setup import finish_wandb
 
 
 def answer(prompts: Any, completions: Any, **kwargs: Any) -> list[float | None]:
@@ -83,7 +84,7 @@ def test_histograms_join_trls_log_step_in_wandb(
         assert summary["train/loss"] == 0.25 and summary["_step"] == 0  # one step, together
         assert buffer.take() == {}
     finally:
-        wandb.finish()
+        finish_wandb()  # the run and wandb's service: later tests start afresh
     assert list(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))
 
 
@@ -127,4 +128,4 @@ def test_a_grpo_step_logs_each_reward_as_a_histogram(
                 counted += sum(dict(summary[f"rewards/{name}/histogram"])["values"])
             assert counted == 4, name  # one score per completion of the step
     finally:
-        wandb.finish()
+        finish_wandb()  # the run and wandb's service: later tests start afresh
