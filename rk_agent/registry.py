@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rk_agent.errors import ConfigError, UnknownNameError
+from rk_agent.loading import load_object
 
 if TYPE_CHECKING:
     from importlib import metadata
@@ -102,6 +103,21 @@ class NameRegistry(Generic[T]):
         if found is not None:
             return found
         raise UnknownNameError(self.kind, name, self.names(), hint=hint)
+
+    def load(self, name: str, *, hint: str = "") -> Any:
+        """What ``name`` stands for, loaded: a ``"module:attr"`` string is imported and an entry
+        point loaded (`lookup` gives them unloaded).
+
+        Raises:
+            UnknownNameError: no such name (with the closest one suggested).
+            LoadError: the string or entry point cannot be loaded.
+        """
+        entry = self.lookup(name, hint=hint)
+        if isinstance(entry, str):
+            return load_object(entry, kind=self.kind)
+        if is_entry_point(entry):
+            return entry.load()  # type: ignore[union-attr]
+        return entry
 
     def forget_entry_points(self) -> None:
         """Read the entry points again on next use (after installing a package)."""

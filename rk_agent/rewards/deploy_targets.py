@@ -31,8 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rk_agent.errors import ConfigError
-from rk_agent.loading import load_object
-from rk_agent.registry import NameRegistry, is_entry_point
+from rk_agent.registry import NameRegistry
 
 __all__ = [
     "DeployTarget",
@@ -89,17 +88,10 @@ def get_deploy_target(name: str) -> DeployTarget:
         UnknownNameError: no such target (with the closest name suggested).
         ConfigError: what the name points at is not callable.
     """
-    entry = _TARGETS.lookup(name, hint="Pass target=... with one of these names.")
-    if isinstance(entry, str):
-        entry = load_object(entry, kind="deploy target")
-    elif is_entry_point(entry):
-        entry = entry.load()  # type: ignore[union-attr]
-    if not callable(entry):
-        raise ConfigError(
-            f"deploy target {name!r} is a {type(entry).__name__}, not a callable; register a "
-            "function target(reward, *, evaluator_id, description, force, **options)."
-        )
-    return entry
+    return _callable(
+        _TARGETS, name, "Pass target=... with one of these names.",
+        "target(reward, *, evaluator_id, description, force, **options)",
+    )  # fmt: skip
 
 
 def deploy_target_names() -> list[str]:
@@ -125,15 +117,18 @@ def get_hosted_source(name: str) -> HostedSource:
         UnknownNameError: no such source (with the closest name suggested).
         ConfigError: what the name points at is not callable.
     """
-    entry = _HOSTED.lookup(name, hint="Register it with register_hosted_source(name, source).")
-    if isinstance(entry, str):
-        entry = load_object(entry, kind="hosted reward source")
-    elif is_entry_point(entry):
-        entry = entry.load()  # type: ignore[union-attr]
+    return _callable(
+        _HOSTED, name, "Register it with register_hosted_source(name, source).",
+        "source(name, *, api_key, timeout) -> scorer",
+    )  # fmt: skip
+
+
+def _callable(registry: NameRegistry[Any], name: str, hint: str, signature: str) -> Any:
+    entry = registry.load(name, hint=hint)
     if not callable(entry):
         raise ConfigError(
-            f"hosted reward source {name!r} is a {type(entry).__name__}, not a callable; "
-            "register a function source(name, *, api_key, timeout) -> scorer."
+            f"{registry.kind} {name!r} is a {type(entry).__name__}, not a callable; register a "
+            f"function {signature}."
         )
     return entry
 
