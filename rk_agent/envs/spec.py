@@ -14,7 +14,7 @@ them into the spec when a config is read, `flatten_env_keys` writes them flat ag
 saved, and `flat_location` names a field in an error the way the file spells it.
 
 Main names: `EnvSpec`, `EnvFactory`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
-`env_override_key`, `flat_location`, `FlatEnvAttributes`.
+`env_override_key`, `flat_location`, `EnvConfig`.
 
 Example:
     >>> spec = EnvSpec(name="guess", kwargs={"high": 10}, max_turns=4)
@@ -32,7 +32,14 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from rk_agent.envs.tool_source import ToolServers, start_tool_servers
 
@@ -42,9 +49,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_KEYS",
+    "EnvConfig",
     "EnvFactory",
     "EnvSpec",
-    "FlatEnvAttributes",
     "env_override_key",
     "flat_location",
     "flatten_env_keys",
@@ -331,7 +338,7 @@ def flat_location(location: tuple[int | str, ...]) -> tuple[int | str, ...]:
 def _moved(key: str) -> property:
     field = ENV_KEYS[key]
 
-    def read(self: FlatEnvAttributes) -> Any:
+    def read(self: EnvConfig) -> Any:
         warnings.warn(
             f"config.{key} is deprecated: read config.env.{field} (the environment's options "
             "are one EnvSpec, config.env).",
@@ -343,12 +350,27 @@ def _moved(key: str) -> property:
     return property(read, doc=f"Deprecated: ``env.{field}``.")
 
 
-class FlatEnvAttributes:
-    """Read-only, deprecated ``config.env_kwargs``, ``.tasks``, ``.rewards``, ``.max_turns`` and
-    ``.seed`` of a config holding an `EnvSpec` as ``env``: they moved into it."""
+class EnvConfig(BaseModel):
+    """Base of a config holding an `EnvSpec` as ``env`` (`RolloutConfig`, `TrainConfig`).
+
+    It reads the flat environment keys config files and flags use (``env``, ``env_kwargs``,
+    ``tasks``, ``rewards``, ``max_turns``, ``seed``, ``mcp``) into ``env`` and writes them flat
+    again, and keeps the old ``config.env_kwargs``, ``.tasks``, ... readable (deprecated: they
+    moved into ``env``). Subclasses declare the ``env`` field themselves, where it belongs in
+    their order of options.
+    """
 
     if TYPE_CHECKING:
         env: EnvSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_env_keys(cls, data: Any) -> Any:
+        return nest_env_keys(data)
+
+    @model_serializer(mode="wrap")
+    def _flat_env_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return flatten_env_keys(handler(self))
 
     env_kwargs = _moved("env_kwargs")
     tasks = _moved("tasks")

@@ -17,10 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
-    model_serializer,
-    model_validator,
 )
 
 from rk_agent.config_files import (
@@ -30,11 +27,10 @@ from rk_agent.config_files import (
     validation_problems,
 )
 from rk_agent.envs.spec import (
+    EnvConfig,
     EnvSpec,
-    FlatEnvAttributes,
     env_override_key,
     flat_location,
-    flatten_env_keys,
     nest_env_keys,
 )
 from rk_agent.errors import ConfigError
@@ -63,7 +59,7 @@ class FailurePolicy(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
 
 
-class RolloutConfig(FlatEnvAttributes, BaseModel):
+class RolloutConfig(EnvConfig):
     """Everything a rollout run needs. Saved as the run's ``config.yaml``.
 
     The environment options are given flat, as in a config file (``RolloutConfig(env="math",
@@ -116,15 +112,6 @@ class RolloutConfig(FlatEnvAttributes, BaseModel):
     output: str | None = None
     workers: int | None = Field(default=None, ge=1)
     ray: RayOptions = Field(default_factory=RayOptions)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nest_env_keys(cls, data: Any) -> Any:
-        return nest_env_keys(data)
-
-    @model_serializer(mode="wrap")
-    def _flat_env_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return flatten_env_keys(handler(self))
 
 
 def load_rollout_config(

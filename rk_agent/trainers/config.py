@@ -31,9 +31,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
-    model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -46,11 +44,10 @@ from rk_agent.config_files import (
 )
 from rk_agent.envs.spec import (
     ENV_KEYS,
+    EnvConfig,
     EnvSpec,
-    FlatEnvAttributes,
     env_override_key,
     flat_location,
-    flatten_env_keys,
     nest_env_keys,
 )
 from rk_agent.errors import ConfigError, did_you_mean
@@ -90,7 +87,7 @@ class WandbSettings(BaseModel):
     mode: Literal["online", "offline", "disabled"] | None = None
 
 
-class TrainConfig(FlatEnvAttributes, BaseModel):
+class TrainConfig(EnvConfig):
     """Everything a training run needs. Saved as the run's ``rk_agent_config.yaml``.
 
     The environment options are given flat, as in a config file (``TrainConfig(kind="grpo",
@@ -142,15 +139,6 @@ class TrainConfig(FlatEnvAttributes, BaseModel):
     resume: bool | str = "auto"
     wandb: WandbSettings = Field(default_factory=WandbSettings)
     trl: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _nest_env_keys(cls, data: Any) -> Any:
-        return nest_env_keys(data)
-
-    @model_serializer(mode="wrap")
-    def _flat_env_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return flatten_env_keys(handler(self))
 
     @model_validator(mode="after")
     def _resolve(self) -> TrainConfig:
