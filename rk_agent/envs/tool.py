@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from rk_agent.errors import ConfigError
 
-__all__ = ["Tool", "ToolResult", "tool"]
+__all__ = ["Tool", "ToolResult", "decode_arguments", "tool"]
 
 _MAX_RESULT_CHARS = 8_000
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -147,20 +147,11 @@ class Tool:
     def _validate(
         self, arguments: str | Mapping[str, Any] | None
     ) -> tuple[dict[str, Any], str | None]:
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                return {}, (
-                    f"Error: the arguments for {self.name!r} are not valid JSON ({exc.msg}). "
-                    "Send a JSON object."
-                )
-        if not isinstance(arguments, Mapping):
-            return {}, f"Error: the arguments for {self.name!r} must be a JSON object."
+        decoded, problem = decode_arguments(self.name, arguments)
+        if problem is not None:
+            return {}, problem
         try:
-            model = self._arguments.model_validate(dict(arguments))
+            model = self._arguments.model_validate(decoded)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
@@ -279,3 +270,30 @@ def _render(value: Any) -> str:
     if len(text) > _MAX_RESULT_CHARS:
         text = text[:_MAX_RESULT_CHARS] + f"... [truncated, {len(text)} chars in all]"
     return text
+
+
+def decode_arguments(
+    tool_name: str, arguments: str | Mapping[str, Any] | None
+) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments as a dict, or the message the model reads when they are not a
+    JSON object (empty or missing arguments are ``{}``). Every kind of tool checks them so.
+
+    Example:
+        >>> decode_arguments("add", '{"a": 1}')
+        ({'a': 1}, None)
+        >>> decode_arguments("add", "[1]")[1]
+        "Error: the arguments for 'add' must be a JSON object."
+    """
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            return {}, (
+                f"Error: the arguments for {tool_name!r} are not valid JSON ({exc.msg}). "
+                "Send a JSON object."
+            )
+    if not isinstance(arguments, Mapping):
+        return {}, f"Error: the arguments for {tool_name!r} must be a JSON object."
+    return dict(arguments), None

@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -31,7 +30,7 @@ from typing import Any
 import jsonschema
 import mcp_types
 
-from rk_agent.envs.tool import Tool, ToolResult, _render
+from rk_agent.envs.tool import Tool, ToolResult, _render, decode_arguments
 from rk_agent.mcp.client import CallOutcome, McpConnection
 
 __all__ = ["McpTool", "openai_name", "openai_schema", "render_result"]
@@ -156,19 +155,9 @@ class McpTool(Tool):
     def _check(
         self, arguments: str | Mapping[str, Any] | None
     ) -> tuple[dict[str, Any], str | None]:
-        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
-            arguments = {}
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                return {}, (
-                    f"Error: the arguments for {self.name!r} are not valid JSON ({exc.msg}). "
-                    "Send a JSON object."
-                )
-        if not isinstance(arguments, Mapping):
-            return {}, f"Error: the arguments for {self.name!r} must be a JSON object."
-        parsed = dict(arguments)
+        parsed, problem = decode_arguments(self.name, arguments)
+        if problem is not None:
+            return {}, problem
         if self._validator is not None:
             problems = sorted(self._validator.iter_errors(parsed), key=lambda e: list(e.path))
             if problems:
