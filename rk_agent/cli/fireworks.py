@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
 from rk_agent.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -67,34 +68,10 @@ def deploy(
             "--metrics-folders instead).",
         ),
     ] = None,
-    more_folders: Annotated[
-        list[str] | None,
-        typer.Argument(hidden=True, metavar="NAME=PATH", help="More metric folders after -m."),
-    ] = None,
-    metrics_folders: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--metrics-folders",
-            "-m",
-            help="Reward Kit metric folder as NAME=PATH, a folder whose main.py defines "
-            "evaluate() (repeatable). Several folders make one evaluator whose score is the mean "
-            "of the folders' scores (see --combine) and whose metrics are NAME.<metric>.",
-        ),
-    ] = None,
-    combine: Annotated[
-        str,
-        typer.Option(
-            "--combine",
-            help="With --metrics-folders: how the folders' scores become one: mean (default), "
-            "weighted_sum, min or product.",
-        ),
-    ] = "mean",
-    weight: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--weight", help="With --metrics-folders: NAME=NUMBER, a folder's weight (repeatable)."
-        ),
-    ] = None,
+    more_folders: MoreFolders = None,
+    metrics_folders: MetricsFolders = None,
+    combine: Combine = "mean",
+    weight: Weight = None,
     evaluator_id: Annotated[
         str | None,
         typer.Option("--id", help="Evaluator id (default: the reward's name, e.g. exact-match)."),
@@ -633,27 +610,9 @@ def preview(
         str | None,
         typer.Option("--reward", help="The reward: a name, 'file.py::fn' or 'module:fn'."),
     ] = None,
-    metrics_folders: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--metrics-folders",
-            "-m",
-            help="Instead of --reward: a Reward Kit metric folder as NAME=PATH (repeatable); "
-            "several make one evaluator scoring the mean of the folders' scores (see --combine).",
-        ),
-    ] = None,
-    combine: Annotated[
-        str,
-        typer.Option(
-            "--combine", help="With --metrics-folders: mean (default), weighted_sum, min, product."
-        ),
-    ] = "mean",
-    weight: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--weight", help="With --metrics-folders: NAME=NUMBER, a folder's weight (repeatable)."
-        ),
-    ] = None,
+    metrics_folders: MetricsFolders = None,
+    combine: Combine = "mean",
+    weight: Weight = None,
     max_samples: Annotated[
         int, typer.Option("--max-samples", help="How many samples the service scores.")
     ] = 5,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
 from rk_agent.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,39 +46,14 @@ def preview(
             help="YAML file whose 'reward:' key configures the reward (instead of --reward).",
         ),
     ] = None,
-    metrics_folders: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--metrics-folders",
-            "-m",
-            help="Instead of --reward: a Reward Kit metric folder as NAME=PATH, a folder whose "
-            "main.py defines evaluate() (repeatable). Several folders make one reward whose "
-            "score is the mean of the folders' scores (see --combine) and whose metrics are "
-            "NAME.<metric>.",
-        ),
-    ] = None,
-    combine: Annotated[
-        str,
-        typer.Option(
-            "--combine",
-            help="With --metrics-folders: how the folders' scores become one: mean (default), "
-            "weighted_sum, min or product.",
-        ),
-    ] = "mean",
-    weight: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--weight", help="With --metrics-folders: NAME=NUMBER, a folder's weight (repeatable)."
-        ),
-    ] = None,
+    metrics_folders: MetricsFolders = None,
+    combine: Combine = "mean",
+    weight: Weight = None,
     max_samples: Annotated[
         int | None,
         typer.Option("--max-samples", help="Score only the first N samples (default: all)."),
     ] = None,
-    more_folders: Annotated[
-        list[str] | None,
-        typer.Argument(hidden=True, metavar="NAME=PATH", help="More metric folders after -m."),
-    ] = None,
+    more_folders: MoreFolders = None,
     kwargs: Annotated[
         str | None,
         typer.Option(
