@@ -320,6 +320,7 @@ class Gate:
             time.sleep(0.02)
 
 
+@pytest.mark.slow  # three subprocess runs and a SIGKILL: ~5 s
 def test_one_writer_per_run_and_a_killed_one_is_taken_over(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     gate = Gate(allowed=2)
@@ -383,6 +384,7 @@ class CrashingMathEnv(MathEnv):
 """
 
 
+@pytest.mark.slow  # two subprocess runs: ~4 s
 def test_a_crash_records_failed_with_the_error_and_the_run_resumes(tmp_path: Path) -> None:
     env_file = tmp_path / "crashing_env.py"
     env_file.write_text(CRASHING_ENV)

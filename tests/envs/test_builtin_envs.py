@@ -21,18 +21,20 @@ from rk_agent.envs.registry import _BUILTINS
 from rk_agent.errors import DataError
 
 ENVS = sorted(_BUILTINS)
+# mcp_tools starts an MCP server process for each environment: seconds a test.
+PARAMS = [pytest.param(n, marks=pytest.mark.slow) if n == "mcp_tools" else n for n in ENVS]
 
 
 def test_every_builtin_is_parametrised() -> None:
     assert ENVS == ["code", "guess", "math", "mcp_tools", "tools"]
 
 
-@pytest.mark.parametrize("name", ENVS)
+@pytest.mark.parametrize("name", PARAMS)
 def test_check_env_passes(name: str) -> None:
     check_env(name)  # warnings are errors (pyproject), so Gymnasium's warnings fail this too
 
 
-@pytest.mark.parametrize("name", ENVS)
+@pytest.mark.parametrize("name", PARAMS)
 def test_gymnasium_make(name: str) -> None:
     env = gymnasium.make(GYMNASIUM_IDS[name])
     observation, info = env.reset(seed=7)
@@ -42,7 +44,7 @@ def test_gymnasium_make(name: str) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("name", ENVS)
+@pytest.mark.parametrize("name", PARAMS)
 def test_seeds_are_deterministic_and_distinct(name: str) -> None:
     env, fresh = make_env(name), make_env(name)
     tasks = [env.reset(seed=seed)[1]["task"] for seed in range(1000)]
@@ -56,7 +58,7 @@ def test_seeds_are_deterministic_and_distinct(name: str) -> None:
     assert all(t.ground_truth is not None for t in tasks)
 
 
-@pytest.mark.parametrize("name", ENVS)
+@pytest.mark.parametrize("name", PARAMS)
 def test_reference_solver_solves_seeded_tasks(name: str) -> None:
     env, solver = make_env(name), get_solver(name)
     played = [play_with_solver(env, solver, seed=1000 + seed) for seed in range(30)]
@@ -65,7 +67,7 @@ def test_reference_solver_solves_seeded_tasks(name: str) -> None:
     assert len(solved) >= 29, [p.episode.reason for p in played if p not in solved]
 
 
-@pytest.mark.parametrize("name", ENVS)
+@pytest.mark.parametrize("name", PARAMS)
 def test_tasks_from_jsonl(name: str, tmp_path: Path) -> None:
     first = make_env(name)
     generated = [first.reset(seed=seed)[1]["task"] for seed in range(3)]
@@ -87,7 +89,7 @@ def test_tasks_from_jsonl(name: str, tmp_path: Path) -> None:
     env.close()
 
 
-@pytest.mark.parametrize("name", ENVS)
+@pytest.mark.parametrize("name", PARAMS)
 def test_malformed_dataset_line_names_file_and_line(name: str, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"prompt": "fine", "ground_truth": 1}\n{"ground_truth": 2}\n')

@@ -95,6 +95,7 @@ def test_a_killed_run_leaves_no_server_behind(tmp_path: Path, tag: str) -> None:
     assert wait_until_gone(tag) == []
 
 
+@pytest.mark.slow  # a subprocess with MCP servers that crashes: ~4 s
 def test_a_crashing_program_leaves_no_server_behind(tag: str) -> None:
     program = (
         "from rk_agent.mcp import McpServers\n"

@@ -244,6 +244,7 @@ def loopback_server() -> Iterator[tuple[int, list[bytes]]]:
 
 
 @pytest.mark.parametrize("mode", list(SandboxMode))
+@pytest.mark.slow  # waits out a connection timeout: ~5 s
 def test_network_to_a_loopback_server(
     mode: SandboxMode, loopback_server: tuple[int, list[bytes]]
 ) -> None:
