@@ -8,7 +8,7 @@ import doctest
 import email.utils
 import random
 import re
-import time
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -257,14 +257,16 @@ def test_server_wait_reads_the_response_behind_the_error() -> None:
     assert server_wait(looped) is None
 
 
-def test_retry_after_seconds_reads_every_form() -> None:
+def test_retry_after_seconds_reads_every_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = 1_800_000_000.0  # an HTTP date is read against the clock: hold it still
+    monkeypatch.setattr(rk_agent.retry, "time", SimpleNamespace(time=lambda: now))
     assert retry_after_seconds(None) is None
     assert retry_after_seconds({}) is None
     assert retry_after_seconds({"retry-after": "1.5"}) == 1.5
     assert retry_after_seconds({"retry-after": "-3"}) == 0.0
     assert retry_after_seconds({"retry-after-ms": "oops", "retry-after": "4"}) == 4.0
     assert retry_after_seconds({"retry-after": "soon"}) is None
-    in_an_hour = email.utils.formatdate(time.time() + 3600, usegmt=True)
+    in_an_hour = email.utils.formatdate(now + 3600, usegmt=True)
     assert 3500 < (retry_after_seconds({"retry-after": in_an_hour}) or 0) <= 3600
-    past = email.utils.formatdate(time.time() - 60, usegmt=True)
+    past = email.utils.formatdate(now - 60, usegmt=True)
     assert retry_after_seconds({"retry-after": past}) == 0.0
