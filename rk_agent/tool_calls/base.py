@@ -199,20 +199,20 @@ def decode_call(
 def text_messages(
     messages: Sequence[Message],
     tools_prompt: str | None,
-    render_calls: Callable[[Sequence[ToolCall]], str],
+    render_call: Callable[[ToolCall], str],
     render_result: Callable[[Message], str],
     results_separator: str = "\n",
 ) -> list[dict[str, str]]:
     """A conversation as plain ``system``/``user``/``assistant`` turns for a tool-less template.
 
     ``tools_prompt`` is appended to the first system message (or becomes one); assistant tool
-    calls are written after the message's text with ``render_calls``; consecutive tool results
+    calls are written after the message's text, one ``render_call`` a line; consecutive tool results
     become one user turn of ``render_result`` blocks. ``developer`` counts as ``system``.
 
     Args:
         messages: the conversation.
         tools_prompt: the format's description of the tools, or ``None`` when none are offered.
-        render_calls: one assistant message's calls as text.
+        render_call: one call as text.
         render_result: one ``tool`` message as text.
         results_separator: what goes between the results of one user turn.
     """
@@ -231,7 +231,7 @@ def text_messages(
         previous_was_tool = False
         text = message.text
         if role == "assistant" and message.tool_calls:
-            calls = render_calls(message.tool_calls)
+            calls = "\n".join(render_call(call) for call in message.tool_calls)
             text = f"{text}\n{calls}" if text else calls
         out.append({"role": role, "content": text})
     if tools_prompt:

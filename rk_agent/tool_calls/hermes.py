@@ -127,10 +127,7 @@ class HermesFormat:
             ['user', 'user']
         """
         prompt = self.render_tools_prompt(tools) if tools else None
-        return text_messages(messages, prompt, self._render_calls, self.render_result)
-
-    def _render_calls(self, calls: Sequence[ToolCall]) -> str:
-        return "\n".join(self.render_call(call) for call in calls)
+        return text_messages(messages, prompt, self.render_call, self.render_result)
 
     def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None) -> ParsedReply:
         """Read a reply: ``<tool_call>`` blocks become ``tool_calls``; never raises.

@@ -138,11 +138,8 @@ class Llama3JsonFormat:
         """
         prompt = self.render_tools_prompt(tools) if tools else None
         return text_messages(
-            messages, prompt, self._render_calls, self.render_result, results_separator="\n\n"
+            messages, prompt, self.render_call, self.render_result, results_separator="\n\n"
         )
-
-    def _render_calls(self, calls: Sequence[ToolCall]) -> str:
-        return "\n".join(self.render_call(call) for call in calls)
 
     def parse(self, text: str, tools: Sequence[dict[str, Any]] | None = None) -> ParsedReply:
         """Read a reply: the call(s) at its end become ``tool_calls``; never raises.
