@@ -3,12 +3,16 @@
 `translate_error` turns any failure of a chat-completions request into an `EndpointError` with
 ``status`` and ``retryable`` set, or a `ContextOverflowError` when the server says the
 conversation does not fit; the message carries the server's own message, never the API key.
-`retry_after_s` reads the server's ``Retry-After`` back from a translated error, and
-`rejects_tools` tells whether a server refused the ``tools`` field. Every user of the SDK goes
-through it: `rk_agent.rollouts.openai_policy`, `rk_agent.rollouts.vllm_policy` and the LLM judge
-(`rk_agent.rewards.builtin.llm_judge`), which is why it lives below both rewards and rollouts.
+`status_error` words an HTTP error status (with `server_message`, the server's own message from
+its error body) the same way for the policies' own client (`rk_agent.rollouts.model_client`),
+so a 503 reads the same whichever HTTP stack met it. `retry_after_s` reads the server's
+``Retry-After`` back from a translated error, and `rejects_tools` tells whether a server
+refused the ``tools`` field. The users: the LLM judge (`rk_agent.rewards.builtin.llm_judge`,
+on the SDK) and the served-model policies (through `rk_agent.rollouts.model_client`), which is
+why it lives below both rewards and rollouts.
 
-Main names: `Endpoint`, `translate_error`, `retry_after_s`, `rejects_tools`, `NO_KEY`.
+Main names: `Endpoint`, `translate_error`, `status_error`, `server_message`, `retry_after_s`,
+`rejects_tools`, `NO_KEY`.
 
 Example:
     >>> endpoint = Endpoint(url="http://127.0.0.1:8000/v1", model="m", key="sk-0123456789")
@@ -28,7 +32,15 @@ from rk_agent.errors import ContextOverflowError, EndpointError
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, server_wait
 from rk_agent.secrets import redact
 
-__all__ = ["NO_KEY", "Endpoint", "rejects_tools", "retry_after_s", "translate_error"]
+__all__ = [
+    "NO_KEY",
+    "Endpoint",
+    "rejects_tools",
+    "retry_after_s",
+    "server_message",
+    "status_error",
+    "translate_error",
+]
 
 NO_KEY = "EMPTY"
 """The key sent to servers that check none (what vLLM, SGLang and Ollama expect)."""
@@ -102,22 +114,7 @@ def translate_error(
         detail = clean(f"{type(cause).__name__}: {cause}")
         return EndpointError(f"could not reach {url}: {detail}", retryable=True, url=url)
     if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        text = clean(_server_message(exc))
-        if status in (400, 413, 422) and _CONTEXT_OVERFLOW.search(text):
-            return ContextOverflowError(
-                f"{url}: HTTP {status}: the conversation does not fit the context window of "
-                f"{endpoint.model!r}: {text}",
-                status=status,
-                url=url,
-            )
-        message = f"{url}: HTTP {status}: {text}"
-        if status == 404 and endpoint.model_hint:
-            message += f" ({endpoint.model_hint})"
-        if status in (401, 403):
-            message += f" (check the API key; it came from: {endpoint.key_source})"
-        retryable = retry.retries_status(status)
-        return EndpointError(message, status=status, retryable=retryable, url=url)
+        return status_error(exc.status_code, _sdk_server_message(exc), endpoint, retry)
     if isinstance(exc, openai.APIResponseValidationError):
         return EndpointError(
             f"{url} sent a reply that is not a chat completion: {clean(str(exc))}",
@@ -131,6 +128,49 @@ def translate_error(
             f"{url} sent a body that is not JSON: {detail}", status=200, retryable=True, url=url
         )
     return EndpointError(f"{url} failed: {detail}", url=url)
+
+
+def status_error(
+    status: int, message: str, endpoint: Endpoint, retry: RetryPolicy = MODEL_ENDPOINT_RETRY
+) -> EndpointError:
+    """The `EndpointError` for an HTTP error status with the server's ``message``: a
+    `ContextOverflowError` when a 400/413/422 says the conversation does not fit; retryable as
+    ``retry`` says; a 404 gets the endpoint's model hint and a 401/403 where the key came from.
+    The key is redacted from the message."""
+    url = endpoint.url
+    text = redact(message, [endpoint.key])[:_MAX_MESSAGE]
+    if status in (400, 413, 422) and _CONTEXT_OVERFLOW.search(text):
+        return ContextOverflowError(
+            f"{url}: HTTP {status}: the conversation does not fit the context window of "
+            f"{endpoint.model!r}: {text}",
+            status=status,
+            url=url,
+        )
+    line = f"{url}: HTTP {status}: {text}"
+    if status == 404 and endpoint.model_hint:
+        line += f" ({endpoint.model_hint})"
+    if status in (401, 403):
+        line += f" (check the API key; it came from: {endpoint.key_source})"
+    return EndpointError(line, status=status, retryable=retry.retries_status(status), url=url)
+
+
+def server_message(text: str, reason: str | None = None) -> str:
+    """The server's own message in an error body: ``error.message`` (OpenAI, vLLM),
+    ``detail`` (FastAPI), ``message``, or the body's text on one line; ``reason`` (the status
+    line's phrase) when the body is empty.
+
+    Example:
+        >>> server_message('{"error": {"message": "Model not found", "code": 404}}')
+        'Model not found'
+    """
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    found = _message_in(body)
+    if found is not None:
+        return found
+    return " ".join(text.split()) or reason or "(empty body)"
 
 
 def rejects_tools(error: EndpointError) -> bool:
@@ -153,19 +193,27 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _server_message(exc: Any) -> str:
-    """The server's own error message from an SDK status error."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        if isinstance(error, str):
-            return error
-        if isinstance(error, Mapping):
-            for key in ("message", "detail", "msg"):
-                if isinstance(error.get(key), str):
-                    return str(error[key])
-        detail = body.get("detail") or body.get("message")
-        if detail is not None:
-            return detail if isinstance(detail, str) else json.dumps(detail)
+def _sdk_server_message(exc: Any) -> str:
+    """The server's own message from an SDK status error."""
+    found = _message_in(getattr(exc, "body", None))
+    if found is not None:
+        return found
     text = " ".join(exc.response.text.split())
     return text or exc.response.reason_phrase or "(empty body)"
+
+
+def _message_in(body: Any) -> str | None:
+    """The message field of a decoded error body, or ``None`` when it has none."""
+    if not isinstance(body, Mapping):
+        return None
+    error = body.get("error", body)
+    if isinstance(error, str):
+        return error
+    if isinstance(error, Mapping):
+        for key in ("message", "detail", "msg"):
+            if isinstance(error.get(key), str):
+                return str(error[key])
+    detail = body.get("detail") or body.get("message")
+    if detail is not None:
+        return detail if isinstance(detail, str) else json.dumps(detail)
+    return None

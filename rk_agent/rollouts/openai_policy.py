@@ -1,14 +1,15 @@
 """A `Policy` on any OpenAI-compatible chat-completions server: Fireworks, OpenAI, vLLM, SGLang,
 Ollama, llama.cpp.
 
-It uses the ``openai`` SDK's async client (imported on first use, so importing this module stays
-cheap) on the SDK's ``aiohttp`` transport, and adds what a rollout engine needs around it: its
-own retries (`rk_agent.retry`: exponential backoff with full jitter on 408, 409, 429, 5xx,
-connection errors and timeouts, honouring ``Retry-After``), a per-request timeout, a
+It sends plain JSON over ``aiohttp`` (`rk_agent.rollouts.model_client`: the ``openai`` SDK's
+request machinery cost three times the HTTP work itself; imported on first use, so importing
+this module stays cheap), and adds what a rollout engine needs around it: its own retries
+(`rk_agent.retry`: exponential backoff with full jitter on 408, 409, 429, 5xx, connection
+errors and timeouts, honouring ``Retry-After``), a per-request timeout, a
 client-side concurrency limit, native tool calling with a fallback to the text tool-call
-protocol, and running usage totals. SDK and HTTP errors become `EndpointError` /
-`ContextOverflowError` in one place, `rk_agent.openai_errors`. The API key never appears in an
-error message or a ``repr``.
+protocol, and running usage totals. HTTP errors become `EndpointError` /
+`ContextOverflowError` in one place, the client, worded by `rk_agent.openai_errors`. The API
+key never appears in an error message or a ``repr``.
 
 Main names:
     OpenAIPolicy: the policy.
@@ -25,25 +26,21 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
 import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
-from rk_agent.openai_errors import NO_KEY, Endpoint, rejects_tools, translate_error
+from rk_agent.openai_errors import NO_KEY, Endpoint, rejects_tools
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
+from rk_agent.rollouts.model_client import ModelClient, ssl_context
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.secrets import redact
 from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.types import FunctionCall, Message, ToolCall
-
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
 
 __all__ = [
     "PROVIDERS",
@@ -75,19 +72,6 @@ PROVIDERS: dict[str, _Preset] = {
 """Provider presets: base URL, the environment variable holding the key, the model-name shape."""
 
 _SENT_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
-
-
-_ssl: Any = None
-
-
-def _ssl_context() -> Any:
-    """One TLS context for every client: loading the CA bundle costs ~30 ms each time."""
-    global _ssl
-    if _ssl is None:
-        import ssl
-
-        _ssl = ssl.create_default_context()
-    return _ssl
 
 
 @dataclass
@@ -274,7 +258,7 @@ class OpenAIPolicy:
         self.backoff_max_s = self.retry.max_s
         self.extra_body = dict(extra_body or {})
         self.stats = PolicyStats()
-        self._client: AsyncOpenAI | None = None
+        self._client: ModelClient | None = None
         self._semaphore: asyncio.Semaphore | None = None
         if hint:
             logger.warning("model %r: %s", model, hint)
@@ -302,7 +286,7 @@ class OpenAIPolicy:
         try:
             response = httpx.get(
                 url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s,
-                verify=_ssl_context(),
+                verify=ssl_context(),
             )  # fmt: skip
         except httpx.HTTPError as exc:
             reason = redact(str(exc), [key]) or type(exc).__name__
@@ -378,7 +362,7 @@ class OpenAIPolicy:
         client, self._client = self._client, None
         self._semaphore = None  # a next use may come from another event loop
         if client is not None:
-            await client.close()
+            await client.aclose()
 
     # ------------------------------------------------------------------------------------
     # Retries
@@ -462,44 +446,21 @@ class OpenAIPolicy:
         request.update(self.extra_body)
         return request
 
-    def _open_client(self) -> AsyncOpenAI:
-        """The SDK client, on the ``aiohttp`` transport (the SDK's ``DefaultAioHttpClient``).
+    async def warm_up(self) -> None:
+        """Import the HTTP stack and open the client now, so that the first request does not
+        pay for it (rollout workers call it before their first episode)."""
+        self._open_client().open()
 
-        The SDK's default transport costs about 1 ms of CPU per request in its connection
-        pool alone; ``aiohttp``'s connector does the same work for a fraction of that, which
-        matters at a few hundred requests a second.
-        """
-        from openai import DEFAULT_CONNECTION_LIMITS, AsyncOpenAI, DefaultAioHttpClient
-
-        # The Limits class comes from the SDK's own HTTP library (httpx, or httpx2 in 3.x).
-        limits = type(DEFAULT_CONNECTION_LIMITS)(
-            max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency
-        )
-        return AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=self._endpoint.key,
-            timeout=self.timeout_s,
-            max_retries=0,  # our own loop retries, with our own accounting
-            http_client=DefaultAioHttpClient(limits=limits, verify=_ssl_context()),
-        )
+    def _open_client(self) -> ModelClient:
+        if self._client is None:
+            self._client = ModelClient(
+                self._endpoint, max_connections=self.max_concurrency, retry=self.retry
+            )
+        return self._client
 
     async def _send(self, request: dict[str, Any]) -> PolicyOutput:
-        """One HTTP request. The one place where SDK/HTTP errors become ours."""
-        import openai
-
-        if self._client is None:
-            self._client = self._open_client()
-        try:
-            # `post` sends the body as built here (`chat.completions.create` would first walk
-            # it against the parameter types), and `cast_to` the HTTP library's `Response`
-            # hands back the raw reply (the SDK's documented way to make a custom request):
-            # building the SDK's `ChatCompletion` objects would cost as much CPU again.
-            response = await self._client.post(
-                "/chat/completions", body=request, cast_to=_response_class()
-            )
-            body = json.loads(response.content)
-        except (openai.OpenAIError, ValueError) as exc:
-            raise translate_error(exc, self._endpoint, self.retry) from exc
+        """One HTTP request (the client turns its failures into `EndpointError`)."""
+        body = await self._open_client().request("POST", "/chat/completions", request)
         try:
             return _output(body)
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
@@ -612,16 +573,3 @@ def _output(body: Any) -> PolicyOutput:
         finish_reason=choice.get("finish_reason"),
         extra={"id": body.get("id")},
     )
-
-
-@functools.cache
-def _response_class() -> Any:
-    """The ``Response`` class of the SDK's HTTP library (httpx, or httpx2 in openai 3.x); looked
-    up once, not on every request."""
-    import importlib
-
-    from openai import DEFAULT_CONNECTION_LIMITS
-
-    return importlib.import_module(
-        type(DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0]
-    ).Response

@@ -41,9 +41,9 @@ Sources for those fields (vLLM versions that TRL 1.16 supports, 0.22 to 0.31):
 This contract is tested against the project's stub server
 (`rk_agent.rollouts.stub_server`, which speaks it); it has not yet run against a real vLLM.
 
-Requests go over one ``openai`` SDK client (concurrent episodes' turns in parallel; vLLM batches
-them); SDK and HTTP errors become `EndpointError` / `ContextOverflowError` in
-`rk_agent.openai_errors`; 408, 409, 429, 5xx, connection errors and timeouts are retried
+Requests go over one HTTP client (`rk_agent.rollouts.model_client`, as `OpenAIPolicy`'s:
+concurrent episodes' turns in parallel; vLLM batches them), whose failures are `EndpointError` /
+`ContextOverflowError`; 408, 409, 429, 5xx, connection errors and timeouts are retried
 under `rk_agent.retry.MODEL_ENDPOINT_RETRY` (``max_retries`` of them, honouring
 ``Retry-After``), the same policy as `OpenAIPolicy`'s.
 
@@ -64,7 +64,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError, EndpointError, UnknownNameError
-from rk_agent.openai_errors import NO_KEY, Endpoint, translate_error
+from rk_agent.openai_errors import NO_KEY, Endpoint
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.rollouts.chat_template import (
     ChatTemplate,
@@ -73,13 +73,13 @@ from rk_agent.rollouts.chat_template import (
     native_tools,
     read_reply,
 )
+from rk_agent.rollouts.model_client import ModelClient
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.secrets import redact
 from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.types import Message
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
     from transformers import PreTrainedTokenizerBase
 
 __all__ = ["VLLMPolicy", "openai_base_url"]
@@ -159,7 +159,7 @@ class VLLMPolicy(ChatTemplate):
         self.retry = retry or MODEL_ENDPOINT_RETRY.replace(max_retries=max_retries)
         self.max_retries = self.retry.max_retries
         self.extra_body = dict(extra_body or {})
-        self._client: AsyncOpenAI | None = None
+        self._client: ModelClient | None = None
         self._ready: asyncio.Lock | None = None
 
     def __repr__(self) -> str:
@@ -236,7 +236,7 @@ class VLLMPolicy(ChatTemplate):
 
         Raises:
             ContextOverflowError: the prompt does not fit the served model's context window.
-            EndpointError: the request failed (after the SDK's retries).
+            EndpointError: the request failed (after this policy's retries).
             ConfigError: the server answered without token ids, or with other prompt tokens
                 than were sent: it does not keep vLLM's token-id contract.
         """
@@ -277,12 +277,17 @@ class VLLMPolicy(ChatTemplate):
             extra={"id": body.get("id")},
         )
 
+    async def warm_up(self) -> None:
+        """Import the HTTP stack and open the client now, so that the first request does not
+        pay for it (rollout workers call it before their first episode)."""
+        self._open_client().open()
+
     async def aclose(self) -> None:
         """Close the HTTP client (the policy can be used again after, from any event loop)."""
         client, self._client = self._client, None
         self._ready = None
         if client is not None:
-            await client.close()
+            await client.aclose()
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -337,27 +342,22 @@ class VLLMPolicy(ChatTemplate):
         return await aretry_call(lambda: self._send_once(method, path, body), self.retry)
 
     async def _send_once(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        """One request, no retry; the one place where SDK/HTTP errors become ours."""
-        import openai
+        """One request, no retry; its failures are the client's `EndpointError` (or
+        `ContextOverflowError`)."""
+        return await self._open_client().request(method, path, body)
 
-        if self._client is None:  # retries are ours (self.retry), not the SDK's
-            self._client = openai.AsyncOpenAI(
-                base_url=self.base_url, api_key=self._key, timeout=self.timeout_s, max_retries=0
-            )
-        client = self._client
-        try:
-            if method == "GET":
-                return await client.get(path, cast_to=object)
-            return await client.post(path, body=body, cast_to=object)
-        except (openai.OpenAIError, ValueError) as exc:
-            endpoint = Endpoint(
-                url=self.base_url,
-                model=self.model or "",
-                key=self._key,
-                key_source="argument" if self._key != NO_KEY else "none",
-                timeout_s=self.timeout_s,
-            )
-            raise translate_error(exc, endpoint) from exc
+    def _open_client(self) -> ModelClient:
+        endpoint = Endpoint(
+            url=self.base_url,
+            model=self.model or "",
+            key=self._key,
+            key_source="argument" if self._key != NO_KEY else "none",
+            timeout_s=self.timeout_s,
+        )
+        if self._client is None:  # retries are ours (self.retry), not the client's
+            self._client = ModelClient(endpoint, max_connections=1000, retry=self.retry)
+        self._client.endpoint = endpoint  # the model is known once connect() has asked
+        return self._client
 
 
 def _token_logprobs(logprobs: Any, reply_ids: Any) -> list[float] | None:
