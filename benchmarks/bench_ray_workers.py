@@ -12,8 +12,9 @@ started once. For each it prints:
   time as a fraction of the latency-bound ideal ``episodes x turns x latency / concurrency``;
 - throughput against the single process's;
 - harness CPU per turn: this process's (the driver: with workers it only receives and writes
-  episodes) and the workers' (each plays its share like the single process does), measured
-  from the first finished episode to the last.
+  episodes) and the workers' (each plays its share like the single process does), and the stub
+  server's (the model server's share of the cores here; elsewhere it runs on other machines),
+  measured from the first finished episode to the last.
 
 Everything shares this machine's cores with the stub server, so read the figures with
 ``os.cpu_count()`` and the load average it prints.
@@ -59,10 +60,12 @@ def ray_processes() -> tuple[list[psutil.Process], list[psutil.Process]]:
     return workers, others
 
 
-def cpu_now() -> tuple[float, float, float]:
-    """CPU seconds so far: this process, the rollout workers, Ray's other processes."""
+def cpu_now() -> tuple[float, float, float, float]:
+    """CPU seconds so far: this process, the rollout workers, Ray's other processes, the stub
+    server."""
     workers, others = ray_processes()
-    return time.process_time(), cpu_seconds(workers), cpu_seconds(others)
+    stub = [psutil.Process(pid) for pid in STUB_PIDS]
+    return time.process_time(), cpu_seconds(workers), cpu_seconds(others), cpu_seconds(stub)
 
 
 def cpu_seconds(processes: list[psutil.Process]) -> float:
@@ -83,8 +86,8 @@ class CpuWindow:
         self.total = total
         self.count = 0
         self.turns = 0
-        self.start: tuple[float, float, float] | None = None
-        self.end: tuple[float, float, float] | None = None
+        self.start: tuple[float, float, float, float] | None = None
+        self.end: tuple[float, float, float, float] | None = None
 
     def on_episode(self, trajectory: Trajectory) -> None:
         self.count += 1
@@ -95,10 +98,11 @@ class CpuWindow:
         if self.count == self.total:
             self.end = cpu_now()
 
-    def per_turn_ms(self) -> tuple[float, float, float]:
-        """CPU milliseconds per turn: the driver, the workers, Ray's other processes."""
+    def per_turn_ms(self) -> tuple[float, float, float, float]:
+        """CPU milliseconds per turn: the driver, the workers, Ray's other processes, the stub
+        server."""
         if self.start is None or self.end is None or not self.turns:
-            return float("nan"), float("nan"), float("nan")
+            return float("nan"), float("nan"), float("nan"), float("nan")
         return tuple(  # type: ignore[return-value]
             1000 * (end - start) / self.turns
             for start, end in zip(self.start, self.end, strict=True)
@@ -158,25 +162,26 @@ def main() -> None:
                 for workers in [None, *args.workers]:
                     seconds, startup, window = play(url, args.episodes, concurrency, workers)
                     single = single or seconds
-                    driver_ms, worker_ms, ray_ms = window.per_turn_ms()
+                    driver_ms, worker_ms, ray_ms, stub_ms = window.per_turn_ms()
                     label = "1 process" if workers is None else f"{workers} workers"
                     print(
                         f"concurrency {concurrency:4d}, {label:>9}: {seconds:6.2f} s "
                         f"(ideal {ideal:.2f} s: {100 * ideal / seconds:5.1f} % of ideal), "
                         f"{single / seconds:4.2f}x one process; CPU per turn: driver "
-                        f"{driver_ms:.3f} ms, workers {worker_ms:.3f} ms, Ray {ray_ms:.3f} ms"
+                        f"{driver_ms:.3f} ms, workers {worker_ms:.3f} ms, Ray {ray_ms:.3f} ms, "
+                        f"stub server {stub_ms:.3f} ms"
                         + (f"; workers started in {startup:.1f} s" if workers else "")
                     )
-                    results.append(
-                        (concurrency, workers, seconds, ideal, driver_ms, worker_ms, ray_ms)
-                    )
+                    cpu_ms = (driver_ms, worker_ms, ray_ms, stub_ms)
+                    results.append((concurrency, workers, seconds, ideal, *cpu_ms))
     load = os.getloadavg()
     print(f"load average after: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    for concurrency, workers, seconds, ideal, driver_ms, worker_ms, ray_ms in results:
+    for concurrency, workers, seconds, ideal, driver_ms, worker_ms, ray_ms, stub_ms in results:
         print(
             f"RESULT concurrency={concurrency} workers={workers or 0} play_s={seconds:.2f} "
             f"fraction_of_ideal={ideal / seconds:.3f} driver_cpu_ms_per_turn={driver_ms:.3f} "
-            f"worker_cpu_ms_per_turn={worker_ms:.3f} ray_cpu_ms_per_turn={ray_ms:.3f}"
+            f"worker_cpu_ms_per_turn={worker_ms:.3f} ray_cpu_ms_per_turn={ray_ms:.3f} "
+            f"stub_cpu_ms_per_turn={stub_ms:.3f}"
         )
 
 

@@ -7,6 +7,9 @@ doubles) implements it; the engine knows nothing else about models.
 
 Main names: `Policy`, `SamplingParams`, `PolicyOutput`, `Usage`.
 
+Optional: ``async def warm_up(self)``, to pay what a policy pays once per process (imports,
+opening its HTTP client) before the first episode; rollout workers await it while they start.
+
 Errors: a policy raises `EndpointError` (``retryable`` set as it applies) once its own retries
 are spent, and `ContextOverflowError` when the conversation no longer fits. It never returns a
 fake message for a failure.

@@ -260,6 +260,28 @@ class RolloutWorker:
         """The worker's process id (it also shows that the worker is up)."""
         return os.getpid()
 
+    async def warm_up(self) -> int:
+        """Get ready to play before the first episode is handed out, so that what a process
+        pays once (imports, reading the task file, opening the policy's HTTP client) is paid
+        while the workers start, not while the first episodes wait: one environment is built
+        for the pool, and the policy's ``warm_up()`` is awaited when it has one. Returns the
+        process id.
+
+        Raises:
+            Exception: what building the environment raised (the worker cannot play).
+        """
+        pool = self._env_pool()
+        if not pool.empty():
+            env = pool.get_nowait()
+            try:
+                env = env if env is not None else self.make_env()
+            finally:
+                pool.put_nowait(env)  # None again when building it failed
+        warm_up = getattr(self.policy, "warm_up", None)
+        if warm_up is not None:
+            await warm_up()
+        return os.getpid()
+
     async def play(self, slots: list[EpisodeSlot]) -> AsyncIterator[list[Any]]:
         """Play ``slots``, yielding the finished episodes as they end (a list per yield; each a
         `Trajectory`, or what ``episode`` returns).
@@ -302,17 +324,23 @@ class RolloutWorker:
                 env.close()
         await self.policy.aclose()
 
-    async def _play(self, slot: EpisodeSlot) -> Any:
+    def _env_pool(self) -> asyncio.Queue[ChatEnv | None]:
+        """The environments: ``concurrency`` places, ``None`` where none is built yet; the
+        last one given back is taken first (a light load builds few)."""
         if self._pool is None:  # made here: it belongs to the actor's event loop
-            self._pool = asyncio.Queue()
+            self._pool = asyncio.LifoQueue()
             for _ in range(self.concurrency):
                 self._pool.put_nowait(None)
-        env = await self._pool.get()
+        return self._pool
+
+    async def _play(self, slot: EpisodeSlot) -> Any:
+        pool = self._env_pool()
+        env = await pool.get()
         if env is None:
             try:
                 env = self.make_env()
             except BaseException:
-                self._pool.put_nowait(None)
+                pool.put_nowait(None)
                 raise
         try:
             if self.episode is None:
@@ -322,12 +350,12 @@ class RolloutWorker:
             else:
                 item = await self.episode(self, env, slot)
         except BaseException:
-            self._pool.put_nowait(None)  # the environment may be broken: build a new one
+            pool.put_nowait(None)  # the environment may be broken: build a new one
             raise
         trajectory = _trajectory(item)
         timed_out = trajectory.failure is not None and trajectory.stop_reason.value == "timeout"
         # A timed-out step may still run in its thread: that environment is not reused.
-        self._pool.put_nowait(None if timed_out else env)
+        pool.put_nowait(None if timed_out else env)
         return item
 
 
@@ -419,8 +447,8 @@ class WorkerPool:
         started = time.perf_counter()
         new = [self._start(i) for i in range(len(self.shares)) if i not in self.live]
         if new:
-            # Every worker is up before any is fed, so the chunks are shared out evenly (one
-            # that fails to start is found, recorded and replaced when it is fed).
+            # Every worker is up and warmed up before any is fed, so the chunks are shared out
+            # evenly (one that fails to start is found, recorded and replaced when it is fed).
             await asyncio.wait([asyncio.ensure_future(_ready(handle)) for handle in new])
             self.startup_s = time.perf_counter() - started
         self.pending.extend(slots)
@@ -535,7 +563,7 @@ def _trajectory(item: Any) -> Trajectory:
 
 async def _ready(handle: Any) -> None:
     with contextlib.suppress(Exception):  # a worker that cannot start fails when it is fed
-        await handle.pid.remote()
+        await handle.warm_up.remote()
 
 
 def _failure_kind(ray: ModuleType, error: BaseException) -> WorkerFailureKind:

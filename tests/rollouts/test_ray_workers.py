@@ -82,6 +82,41 @@ def written_ids(run_dir: Path) -> Counter[str]:
 # ---------------------------------------------------------------------------------------- API
 
 
+class WarmPolicy(ScriptedPolicy):
+    warmed = 0
+
+    async def warm_up(self) -> None:
+        self.warmed += 1
+
+
+def test_a_worker_warms_up_before_its_first_episode() -> None:
+    """The worker class itself, in this process: warm_up builds one environment and warms
+    the policy; the first episode then plays in that environment."""
+    from rk_agent.rollouts.ray_workers import RolloutWorker
+    from rk_agent.rollouts.slots import plan_slots
+
+    built: list[Any] = []
+    factory = config().env.factory()
+
+    def make_env() -> Any:
+        built.append(factory())
+        return built[-1]
+
+    policy = WarmPolicy(SCRIPT)
+    worker = RolloutWorker(0, config(), policy, make_env, "tools", concurrency=4)
+    slot = plan_slots(config(), dataset_size=factory.dataset_size)[0]
+
+    async def main() -> list[Any]:
+        assert await worker.warm_up() == os.getpid()
+        assert (len(built), policy.warmed) == (1, 1)
+        return [batch async for batch in worker.play([slot])]
+
+    [[trajectory]] = asyncio.run(main())
+    assert trajectory.id == slot.id and trajectory.failure is None
+    assert len(built) == 1  # played in the environment built while warming up
+    factory.close()
+
+
 def test_one_and_two_workers_play_the_same_tasks_and_seeds_as_one_process(local_ray: Any) -> None:
     cfg = config()
 
