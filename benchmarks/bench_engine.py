@@ -11,7 +11,7 @@ answer, so every episode of the `tools` environment takes 3 turns. Two measureme
    own scheduling apart from the HTTP client's CPU cost.
 2. 0 ms latency: the harness's own CPU time per turn (target: under 1 ms), split into the
    engine + environment (measured with an in-process scripted policy, no HTTP) and the whole
-   client including the `openai` SDK's HTTP stack.
+   harness including the policy's HTTP client (`rk_agent.rollouts.model_client`).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def main() -> None:
     engine_ms = 1000 * engine_cpu / engine_turns
     print(
         f"latency 0 ms: harness CPU per turn {engine_ms:.3f} ms for engine + environment "
-        f"(target < 1 ms); {http_ms:.3f} ms including the openai SDK's HTTP client "
+        f"(target < 1 ms); {http_ms:.3f} ms including the HTTP client "
         f"({turns} turns, {wall:.2f} s wall)"
     )
     print(

@@ -14,7 +14,8 @@ started once. For each it prints:
 - harness CPU per turn: this process's (the driver: with workers it only receives and writes
   episodes) and the workers' (each plays its share like the single process does), and the stub
   server's (the model server's share of the cores here; elsewhere it runs on other machines),
-  measured from the first finished episode to the last.
+  measured from the first finished episode to the last; and how busy the machine's cores were
+  then (every process on it), which says whether a run was bound by the cores it had.
 
 Everything shares this machine's cores with the stub server, so read the figures with
 ``os.cpu_count()`` and the load average it prints.
@@ -60,12 +61,20 @@ def ray_processes() -> tuple[list[psutil.Process], list[psutil.Process]]:
     return workers, others
 
 
-def cpu_now() -> tuple[float, float, float, float]:
+Snapshot = tuple[float, float, float, float, float, float]
+
+
+def cpu_now() -> Snapshot:
     """CPU seconds so far: this process, the rollout workers, Ray's other processes, the stub
-    server."""
+    server, and the whole machine's busy time (every process); then the wall clock."""
     workers, others = ray_processes()
     stub = [psutil.Process(pid) for pid in STUB_PIDS]
-    return time.process_time(), cpu_seconds(workers), cpu_seconds(others), cpu_seconds(stub)
+    machine = psutil.cpu_times()
+    busy = sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
+    return (
+        time.process_time(), cpu_seconds(workers), cpu_seconds(others), cpu_seconds(stub),
+        busy, time.perf_counter(),
+    )  # fmt: skip
 
 
 def cpu_seconds(processes: list[psutil.Process]) -> float:
@@ -86,8 +95,8 @@ class CpuWindow:
         self.total = total
         self.count = 0
         self.turns = 0
-        self.start: tuple[float, float, float, float] | None = None
-        self.end: tuple[float, float, float, float] | None = None
+        self.start: Snapshot | None = None
+        self.end: Snapshot | None = None
 
     def on_episode(self, trajectory: Trajectory) -> None:
         self.count += 1
@@ -105,8 +114,15 @@ class CpuWindow:
             return float("nan"), float("nan"), float("nan"), float("nan")
         return tuple(  # type: ignore[return-value]
             1000 * (end - start) / self.turns
-            for start, end in zip(self.start, self.end, strict=True)
+            for start, end in zip(self.start[:4], self.end[:4], strict=True)
         )
+
+    def machine_busy(self) -> float:
+        """The share of the machine's cores that were busy (any process) in the window."""
+        if self.start is None or self.end is None:
+            return float("nan")
+        wall = self.end[5] - self.start[5]
+        return (self.end[4] - self.start[4]) / (wall * (os.cpu_count() or 1))
 
 
 def play(
@@ -169,19 +185,30 @@ def main() -> None:
                         f"(ideal {ideal:.2f} s: {100 * ideal / seconds:5.1f} % of ideal), "
                         f"{single / seconds:4.2f}x one process; CPU per turn: driver "
                         f"{driver_ms:.3f} ms, workers {worker_ms:.3f} ms, Ray {ray_ms:.3f} ms, "
-                        f"stub server {stub_ms:.3f} ms"
+                        f"stub server {stub_ms:.3f} ms; cores busy "
+                        f"{100 * window.machine_busy():.0f} %"
                         + (f"; workers started in {startup:.1f} s" if workers else "")
                     )
-                    cpu_ms = (driver_ms, worker_ms, ray_ms, stub_ms)
+                    cpu_ms = (driver_ms, worker_ms, ray_ms, stub_ms, window.machine_busy())
                     results.append((concurrency, workers, seconds, ideal, *cpu_ms))
     load = os.getloadavg()
     print(f"load average after: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    for concurrency, workers, seconds, ideal, driver_ms, worker_ms, ray_ms, stub_ms in results:
+    for (
+        concurrency,
+        workers,
+        seconds,
+        ideal,
+        driver_ms,
+        worker_ms,
+        ray_ms,
+        stub_ms,
+        busy,
+    ) in results:
         print(
             f"RESULT concurrency={concurrency} workers={workers or 0} play_s={seconds:.2f} "
             f"fraction_of_ideal={ideal / seconds:.3f} driver_cpu_ms_per_turn={driver_ms:.3f} "
             f"worker_cpu_ms_per_turn={worker_ms:.3f} ray_cpu_ms_per_turn={ray_ms:.3f} "
-            f"stub_cpu_ms_per_turn={stub_ms:.3f}"
+            f"stub_cpu_ms_per_turn={stub_ms:.3f} cores_busy={busy:.2f}"
         )
 
 
