@@ -39,6 +39,11 @@ def render_summary(summary: RunSummary, console: Console, title: str = "Summary"
         ("stop reasons", ", ".join(f"{k}={v}" for k, v in summary.stop_reasons.items())),
         ("failures", ", ".join(f"{k}={v}" for k, v in summary.failures.items()) or "none"),
         *(
+            [("workers lost", ", ".join(f"{k}={v}" for k, v in summary.worker_failures.items()))]
+            if summary.worker_failures
+            else []
+        ),
+        *(
             ("reward error" if i == 0 else "", f"{count} x {error}")
             for i, (error, count) in enumerate(
                 sorted(summary.reward_errors.items(), key=lambda kv: -kv[1])

@@ -334,7 +334,8 @@ def show(
     console = Console()
     run = RunDir.open(run_dir)
     trajectories = run.read_trajectories()
-    render_summary(summarize(trajectories, run.config.group_size), console, title=str(run_dir))
+    summary = summarize(trajectories, run.config.group_size, run.worker_failure_kinds())
+    render_summary(summary, console, title=str(run_dir))
     note = _status_note(run)
     if note is not None:
         console.print(note, style="yellow")

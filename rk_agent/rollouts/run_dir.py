@@ -58,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, f
 
 from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError, DataError
-from rk_agent.jsonl import parse_jsonl_line
+from rk_agent.jsonl import iter_jsonl, parse_jsonl_line
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.run_lock import LockHolder, RunLock
 from rk_agent.rollouts.summary import RunSummary
@@ -245,6 +245,19 @@ class RunDir:
         """Log a lost rollout worker (a `rk_agent.rollouts.workers.WorkerFailure`)."""
         self._check_writable()
         _append_bytes(self.path / WORKER_FAILURES_FILE, failure.model_dump_json() + "\n")
+
+    def worker_failure_kinds(self) -> list[str]:
+        """The kind of each lost rollout worker in ``worker_failures.jsonl``, in order (``[]``
+        without the file); a line that cannot be read is skipped (the log is informational)."""
+        file = self.path / WORKER_FAILURES_FILE
+        if not file.is_file():
+            return []
+        kinds = []
+        for line in iter_jsonl(file):
+            kind = (line.value or {}).get("kind")
+            if isinstance(kind, str):
+                kinds.append(kind)
+        return kinds
 
     def write_summary(self, summary: RunSummary) -> None:
         """Write ``summary.json`` (atomically: a reader never sees half a file)."""

@@ -87,7 +87,11 @@ class PreparedRun:
 
     def summarize(self) -> RunSummary:
         """Summarise every trajectory on disk (a resumed run includes earlier ones) and save."""
-        summary = summarize(self.run_dir.read_trajectories(), self.config.group_size)
+        summary = summarize(
+            self.run_dir.read_trajectories(),
+            self.config.group_size,
+            self.run_dir.worker_failure_kinds(),
+        )
         self.run_dir.write_summary(summary)
         return summary
 

@@ -75,14 +75,22 @@ class RunSummary(BaseModel):
     stop_reasons: dict[str, int]
     failures: dict[str, int]
     reward_errors: dict[str, int] = Field(default_factory=dict)
+    worker_failures: dict[str, int] = Field(default_factory=dict)
+    """Rollout workers lost during the run (``--workers``), by kind (``died``,
+    ``out_of_memory``, ...); their unfinished episodes were played by others."""
     prompt_tokens: int
     completion_tokens: int
     model_latency: LatencyStats
     episode_wall_time: LatencyStats
 
 
-def summarize(trajectories: Sequence[Trajectory], group_size: int | None = None) -> RunSummary:
-    """Compute the `RunSummary` of a set of trajectories."""
+def summarize(
+    trajectories: Sequence[Trajectory],
+    group_size: int | None = None,
+    worker_failures: Sequence[str] = (),
+) -> RunSummary:
+    """Compute the `RunSummary` of a set of trajectories (and the kinds of the rollout workers
+    lost while playing them, `rk_agent.rollouts.run_dir.RunDir.worker_failure_kinds`)."""
     stats = EpisodeStats.of(trajectories)
     turns = [turn for t in trajectories for turn in t.turns]
     groups: dict[int, list[Trajectory]] = defaultdict(list)
@@ -109,6 +117,7 @@ def summarize(trajectories: Sequence[Trajectory], group_size: int | None = None)
         reward_errors=dict(
             Counter(t.episode.error[:200] for t in trajectories if t.episode and t.episode.error)
         ),
+        worker_failures=dict(Counter(worker_failures)),
         prompt_tokens=sum(t.usage.prompt_tokens for t in trajectories),
         completion_tokens=sum(t.usage.completion_tokens for t in trajectories),
         model_latency=_latency([turn.model_latency_s for turn in turns]),

@@ -167,6 +167,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(
     assert set(failure.replayed) <= set(ids)
     logged = (tmp_path / "run" / "worker_failures.jsonl").read_text().splitlines()
     assert [json.loads(line)["replayed"] for line in logged] == [failure.replayed]
+    assert RunDir.open(tmp_path / "run").worker_failure_kinds() == ["died"]  # in summary.json
 
 
 class FailSomeSamples(ScriptedPolicy):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import load_rollout_config
@@ -71,6 +72,29 @@ def test_a_worker_failure_round_trips_as_json() -> None:
     again = WorkerFailure.model_validate_json(failure.model_dump_json())
     assert again.model_dump_json() == failure.model_dump_json()
     assert again.kind is WorkerFailureKind.DIED and again.replayed == ["3-0"]
+
+
+def test_lost_workers_are_counted_in_the_summary(tmp_path: Path) -> None:
+    from rk_agent.cli.render import render_summary
+    from rk_agent.rollouts.config import RolloutConfig
+    from rk_agent.rollouts.run_dir import RunDir
+    from rk_agent.rollouts.summary import summarize
+
+    with RunDir.create(tmp_path / "run", RolloutConfig(env="tools", n=2)) as run:
+        assert run.worker_failure_kinds() == [] and summarize([]).worker_failures == {}
+        for kind in (WorkerFailureKind.DIED, WorkerFailureKind.OUT_OF_MEMORY):
+            run.append_worker_failure(WorkerFailure(worker=0, kind=kind, message="lost"))
+        run.append_worker_failure(WorkerFailure(worker=1, kind=WorkerFailureKind.DIED, message="x"))
+        with (run.path / "worker_failures.jsonl").open("a") as log:
+            log.write('{"worker": 2, "kind": "di')  # torn by a crash: skipped
+        kinds = run.worker_failure_kinds()
+    assert kinds == ["died", "out_of_memory", "died"]
+    summary = summarize([], 1, kinds)
+    assert summary.worker_failures == {"died": 2, "out_of_memory": 1}
+    console = Console(width=200, record=True)
+    render_summary(summary, console)
+    text = console.export_text()
+    assert "workers lost" in text and "died=2, out_of_memory=1" in text
 
 
 def test_a_model_loaded_in_this_process_is_refused_before_it_loads(tmp_path: Path) -> None:
