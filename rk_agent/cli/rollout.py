@@ -138,7 +138,8 @@ def rollout(
         typer.Option(
             "--workers",
             help="Play the episodes on N Ray actors (processes, or machines of a cluster), "
-            "--concurrency shared among them. Needs `pip install 'rk-agent[ray]'`.",
+            "--concurrency shared among them; 0: in this process. Needs "
+            "`pip install 'rk-agent[ray]'`.",
         ),
     ] = None,
     ray_address: Annotated[
@@ -166,7 +167,7 @@ def rollout(
     from rich.console import Console
 
     from rk_agent.cli.render import render_summary
-    from rk_agent.rollouts.config import load_rollout_config
+    from rk_agent.rollouts.config import PLACEMENT_KEYS, load_rollout_config
     from rk_agent.rollouts.run_dir import RunStatus
     from rk_agent.rollouts.runner import describe_model, prepare_run
 
@@ -181,15 +182,24 @@ def rollout(
         "workers": workers, "ray.address": ray_address, "ray.num_cpus": worker_cpus,
         "ray.resources": _resources(worker_resource),
     }  # fmt: skip
+    placement: dict[str, Any] = {}
     if resume is not None:
-        given = [_FLAGS.get(k, k) for k, v in overrides.items() if v is not None]
+        given = [
+            _FLAGS.get(k, k)
+            for k, v in overrides.items()
+            if v is not None and k not in PLACEMENT_KEYS
+        ]
         if given or config is not None:
+            flags = ", ".join(f if f.startswith("--") else f"--{f}" for f in given)
             raise ConfigError(
-                "--resume finishes a run with its saved config; drop "
-                f"{', '.join(f if f.startswith('--') else f'--{f}' for f in given) or '--config'}."
+                f"--resume finishes a run with its saved config; drop {flags or '--config'}. "
+                "Only where the rest is played can change: --concurrency, --workers (0: in "
+                "this process), --ray-address, --worker-cpus, --worker-resource."
             )
+        placement = {k: overrides[k] for k in PLACEMENT_KEYS}
+        overrides = {}
     run_config = load_rollout_config(config, overrides)
-    with prepare_run(run_config, api_key=api_key, resume=resume) as run:
+    with prepare_run(run_config, api_key=api_key, resume=resume, placement=placement) as run:
         _say_taken_over(run.run_dir, console)
         console.print(describe_model(run), style="yellow" if run.uses_embedded_model else None)
         total = run.config.n * run.config.group_size

@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
 )
 
 from rk_agent.config_files import (
@@ -89,8 +90,8 @@ class RolloutConfig(EnvConfig):
         failure_policy: what to do with failed episodes.
         output: the run directory (default: ``runs/<env>-<timestamp>``).
         workers: play the episodes on this many Ray actors (`rk_agent.rollouts.ray_workers`;
-            needs ``rk-agent[ray]``), ``concurrency`` shared among them; ``None`` plays them in
-            this process.
+            needs ``rk-agent[ray]``), ``concurrency`` shared among them; ``None`` (or 0) plays
+            them in this process.
         ray: where the workers run and what each reserves (`RayOptions`).
     """
 
@@ -110,8 +111,20 @@ class RolloutConfig(EnvConfig):
     )
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     output: str | None = None
-    workers: int | None = Field(default=None, ge=1)
+    workers: int | None = Field(default=None, ge=0)
     ray: RayOptions = Field(default_factory=RayOptions)
+
+    @field_validator("workers")
+    @classmethod
+    def _no_workers(cls, workers: int | None) -> int | None:
+        """0 workers is this process (``--workers 0``: what ``--resume`` uses to leave Ray)."""
+        return workers or None
+
+
+PLACEMENT_KEYS = ("concurrency", "workers", "ray.address", "ray.num_cpus", "ray.resources")
+"""The options a resumed run may change: where its episodes are played and how many at once,
+never which episodes or how (`rk_agent.rollouts.slots.plan_slots` gives the same episodes and
+seeds whatever they are)."""
 
 
 def load_rollout_config(

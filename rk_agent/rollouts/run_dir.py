@@ -52,7 +52,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, field_validator
 
@@ -190,8 +190,11 @@ class RunDir:
         return run
 
     @classmethod
-    def open(cls, path: str | Path) -> RunDir:
+    def open(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> RunDir:
         """Open an existing run for reading (``rk-agent show``); no lock is taken.
+
+        ``overrides`` change the loaded config (not ``config.yaml``), as flags do
+        (`rk_agent.rollouts.config.load_rollout_config`).
 
         Raises:
             ConfigError: there is no run there, or its config is unreadable.
@@ -205,19 +208,21 @@ class RunDir:
             )
         from rk_agent.rollouts.config import load_rollout_config
 
-        return cls(path, load_rollout_config(config_file))
+        return cls(path, load_rollout_config(config_file, overrides))
 
     @classmethod
-    def resume(cls, path: str | Path) -> RunDir:
+    def resume(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> RunDir:
         """Open an existing run to finish it: take its lock, then cut off a torn last line.
 
         `RunLock.previous` (on ``.lock``) names a writer that was killed without releasing.
+        ``overrides``: as for `open` (the caller keeps them to where the run plays:
+        `rk_agent.rollouts.config.PLACEMENT_KEYS`).
 
         Raises:
             ConfigError: there is no run there, or its config is unreadable.
             RunLockedError: another process is writing it.
         """
-        run = cls.open(path)
+        run = cls.open(path, overrides)
         run.lock = RunLock.acquire(run.path / LOCK_FILE)
         run.repair()
         return run

@@ -13,15 +13,16 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.spec import EnvFactory
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.config import PLACEMENT_KEYS, RolloutConfig
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir, RunStatus
@@ -131,6 +132,7 @@ def prepare_run(
     api_key: str | None = None,
     resume: str | Path | None = None,
     policy: Policy | None = None,
+    placement: Mapping[str, Any] | None = None,
 ) -> PreparedRun:
     """Check every input and build what the run needs; nothing is played yet.
 
@@ -139,6 +141,9 @@ def prepare_run(
         api_key: an API key given on the command line (never saved).
         resume: a run directory to finish.
         policy: use this policy instead of building one from the config (tests, benchmarks).
+        placement: with ``resume``, where the rest is played instead of what the run's
+            config says: `rk_agent.rollouts.config.PLACEMENT_KEYS` (``concurrency``,
+            ``workers``, 0 for this process, ``ray.*``), as dotted names.
 
     The returned run holds the run directory's lock (a resumed run's from the start, so that
     what is done cannot change underneath); use it in a ``with`` block, or call
@@ -153,7 +158,15 @@ def prepare_run(
     """
     if resume is None:
         return _prepare(config, None, api_key, policy)
-    run_dir = RunDir.resume(resume)  # locked: nobody else appends while we read what is done
+    changed = {k: v for k, v in (placement or {}).items() if v is not None}
+    if set(changed) - set(PLACEMENT_KEYS):
+        raise ConfigError(
+            f"a resumed run plays the episodes its config names; only where and how many at "
+            f"once can change ({', '.join(PLACEMENT_KEYS)}), not "
+            f"{', '.join(sorted(set(changed) - set(PLACEMENT_KEYS)))}."
+        )
+    # Locked: nobody else appends while we read what is done.
+    run_dir = RunDir.resume(resume, changed or None)
     try:
         prepared = _prepare(run_dir.config, run_dir, api_key, policy)
         run_dir.mark_running()

@@ -245,9 +245,29 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> N
 
 
 def test_resume_refuses_new_flags(tmp_path: Path) -> None:
-    out = rk("rollout", "--resume", str(tmp_path), "--n", "3")
+    out = rk("rollout", "--resume", str(tmp_path), "--n", "3", "--concurrency", "2")
     assert out.returncode == 2
-    assert "--resume finishes a run with its saved config; drop --n." in out.stderr
+    assert "--resume finishes a run with its saved config; drop --n. Only where" in out.stderr
+    assert "--concurrency, --workers (0: in this process)" in out.stderr
+
+
+def test_resume_may_change_where_the_rest_is_played(tmp_path: Path) -> None:
+    """The saved config says 2 Ray workers; the rest is played here, 3 at a time."""
+    run_dir = tmp_path / "run"
+    first = rk("rollout", "--env", "tools", "--provider", "solver", "--n", "6",
+               "--output", str(run_dir))  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    config = run_dir / "config.yaml"
+    config.write_text(config.read_text().replace("workers: null", "workers: 2"))
+    played = (run_dir / "trajectories.jsonl").read_text().splitlines()
+    (run_dir / "trajectories.jsonl").write_text("\n".join(played[:2]) + "\n")
+
+    resumed = rk("rollout", "--resume", str(run_dir), "--workers", "0", "--concurrency", "3")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "concurrency 3, writing to" in resumed.stdout and "Ray workers" not in resumed.stdout
+    assert "(resuming: 2 done)" in resumed.stdout
+    assert sorted(t["id"] for t in lines(run_dir)) == [f"{i}-0" for i in range(6)]
+    assert "workers: 2" in config.read_text()  # the run's own config is left as it was
 
 
 def test_envs_list() -> None:

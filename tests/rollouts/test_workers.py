@@ -60,11 +60,28 @@ def test_worker_options_come_from_files_and_flags(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("overrides", "problem"),
-    [({"workers": 0}, "workers"), ({"ray.num_cpus": -1}, "ray.num_cpus")],
+    [({"workers": -1}, "workers"), ({"ray.num_cpus": -1}, "ray.num_cpus")],
 )
 def test_bad_worker_options_are_named(overrides: dict[str, object], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
         load_rollout_config(None, overrides)
+
+
+def test_zero_workers_is_this_process() -> None:
+    assert load_rollout_config(None, {"workers": 0}).workers is None
+    assert load_rollout_config(None, {"workers": 2}).workers == 2
+
+
+def test_a_resumed_run_may_change_only_where_it_plays(tmp_path: Path) -> None:
+    from rk_agent.rollouts.run_dir import RunDir
+    from rk_agent.rollouts.runner import prepare_run
+
+    config = load_rollout_config(None, {"env": "tools", "n": 2, "provider": "solver"})
+    RunDir.create(tmp_path / "run", config).close()
+    with pytest.raises(ConfigError, match=r"only where and how many at once can change .*not n\."):
+        prepare_run(config, resume=tmp_path / "run", placement={"n": 3, "workers": 0})
+    with prepare_run(config, resume=tmp_path / "run", placement={"concurrency": 5}) as run:
+        assert run.config.concurrency == 5 and run.config.n == 2
 
 
 def test_a_worker_failure_round_trips_as_json() -> None:
