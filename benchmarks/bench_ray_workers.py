@@ -19,6 +19,11 @@ started once. For each it prints:
 
 Everything shares this machine's cores with the stub server, so read the figures with
 ``os.cpu_count()`` and the load average it prints.
+
+``--step-cpu-ms 2`` plays a CPU-heavy variant of the environment instead
+(``benchmarks/cpu_heavy_env.py``: each turn's step spends 2 ms of CPU in Python): then the
+episodes, not the driver or the stub server, take most of the CPU, and what workers buy shows
+even on two cores.
 """
 
 from __future__ import annotations
@@ -125,12 +130,18 @@ class CpuWindow:
         return (self.end[4] - self.start[4]) / (wall * (os.cpu_count() or 1))
 
 
+HEAVY_ENV = f"{Path(__file__).with_name('cpu_heavy_env.py')}::CpuHeavyToolsEnv"
+
+
 def play(
-    url: str, episodes: int, concurrency: int, workers: int | None
+    url: str, episodes: int, concurrency: int, workers: int | None, step_cpu_ms: float = 0.0
 ) -> tuple[float, float, CpuWindow]:
     """One run; returns (play seconds, worker start seconds, CPU window)."""
+    env: dict[str, Any] = {"env": "tools"}
+    if step_cpu_ms:
+        env = {"env": HEAVY_ENV, "env_kwargs": {"step_cpu_ms": step_cpu_ms}}
     config = RolloutConfig(
-        env="tools", n=episodes, concurrency=concurrency, max_turns=TURNS,
+        **env, n=episodes, concurrency=concurrency, max_turns=TURNS,
         episode_timeout_s=120, workers=workers,
     )  # fmt: skip
     policy = OpenAIPolicy("stub-model", base_url=url, max_concurrency=concurrency)
@@ -161,6 +172,11 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument(
+        "--step-cpu-ms", type=float, default=0.0,
+        help="a CPU-heavy environment instead: each turn's step spends this much CPU in Python "
+        "(benchmarks/cpu_heavy_env.py)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     load = os.getloadavg()
@@ -170,13 +186,15 @@ def main() -> None:
         STUB_PIDS.update(p.pid for p in psutil.Process().children())  # before Ray starts
         with ray_session(RayOptions(), max(args.workers)):
             print(f"Ray started in {time.perf_counter() - started:.1f} s (once, not counted below)")
-            play(url, 64, 32, None)  # warm-up: imports, connections
+            play(url, 64, 32, None, args.step_cpu_ms)  # warm-up: imports, connections
             results = []
             for concurrency in args.concurrency:
                 ideal = args.episodes * TURNS * args.latency / concurrency
                 single = None
                 for workers in [None, *args.workers]:
-                    seconds, startup, window = play(url, args.episodes, concurrency, workers)
+                    seconds, startup, window = play(
+                        url, args.episodes, concurrency, workers, args.step_cpu_ms
+                    )
                     single = single or seconds
                     driver_ms, worker_ms, ray_ms, stub_ms = window.per_turn_ms()
                     label = "1 process" if workers is None else f"{workers} workers"
