@@ -112,9 +112,7 @@ class ModelClient:
 
             timeout = self.endpoint.timeout_s or None
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=self.max_connections, ssl=ssl_context(), enable_cleanup_closed=True
-                ),
+                connector=aiohttp.TCPConnector(limit=self.max_connections, ssl=ssl_context()),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
                 headers=self._headers,
                 json_serialize=json.dumps,
