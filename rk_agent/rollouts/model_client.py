@@ -14,6 +14,7 @@ Failures: a timeout (connecting, or waiting for the server) and a dropped or ref
 are retryable, with no status; a 4xx/5xx status is `status_error`'s (context
 overflow, the key's origin on 401/403, ``Retry-After`` kept for the retry policy); a success
 whose body is not JSON is retryable with status 200. The key never appears in a message.
+The environment's ``HTTP(S)_PROXY`` and ``NO_PROXY`` apply.
 
 Main names: `ModelClient`.
 
@@ -116,6 +117,7 @@ class ModelClient:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
                 headers=self._headers,
                 json_serialize=json.dumps,
+                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK's httpx honoured them
             )
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:

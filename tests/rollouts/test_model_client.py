@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import doctest
 import socket
+import threading
+import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -164,6 +166,64 @@ def test_open_connects_nothing_and_the_client_works_again_after_aclose(
     post(client)  # a new event loop: a new session
     post(client)
     assert server.counts["connections"] == 2 and len(server.chat_requests) == 2
+
+
+class ForwardProxy:
+    """A plain-HTTP forward proxy on loopback, in a background thread: it records each request
+    line it gets and relays the request (one per connection) to the server it names."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            with client:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += client.recv(65536)
+                head, _, body = data.partition(b"\r\n\r\n")
+                lines = head.decode().split("\r\n")
+                length = next(
+                    (int(h.split(":")[1]) for h in lines if h.lower().startswith("content-length")),
+                    0,
+                )
+                while len(body) < length:
+                    body += client.recv(65536)
+                method, target, version = lines[0].split(" ")
+                self.lines.append(lines[0])
+                url = urllib.parse.urlsplit(target)
+                headers = [h for h in lines[1:] if not h.lower().startswith("connection")]
+                request = [f"{method} {url.path} {version}", *headers, "Connection: close"]
+                with socket.create_connection((url.hostname, url.port)) as upstream:
+                    upstream.sendall("\r\n".join(request).encode() + b"\r\n\r\n" + body)
+                    while chunk := upstream.recv(65536):
+                        client.sendall(chunk)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_the_environments_proxy_is_used(
+    server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = ForwardProxy()
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        reply = post(client_for(server.base_url))
+    finally:
+        proxy.close()
+    assert reply["choices"][0]["message"]["content"] == "4"
+    assert proxy.lines == [f"POST {server.base_url}/chat/completions HTTP/1.1"]
+    assert len(server.chat_requests) == 1
 
 
 @pytest.mark.parametrize(
