@@ -37,6 +37,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rk_agent import __version__
@@ -82,6 +83,7 @@ class ModelClient:
             (for connecting, and for each wait for the server).
         max_connections: connections kept open at most.
         retry: which statuses count as retryable (the policy retries; this client does not).
+        headers: more headers for every request (e.g. OpenAI's ``OpenAI-Organization``).
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class ModelClient:
         *,
         max_connections: int = 64,
         retry: RetryPolicy = MODEL_ENDPOINT_RETRY,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.max_connections = max_connections
@@ -100,6 +103,7 @@ class ModelClient:
             "Content-Type": "application/json",
             "Accept": "application/json",
             "User-Agent": f"rk-agent/{__version__}",
+            **(headers or {}),
         }
 
     def __repr__(self) -> str:

@@ -454,7 +454,10 @@ class OpenAIPolicy:
     def _open_client(self) -> ModelClient:
         if self._client is None:
             self._client = ModelClient(
-                self._endpoint, max_connections=self.max_concurrency, retry=self.retry
+                self._endpoint,
+                max_connections=self.max_concurrency,
+                retry=self.retry,
+                headers=_openai_headers() if self.provider == "openai" else None,
             )
         return self._client
 
@@ -517,6 +520,13 @@ def make_policy(
         api_key=api_key,
         **options,
     )
+
+
+def _openai_headers() -> dict[str, str]:
+    """OpenAI's organization and project headers, from the variables its SDK reads
+    (``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID``), when they are set."""
+    names = {"OPENAI_ORG_ID": "OpenAI-Organization", "OPENAI_PROJECT_ID": "OpenAI-Project"}
+    return {header: os.environ[var] for var, header in names.items() if os.environ.get(var)}
 
 
 def _wire(message: Message) -> dict[str, Any]:

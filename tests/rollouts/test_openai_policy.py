@@ -538,6 +538,21 @@ def test_openai_preset_uses_its_key_and_max_completion_tokens(
     (request,) = server.chat_requests
     assert request.headers["authorization"] == f"Bearer {KEY}"
     assert request.body["max_completion_tokens"] == 7 and "max_tokens" not in request.body
+    assert "openai-organization" not in request.headers
+
+
+def test_openai_organization_and_project_go_to_openai_only(
+    server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-123")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-456")
+    ask(make_policy(provider="openai", model="gpt-4o-mini", base_url=server.base_url))
+    ask(make_policy(model="m", base_url=server.base_url))
+    to_openai, to_other = server.chat_requests
+    assert to_openai.headers["openai-organization"] == "org-123"
+    assert to_openai.headers["openai-project"] == "proj-456"
+    assert "openai-organization" not in to_other.headers
 
 
 def test_a_bare_base_url_sends_a_placeholder_key(
