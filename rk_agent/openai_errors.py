@@ -11,7 +11,8 @@ refused the ``tools`` field. The users: the LLM judge (`rk_agent.rewards.builtin
 on the SDK) and the served-model policies (through `rk_agent.rollouts.model_client`), which is
 why it lives below both rewards and rollouts.
 
-Main names: `Endpoint`, `translate_error`, `status_error`, `server_message`, `retry_after_s`,
+Main names: `Endpoint`, `translate_error`, `status_error` (with `timeout_error` and
+`unreachable_error`, the same words for every HTTP stack), `server_message`, `retry_after_s`,
 `rejects_tools`, `NO_KEY`.
 
 Example:
@@ -39,7 +40,9 @@ __all__ = [
     "retry_after_s",
     "server_message",
     "status_error",
+    "timeout_error",
     "translate_error",
+    "unreachable_error",
 ]
 
 NO_KEY = "EMPTY"
@@ -106,13 +109,8 @@ def translate_error(
         # transport) tells a real timeout from a server that hung up.
         timed_out = {k.__name__ for k in type(cause).__mro__} & {"TimeoutError", "TimeoutException"}
         if isinstance(exc, openai.APITimeoutError) and (cause is exc or timed_out):
-            return EndpointError(
-                f"{url} did not answer within {endpoint.timeout_s:g}s (timeout)",
-                retryable=True,
-                url=url,
-            )
-        detail = clean(f"{type(cause).__name__}: {cause}")
-        return EndpointError(f"could not reach {url}: {detail}", retryable=True, url=url)
+            return timeout_error(endpoint)
+        return unreachable_error(cause, endpoint)
     if isinstance(exc, openai.APIStatusError):
         return status_error(exc.status_code, _sdk_server_message(exc), endpoint, retry)
     if isinstance(exc, openai.APIResponseValidationError):
@@ -152,6 +150,24 @@ def status_error(
     if status in (401, 403):
         line += f" (check the API key; it came from: {endpoint.key_source})"
     return EndpointError(line, status=status, retryable=retry.retries_status(status), url=url)
+
+
+def timeout_error(endpoint: Endpoint) -> EndpointError:
+    """The retryable `EndpointError` for a server that did not answer in time."""
+    return EndpointError(
+        f"{endpoint.url} did not answer within {endpoint.timeout_s:g}s (timeout)",
+        retryable=True,
+        url=endpoint.url,
+    )
+
+
+def unreachable_error(cause: BaseException, endpoint: Endpoint) -> EndpointError:
+    """The retryable `EndpointError` for a connection that failed (refused, dropped) with
+    ``cause``; the key is redacted."""
+    detail = redact(f"{type(cause).__name__}: {cause}", [endpoint.key])[:_MAX_MESSAGE]
+    return EndpointError(
+        f"could not reach {endpoint.url}: {detail}", retryable=True, url=endpoint.url
+    )
 
 
 def server_message(text: str, reason: str | None = None) -> str:

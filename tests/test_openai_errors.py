@@ -52,4 +52,5 @@ def test_the_old_module_path_warns_and_still_works() -> None:
     assert old.translate_error is translate_error and old.Endpoint is Endpoint
     assert old.redact(f"bad key {KEY}", KEY) == "bad key ***"
     assert set(old.__all__) == {"NO_KEY", "Endpoint", "rejects_tools", "retry_after_s",
-                                "server_message", "status_error", "translate_error"}  # fmt: skip
+                                "server_message", "status_error", "timeout_error",
+                                "translate_error", "unreachable_error"}  # fmt: skip

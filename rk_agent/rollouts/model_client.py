@@ -42,7 +42,13 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent import __version__
 from rk_agent.errors import EndpointError
-from rk_agent.openai_errors import Endpoint, server_message, status_error
+from rk_agent.openai_errors import (
+    Endpoint,
+    server_message,
+    status_error,
+    timeout_error,
+    unreachable_error,
+)
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.secrets import redact
 
@@ -71,7 +77,6 @@ class StatusReply(Exception):
 
     def __init__(self, status: int, text: str, response: Any) -> None:
         super().__init__(f"HTTP {status}: {text[:200]}")
-        self.status = status
         self.response = response
 
 
@@ -120,7 +125,6 @@ class ModelClient:
                 connector=aiohttp.TCPConnector(limit=self.max_connections, ssl=ssl_context()),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
                 headers=self._headers,
-                json_serialize=json.dumps,
                 trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK's httpx honoured them
             )
 
@@ -148,18 +152,9 @@ class ModelClient:
         except EndpointError:
             raise
         except TimeoutError as exc:  # aiohttp's socket timeouts are TimeoutErrors too
-            raise EndpointError(
-                f"{self.endpoint.url} did not answer within {self.endpoint.timeout_s:g}s (timeout)",
-                retryable=True,
-                url=self.endpoint.url,
-            ) from exc
+            raise timeout_error(self.endpoint) from exc
         except (aiohttp.ClientError, OSError) as exc:
-            detail = self._clean(f"{type(exc).__name__}: {exc}")
-            raise EndpointError(
-                f"could not reach {self.endpoint.url}: {detail}",
-                retryable=True,
-                url=self.endpoint.url,
-            ) from exc
+            raise unreachable_error(exc, self.endpoint) from exc
         try:
             return json.loads(raw)
         except ValueError as exc:

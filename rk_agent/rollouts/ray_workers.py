@@ -256,10 +256,6 @@ class RolloutWorker:
         )
         self._pool: asyncio.Queue[ChatEnv | None] | None = None
 
-    async def pid(self) -> int:
-        """The worker's process id (it also shows that the worker is up)."""
-        return os.getpid()
-
     async def warm_up(self) -> int:
         """Get ready to play before the first episode is handed out, so that what a process
         pays once (imports, reading the task file, opening the policy's HTTP client) is paid

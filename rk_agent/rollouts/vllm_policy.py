@@ -347,16 +347,18 @@ class VLLMPolicy(ChatTemplate):
         return await self._open_client().request(method, path, body)
 
     def _open_client(self) -> ModelClient:
-        endpoint = Endpoint(
-            url=self.base_url,
-            model=self.model or "",
-            key=self._key,
-            key_source="argument" if self._key != NO_KEY else "none",
-            timeout_s=self.timeout_s,
-        )
-        if self._client is None:  # retries are ours (self.retry), not the client's
-            self._client = ModelClient(endpoint, max_connections=1000, retry=self.retry)
-        self._client.endpoint = endpoint  # the model is known once connect() has asked
+        model = self.model or ""
+        if self._client is None or self._client.endpoint.model != model:
+            endpoint = Endpoint(
+                url=self.base_url,
+                model=model,  # known once connect() has asked the server
+                key=self._key,
+                key_source="argument" if self._key != NO_KEY else "none",
+                timeout_s=self.timeout_s,
+            )
+            if self._client is None:  # retries are ours (self.retry), not the client's
+                self._client = ModelClient(endpoint, max_connections=1000, retry=self.retry)
+            self._client.endpoint = endpoint
         return self._client
 
 
