@@ -269,57 +269,101 @@ class OpenAIPolicy:
             f"provider={self.provider!r})"
         )
 
-    def check_endpoint(self, timeout_s: float = 15.0) -> None:
-        """Ask the server for its models once (``GET <base_url>/models``) before a run starts.
+    def check_endpoint(self, timeout_s: float = 15.0, completion_timeout_s: float = 120.0) -> None:
+        """Check once, before a run starts, that the server answers and accepts the key.
 
-        Every OpenAI-compatible server (vLLM, SGLang, Ollama, OpenAI, Fireworks) answers it,
-        so a wrong or unreachable ``--base-url``, or a refused key, is one clear error here
-        instead of a run whose every episode fails.
+        It asks for the models first (``GET <base_url>/models``: cheap, and every hosted API
+        answers it). A connection that fails and a refused key (401/403) are fatal there. Any
+        other failure of ``/models`` does not decide: some servers cannot list their models
+        (``transformers serve`` offline answers 500) or do not serve the route at all, while
+        their completions work. Then one real completion of a single token
+        (``POST <base_url>/chat/completions``) decides; only if that fails too is it an error.
+        So a wrong or unreachable ``--base-url``, a refused key or an unknown model is one clear
+        error here instead of a run whose every episode fails.
 
         Raises:
             EndpointError: what was tried, what came back, and how to fix it (never the key).
         """
-        import httpx
 
         url = f"{self.base_url}/models"
-        key = self._endpoint.key
-        try:
-            response = httpx.get(
-                url, headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s,
-                verify=ssl_context(),
-            )  # fmt: skip
-        except httpx.HTTPError as exc:
-            reason = redact(str(exc), [key]) or type(exc).__name__
-            raise EndpointError(
-                f"cannot reach the model server: GET {url} failed ({reason}). Is the server "
-                "running, and is --base-url right? OpenAI-compatible servers serve under /v1, "
-                "e.g. --base-url http://localhost:8000/v1.",
-                retryable=True,
-                url=url,
-            ) from None
-        status = response.status_code
-        if status < 400:
+        listed = self._probe("GET", url, None, timeout_s)
+        if listed.status_code < 400:
             return
-        if status in (401, 403) and self.key_source == "none":
-            fix = "the server wants an API key; pass it with --api-key."
-        elif status in (401, 403):
-            fix = (
-                f"the API key (from {self.key_source}) was refused; pass the right one with "
-                "--api-key or its environment variable."
-            )
-        elif status == 404:
+        if listed.status_code in (401, 403):
+            raise self._refused(listed, "GET", url)
+        chat_url = f"{self.base_url}/chat/completions"
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": "Say OK."}],
+            "max_tokens": 1,
+        }
+        answered = self._probe("POST", chat_url, body, completion_timeout_s)
+        if answered.status_code < 400:
+            logger.info(
+                "%s answered %d; its chat completions work, so the run goes on",
+                url, listed.status_code,
+            )  # fmt: skip
+            return
+        if answered.status_code in (401, 403):
+            raise self._refused(answered, "POST", chat_url)
+        status = answered.status_code
+        if status == 404 and listed.status_code == 404:
             fix = (
                 "there is no OpenAI-compatible API at this URL; base URLs usually end in /v1, "
                 "e.g. --base-url http://localhost:8000/v1."
             )
         else:
-            fix = f"the server said: {redact(response.text[:300], [key]).strip() or '(no body)'}."
+            fix = f"the server said: {self._said(answered)}."
         raise EndpointError(
-            f"the model server answered {status} to GET {url}: {fix}",
+            f"the model server answered {listed.status_code} to GET {url} and {status} to a "
+            f"one-token POST {chat_url} (model {self.model!r}): {fix}",
             status=status,
             retryable=status >= 500,
+            url=chat_url,
+        )
+
+    def _probe(self, method: str, url: str, body: dict[str, Any] | None, timeout_s: float) -> Any:
+        """One request of `check_endpoint` on a connection of its own (a server may drop a
+        kept-alive connection after an error); a failed connection is the fatal error."""
+        import httpx
+
+        key = self._endpoint.key
+        try:
+            return httpx.request(
+                method, url, json=body, headers={"Authorization": f"Bearer {key}"},
+                timeout=timeout_s, verify=ssl_context(),
+            )  # fmt: skip
+        except httpx.HTTPError as exc:
+            reason = redact(str(exc), [key]) or type(exc).__name__
+            raise EndpointError(
+                f"cannot reach the model server: {method} {url} failed ({reason}). Is the "
+                "server running, and is --base-url right? OpenAI-compatible servers serve under "
+                "/v1, e.g. --base-url http://localhost:8000/v1.",
+                retryable=True,
+                url=url,
+            ) from None
+
+    def _refused(self, response: Any, method: str, url: str) -> EndpointError:
+        if self.key_source == "none":
+            fix = "the server wants an API key; pass it with --api-key."
+        else:
+            fix = (
+                f"the API key (from {self.key_source}) was refused; pass the right one with "
+                "--api-key or its environment variable."
+            )
+        status = response.status_code
+        return EndpointError(
+            f"the model server answered {status} to {method} {url}: {fix}",
+            status=status,
+            retryable=False,
             url=url,
         )
+
+    def _said(self, response: Any) -> str:
+        from rk_agent.openai_errors import server_message
+
+        text = server_message(response.text, response.reason_phrase)
+        return redact(text, [self._endpoint.key])[:300].strip() or "(no body)"
 
     # ------------------------------------------------------------------------------------
     # The Policy protocol

@@ -153,8 +153,9 @@ def prepare_run(
         ConfigError: unknown environment or reward (with did-you-mean), a missing API key,
             an unreadable dataset, a run directory that already holds a run.
         RunLockedError: another process is writing that run directory (it is named).
-        EndpointError: the model server does not answer ``GET <base-url>/models`` (wrong or
-            unreachable ``--base-url``, a refused key); checked before the run directory is made.
+        EndpointError: the model server cannot be reached, refuses the key, or answers neither
+            ``GET <base-url>/models`` nor a one-token completion (a wrong ``--base-url`` or
+            model); checked before the run directory is made.
     """
     if resume is None:
         return _prepare(config, None, api_key, policy)
@@ -238,8 +239,9 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
     Raises:
         ConfigError: a provider that needs a key has none, the model cannot be placed, or the
             environment has no reference solver.
-        EndpointError: a served model's server does not answer ``GET <base-url>/models``
-            (wrong or unreachable ``--base-url``, a refused key).
+        EndpointError: a served model's server cannot be reached, refuses the key, or answers
+            neither ``GET <base-url>/models`` nor a one-token completion
+            (`OpenAIPolicy.check_endpoint`).
     """
     provider = config.provider
     if provider == "solver":

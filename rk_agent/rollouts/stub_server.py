@@ -139,6 +139,9 @@ class StubServer:
             Default: ``Fault.http(500)``.
         seed: seed of the failure draws.
         model: the model id served by ``/v1/models`` (chat replies echo the requested model).
+        models_status: the status of ``GET /v1/models``; an error status (with an error body)
+            imitates a server that cannot list its models while its completions work
+            (``transformers serve`` offline answers 500).
         api_key: when set, requests without ``Authorization: Bearer <api_key>`` get a 401.
         host: the address to bind; loopback by default.
         port: the port; 0 picks a free one.
@@ -165,6 +168,7 @@ class StubServer:
         fault: Fault | Sequence[Fault] | None = None,
         seed: int = 0,
         model: str = "stub-model",
+        models_status: int = 200,
         api_key: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -190,6 +194,7 @@ class StubServer:
         self._faults = faults or [Fault.http(500)]
         self._rng = random.Random(seed)
         self.model = model
+        self.models_status = models_status
         self.api_key = api_key
         self.host = host
         self.port = port
@@ -419,6 +424,10 @@ class StubServer:
             return _Response(401, error_body("Invalid API key provided.", 401, "invalid_api_key"))
         route = path.rstrip("/")
         if route in ("/v1/models", "/models") and method == "GET":
+            if self.models_status >= 400:
+                return _Response(
+                    self.models_status, error_body("cannot list models", self.models_status)
+                )
             data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "rk-agent"}]
             return _Response(200, json.dumps({"object": "list", "data": data}).encode())
         chat = route in ("/v1/chat/completions", "/chat/completions")

@@ -167,11 +167,12 @@ def test_a_base_url_without_the_api_and_a_refused_key_are_named(tmp_path: Path) 
                         "--api-key", SECRET, "--output", str(tmp_path / "a"))  # fmt: skip
         wrong_key = rk("rollout", "--base-url", server.base_url, "--model", "m",
                        "--api-key", "not-the-key", "--output", str(tmp_path / "b"))  # fmt: skip
-        requests = len(server.chat_requests)
+        requests = [r.path for r in server.chat_requests]
     assert wrong_path.returncode == 2
     assert wrong_path.stderr.startswith(
-        f"error: the model server answered 404 to GET {root}/api/models: there is no "
-        "OpenAI-compatible API at this URL; base URLs usually end in /v1"
+        f"error: the model server answered 404 to GET {root}/api/models and 404 to a one-token "
+        f"POST {root}/api/chat/completions (model 'm'): there is no OpenAI-compatible API at "
+        "this URL; base URLs usually end in /v1"
     )
     assert wrong_key.returncode == 2
     assert wrong_key.stderr.startswith(
@@ -179,7 +180,7 @@ def test_a_base_url_without_the_api_and_a_refused_key_are_named(tmp_path: Path) 
         "(from argument) was refused"
     )
     assert "not-the-key" not in wrong_key.stderr
-    assert requests == 0  # no episode was played
+    assert requests == ["/api/chat/completions"]  # the check's probe; no episode was played
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 

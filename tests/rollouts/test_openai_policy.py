@@ -625,6 +625,60 @@ def test_bad_settings_fail_at_once(
         make_policy(**kwargs)
 
 
+# ---------------------------------------------------------------------------------------------
+# check_endpoint: one check before a run
+
+
+def test_check_endpoint_asks_for_the_models_and_nothing_more(server: StubServer) -> None:
+    policy_for(server).check_endpoint()
+    assert [(r.method, r.path) for r in server.requests] == [("GET", "/v1/models")]
+
+
+@pytest.mark.parametrize("status", [404, 500, 503])
+def test_a_server_whose_models_route_fails_is_checked_with_a_real_completion(
+    status: int,
+) -> None:
+    # transformers serve offline answers 500 to GET /v1/models; its completions work.
+    with StubServer(["OK"], models_status=status) as server:
+        policy_for(server).check_endpoint()
+        probe = server.chat_requests
+    assert len(probe) == 1
+    assert probe[0].body is not None
+    assert probe[0].body["model"] == "test-model" and probe[0].body["max_tokens"] == 1
+
+
+def test_when_the_completion_fails_too_both_answers_are_named() -> None:
+    with StubServer(["OK"], models_status=500, fail_first_n=1, fault=Fault.http(400)) as server:
+        with pytest.raises(EndpointError) as caught:
+            policy_for(server).check_endpoint()
+        url = server.base_url
+    assert str(caught.value) == (
+        f"the model server answered 500 to GET {url}/models and 400 to a one-token POST "
+        f"{url}/chat/completions (model 'test-model'): the server said: injected 400 Bad Request."
+    )
+    assert caught.value.status == 400 and not caught.value.retryable
+
+
+def test_a_refused_key_is_fatal_without_a_completion() -> None:
+    with StubServer(["OK"], api_key=KEY) as server:
+        policy = OpenAIPolicy("m", base_url=server.base_url, api_key="sk-wrong-key-0000")
+        with pytest.raises(EndpointError, match=re.escape("answered 401 to GET")) as caught:
+            policy.check_endpoint()
+        assert server.chat_requests == []
+    assert "sk-wrong-key-0000" not in str(caught.value)
+
+
+def test_an_unreachable_server_is_fatal() -> None:
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    policy = OpenAIPolicy("m", base_url=f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(EndpointError, match=r"^cannot reach the model server: GET "):
+        policy.check_endpoint()
+
+
 def test_importing_the_module_stays_light() -> None:
     code = (
         "import sys, rk_agent.rollouts.openai_policy, rk_agent.rollouts.stub_server\n"
