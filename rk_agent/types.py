@@ -341,3 +341,5 @@ class RunStatus(str, Enum):
     """Stopped by Ctrl-C; what finished so far is kept."""
     FAILED = "failed"
     """Stopped by an exception, whose message is recorded as ``error``."""
+    STOPPED = "stopped"
+    """A training run ended early by an alarm (``--stop-on-alarm``); its checkpoints are kept."""

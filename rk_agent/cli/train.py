@@ -55,6 +55,22 @@ WandbOpt = Annotated[
 ]
 
 
+_ALARMS = "Alarms (GRPO's watch)"
+StopOnAlarmOpt = Annotated[
+    bool,
+    typer.Option(
+        "--stop-on-alarm",
+        help="End the run at the first alarm, after its step: no final model, the checkpoints "
+        "written so far are kept.",
+        rich_help_panel=_ALARMS,
+    ),
+]
+
+
+def _share(flag: str, what: str) -> Any:
+    return typer.Option(flag, help=what, rich_help_panel=_ALARMS, show_default=False)
+
+
 def _resume(value: str | None) -> bool | str | None:
     if value is None:
         return None
@@ -85,6 +101,8 @@ def _train(
     outcome = run_training(resolved, say=typer.echo)
     if outcome.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
+    if outcome.stopped_by is not None:  # --stop-on-alarm: the run did not finish
+        raise typer.Exit(1)
 
 
 def _check_typos(ctx: typer.Context, kind: str, trl_options: set[str]) -> None:
@@ -146,8 +164,53 @@ def grpo(
     ] = None,
     resume: ResumeOpt = None,
     wandb: WandbOpt = None,
+    stop_on_alarm: StopOnAlarmOpt = False,
+    alarm_zero_spread: Annotated[
+        float | None,
+        _share(
+            "--alarm-zero-spread",
+            "Share of groups with zero reward spread that raises the alarm (default 0.5)...",
+        ),
+    ] = None,
+    alarm_zero_spread_steps: Annotated[
+        int | None, _share("--alarm-zero-spread-steps", "...for this many steps in a row (3).")
+    ] = None,
+    alarm_farming_window: Annotated[
+        int | None,
+        _share(
+            "--alarm-farming-window",
+            "Steps over which rising per-step reward and falling success mean farming (5).",
+        ),
+    ] = None,
+    alarm_farming_drop: Annotated[
+        float | None,
+        _share("--alarm-farming-drop", "The fall in success over that window that counts (0.1)."),
+    ] = None,
+    alarm_collapse: Annotated[
+        float | None,
+        _share(
+            "--alarm-collapse",
+            "Share of groups whose episodes all gave one final answer that raises the alarm "
+            "(0.5, for 3 steps).",
+        ),
+    ] = None,
+    alarm_dominant_share: Annotated[
+        float | None,
+        _share(
+            "--alarm-dominant-share",
+            "Share of the reward one component other than the outcome may reach (0.8).",
+        ),
+    ] = None,
+    alarm_truncated: Annotated[
+        float | None,
+        _share("--alarm-truncated", "Share of completions cut by a token limit allowed (0.3)."),
+    ] = None,
 ) -> None:
     """GRPO on an environment: whole episodes, environment tokens masked out of the loss.
+
+    Every step is watched (zero-spread groups, farmed step rewards, collapsing answers, NaN
+    rewards, a dominant component, truncation): watch.jsonl in the run folder, watch/* in the
+    logs, a one-line warning per alarm; `rk-agent show RUN` lists them.
 
     Example: rk-agent train grpo --env tools --max_steps 20 --learning_rate 1e-5
     """
@@ -168,6 +231,14 @@ def grpo(
             "loop": loop,
             "resume": _resume(resume),
             "wandb.enabled": wandb,
+            "watch.stop_on_alarm": True if stop_on_alarm else None,
+            "watch.zero_spread_share": alarm_zero_spread,
+            "watch.zero_spread_steps": alarm_zero_spread_steps,
+            "watch.farming_window": alarm_farming_window,
+            "watch.farming_min_drop": alarm_farming_drop,
+            "watch.collapse_share": alarm_collapse,
+            "watch.dominant_share": alarm_dominant_share,
+            "watch.truncated_share": alarm_truncated,
         },
     )
 

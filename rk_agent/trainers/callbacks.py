@@ -20,6 +20,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from rk_agent.trainers.alarms import Alarm
 from rk_agent.trainers.run_record import (
     RunRecord,
     RunStatus,
@@ -53,6 +54,10 @@ class RunRecordCallback(TrainerCallback):
     def finish(self, status: RunStatus, global_step: int, error: str | None = None) -> None:
         """Write the run's last word: finished, interrupted or failed."""
         self._write(status=status, global_step=global_step, error=error)
+
+    def add_alarm(self, alarm: Alarm) -> None:
+        """Keep an alarm the run raised in the record (`rk_agent.trainers.watch`)."""
+        self._write(alarms=[*self.record.alarms, alarm])
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._write(global_step=int(state.global_step))

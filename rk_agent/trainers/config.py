@@ -52,6 +52,7 @@ from rk_agent.envs.spec import (
 )
 from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.secrets import redact, secret_values
+from rk_agent.trainers.alarms import AlarmOptions
 from rk_agent.trainers.sft_filter import SFT_FILTER_FIELDS, SFTFilter
 
 __all__ = [
@@ -121,6 +122,8 @@ class TrainConfig(EnvConfig):
         resume: ``"auto"`` resumes from the last checkpoint in ``output_dir`` if there is one;
             ``True`` requires one; ``False`` starts afresh; a path names the checkpoint.
         wandb: Weights & Biases logging.
+        watch: GRPO's watch: the alarms' thresholds and ``stop_on_alarm``
+            (`rk_agent.trainers.alarms.AlarmOptions`).
         trl: options of TRL's ``GRPOConfig`` / ``SFTConfig`` (``learning_rate``, ``max_steps``,
             ...); options left out get device defaults.
     """
@@ -138,6 +141,7 @@ class TrainConfig(EnvConfig):
     output_dir: str | None = None
     resume: bool | str = "auto"
     wandb: WandbSettings = Field(default_factory=WandbSettings)
+    watch: AlarmOptions = Field(default_factory=AlarmOptions)
     trl: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -207,6 +211,8 @@ def load_train_config(
     _check_names(data, _option_names(), "", where)
     if isinstance(data.get("wandb"), dict):
         _check_names(data["wandb"], _option_names(WandbSettings, "wandb."), "wandb.", where)
+    if isinstance(data.get("watch"), dict):
+        _check_names(data["watch"], _option_names(AlarmOptions, "watch."), "watch.", where)
     if isinstance(data.get("env"), dict):
         _check_names(data["env"], _option_names(EnvSpec, "env."), "env.", where)
     _check_sft_filter(data.get("sft_filter", {}), where)

@@ -6,8 +6,9 @@
 episodes with the model being trained, or with a vLLM server (TRL's ``use_vllm=True,
 vllm_mode="server"``, or ``server_url``), and masks the environment's tokens out of the loss.
 Each reward's scores also go to wandb as a histogram per logging step, when wandb is on
-(`rk_agent.trainers.reward_histograms`). Everything else is TRL's own `GRPOTrainer` and
-`GRPOConfig`, untouched.
+(`rk_agent.trainers.reward_histograms`), and every step is watched: the signals that show a
+step teaching nothing, and alarms when they say so (`rk_agent.trainers.watch`). Everything
+else is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
 
 Main names: `grpo_trainer`.
 
@@ -34,6 +35,7 @@ from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.local_model import resolve_model
+from rk_agent.trainers.alarms import AlarmOptions
 from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs
 from rk_agent.trainers.rollout import EpisodeRollout, vllm_server_url
 from rk_agent.trainers.tasks import TaskTable, env_dataset, task_rows
@@ -63,6 +65,7 @@ def grpo_trainer(
     server_url: str | None = None,
     served_model: str | None = None,
     server_options: Mapping[str, Any] | None = None,
+    watch: AlarmOptions | None = None,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` that trains ``model`` on ``env`` with the environment's rewards.
 
@@ -87,6 +90,8 @@ def grpo_trainer(
         served_model: multi-turn: the served model id (default: the first the server lists).
         server_options: multi-turn: more `VLLMPolicy` arguments (``api_key``, ``timeout_s``,
             ``max_retries``, ...).
+        watch: the alarms' thresholds (`AlarmOptions`); default: the defaults. With
+            ``enabled=False`` the run is not watched.
 
     Raises:
         ConfigError: an option is invalid (e.g. ``reward_weights`` of the wrong length, or
@@ -101,6 +106,7 @@ def grpo_trainer(
         ScoreBuffer,
         record_scores,
     )
+    from rk_agent.trainers.watch import WatchCallback, WatchRecorder
 
     if multi_turn and server_url is None:
         vllm_server_url(args)  # colocated vLLM is refused before the model loads
@@ -143,6 +149,10 @@ def grpo_trainer(
     score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
     scores = ScoreBuffer()  # every reward's scores, for wandb histograms at each log
     funcs = record_scores(funcs, scores)
+    watch = watch or AlarmOptions()
+    recorder = WatchRecorder()
+    if watch.enabled:
+        funcs = recorder.wrap(funcs)
     with warnings.catch_warnings():
         # TRL flags rollout_func as experimental on every construction; we know, and pin TRL.
         warnings.filterwarnings(
@@ -158,4 +168,8 @@ def grpo_trainer(
             callbacks=callbacks,
         )
     attach(trainer, RewardHistogramCallback(scores))  # ahead of wandb's own callback
+    if watch.enabled:
+        names = [getattr(f, "__name__", "") for f in funcs]
+        watcher = WatchCallback(recorder, names, args.reward_weights or [], watch, args.output_dir)
+        attach(trainer, watcher)
     return trainer

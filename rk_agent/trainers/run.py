@@ -11,7 +11,9 @@ training and keeps every checkpoint already written. The run keeps a record of i
 reported as such when the next one starts in its folder; every log line carries
 ``memory/rss_gb`` and ``memory/peak_rss_gb``, and the run ends by printing its peak. Memory the
 steps free goes back to the OS (`rk_agent.trainers.allocator`), so it stays flat from step to
-step.
+step. A GRPO run is watched (`rk_agent.trainers.watch`): ``watch.jsonl`` in the run folder, and
+the alarms it raises kept in the run record; with ``watch.stop_on_alarm`` the first alarm ends
+the run after its step, with no final model: its checkpoints so far are what it leaves.
 
 Main names: `run_training`, `TrainOutcome`.
 """
@@ -27,8 +29,14 @@ from typing import Any
 
 from rk_agent.errors import RkAgentError
 from rk_agent.rollouts.local_model import DEFAULT_MODEL
+from rk_agent.trainers.alarms import Alarm
 from rk_agent.trainers.allocator import return_freed_memory
-from rk_agent.trainers.config import TrainConfig, resume_checkpoint, save_train_config
+from rk_agent.trainers.config import (
+    TrainConfig,
+    last_checkpoint,
+    resume_checkpoint,
+    save_train_config,
+)
 from rk_agent.trainers.preflight import check_train_inputs
 from rk_agent.trainers.run_record import (
     RunRecord,
@@ -60,6 +68,9 @@ class TrainOutcome:
         peak_rss_bytes: the process's peak resident memory (the whole process: a run in a
             process that did other work before reports that work's peak if it was higher).
         step_rss_bytes: resident memory after each optimizer step, by step.
+        alarms: the alarms the run raised (`rk_agent.trainers.alarms`).
+        stopped_by: the alarm that ended the run (``watch.stop_on_alarm``), if any.
+        last_checkpoint: the newest checkpoint in ``output_dir`` when the run ended.
     """
 
     output_dir: Path
@@ -70,6 +81,9 @@ class TrainOutcome:
     log_history: list[dict[str, Any]]
     peak_rss_bytes: int = 0
     step_rss_bytes: dict[int, int] = field(default_factory=dict)
+    alarms: list[Alarm] = field(default_factory=list)
+    stopped_by: Alarm | None = None
+    last_checkpoint: Path | None = None
 
 
 def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> TrainOutcome:
@@ -126,6 +140,9 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
 
     recorder = RunRecordCallback(output_dir, record)
     attach(trainer, recorder)
+    watcher = _watcher(trainer)
+    if watcher is not None:
+        watcher.on_alarm = recorder.add_alarm
     if piped:
         trainer.add_callback(StepLines(say))
     for note in plan.notes:
@@ -144,7 +161,20 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         restore_environ(previous)
     step = int(trainer.state.global_step)
     final: Path | None = None
-    if interrupted:
+    stopped_by = watcher.stopped_by if watcher is not None else None
+    kept = last_checkpoint(output_dir)
+    if stopped_by is not None and not interrupted:
+        recorder.finish(RunStatus.STOPPED, step)
+        where = (
+            f"its last checkpoint is {kept}"
+            if kept is not None
+            else "no checkpoint was written before it (save_steps is larger)"
+        )
+        say(
+            f"stopped at step {step} by the {stopped_by.kind.value} alarm (--stop-on-alarm); "
+            f"no final model was saved; {where}."
+        )
+    elif interrupted:
         recorder.finish(RunStatus.INTERRUPTED, step)
         say(
             f"interrupted at step {step}; checkpoints so far are kept in "
@@ -165,6 +195,9 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         log_history=list(trainer.state.log_history),
         peak_rss_bytes=peak,
         step_rss_bytes=dict(recorder.step_rss),
+        alarms=list(watcher.alarms.raised) if watcher is not None else [],
+        stopped_by=stopped_by,
+        last_checkpoint=kept,
     )
 
 
@@ -177,6 +210,14 @@ def save_final(trainer: Any, output_dir: str | Path) -> Path:
     trainer.save_model(str(final))
     trainer.processing_class.save_pretrained(str(final))
     return final
+
+
+def _watcher(trainer: Any) -> Any:
+    """The trainer's `WatchCallback`, if it is watched (GRPO)."""
+    from rk_agent.trainers.watch import WatchCallback
+
+    callbacks = trainer.callback_handler.callbacks
+    return next((c for c in callbacks if isinstance(c, WatchCallback)), None)
 
 
 def _smoke_run(config: TrainConfig, args: Any) -> bool:
@@ -200,6 +241,7 @@ def _grpo(config: TrainConfig, args: Any) -> Any:
         "env_kwargs": env_kwargs,
         "n_tasks": None if spec.tasks is not None else config.n_tasks,
         "seed": spec.seed,
+        "watch": config.watch,
     }
     if config.loop == "trl":
         from rk_agent.trainers.trl_env import trl_grpo_trainer

@@ -27,9 +27,10 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rk_agent.rollouts.run_lock import process_alive
+from rk_agent.trainers.alarms import Alarm
 from rk_agent.types import RunStatus
 
 __all__ = [
@@ -67,6 +68,7 @@ class RunRecord(BaseModel):
         peak_rss_bytes: the process's peak resident memory so far.
         machine_memory_bytes: the machine's physical memory.
         error: the exception that stopped a ``failed`` run.
+        alarms: the alarms the run raised (`rk_agent.trainers.alarms`), in order.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -82,6 +84,7 @@ class RunRecord(BaseModel):
     peak_rss_bytes: int | None = None
     machine_memory_bytes: int | None = None
     error: str | None = None
+    alarms: list[Alarm] = Field(default_factory=list)
 
     @classmethod
     def start(cls) -> RunRecord:
@@ -146,6 +149,8 @@ def previous_run_note(output_dir: str | Path) -> str | None:
         return f"the previous run in {output_dir} was interrupted (Ctrl-C) {step}{saved}."
     if record.status is RunStatus.FAILED:
         return f"the previous run in {output_dir} failed {step}: {record.error}{saved}."
+    if record.status is RunStatus.STOPPED:
+        return f"the previous run in {output_dir} was stopped by an alarm {step}{saved}."
     if record.host == socket.gethostname() and process_alive(record.pid):
         return None  # another process is training in this folder right now; not ours to judge
     return (

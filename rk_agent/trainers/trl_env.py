@@ -41,7 +41,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.local_model import resolve_model
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.trainers.alarms import AlarmOptions
 from rk_agent.trainers.rewards import episode_reward_funcs
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
 from rk_agent.trainers.trl_patches import score_completions_only
@@ -83,6 +84,8 @@ class TRLEnvSpec:
         env_name: the environment's name.
         model_name: recorded in trajectories as the policy (`trl_grpo_trainer` sets it).
         trajectory_log: when set, every episode's `Trajectory` is appended to this JSONL file.
+        batch_hooks: each is called with the trajectories of every batch scored (the watch,
+            `rk_agent.trainers.watch`, reads them).
     """
 
     train_dataset: Dataset
@@ -93,6 +96,7 @@ class TRLEnvSpec:
     env_name: str
     model_name: str = "policy"
     trajectory_log: Path | None = None
+    batch_hooks: list[Callable[[list[Trajectory]], None]] = field(default_factory=list)
 
     def trajectories(
         self,
@@ -217,6 +221,9 @@ def _reward(fn: Callable[..., Any], spec: TRLEnvSpec, *, first: bool) -> RewardF
         )
         if first and spec.trajectory_log is not None:
             append_trajectories(spec.trajectory_log, trajectories)
+        if first:
+            for hook in spec.batch_hooks:
+                hook(trajectories)
         return list(fn(prompts, completions, trajectory=trajectories, **kwargs))
 
     reward.__name__ = reward.__qualname__ = fn.__name__
@@ -235,6 +242,7 @@ def trl_grpo_trainer(
     rewards: Mapping[str, RewardLike] | Sequence[str] | None = None,
     step_weight: float = 1.0,
     callbacks: list[TrainerCallback] | None = None,
+    watch: AlarmOptions | None = None,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` that trains ``model`` on a tool environment with TRL's own tool loop.
 
@@ -256,6 +264,8 @@ def trl_grpo_trainer(
         rewards: episode rewards replacing the environment's.
         step_weight: weight of the summed per-step rewards.
         callbacks: extra `transformers.TrainerCallback`s.
+        watch: the alarms' thresholds (`AlarmOptions`); default: the defaults. With
+            ``enabled=False`` the run is not watched (`rk_agent.trainers.watch`).
 
     Raises:
         ConfigError: the environment needs rk-agent's loop, the chat template cannot do tool
@@ -278,20 +288,36 @@ def trl_grpo_trainer(
     spec.model_name = str(getattr(getattr(model_spec, "config", None), "name_or_path", model_spec))
     _fill_args(args, spec)
     score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
+    from rk_agent.trainers.callbacks import attach
+    from rk_agent.trainers.watch import WatchCallback, WatchRecorder
+
+    watch = watch or AlarmOptions()
+    recorder = WatchRecorder()
+    funcs: list[Any] = list(spec.reward_funcs)
+    if watch.enabled:
+        funcs = recorder.wrap(funcs)
+        spec.batch_hooks.append(recorder.add_trajectories)
     with warnings.catch_warnings():
         # TRL flags environment_factory as experimental on every construction; we pin TRL.
         warnings.filterwarnings(
             "ignore", message=".*environment_factory.*experimental", category=UserWarning
         )
-        return GRPOTrainer(
+        trainer = GRPOTrainer(
             model=model_spec,
-            reward_funcs=list[Any](spec.reward_funcs),
+            reward_funcs=funcs,
             args=args,
             train_dataset=spec.train_dataset,
             processing_class=tokenizer,
             environment_factory=spec.environment_factory,
             callbacks=callbacks,
         )
+    if watch.enabled:
+        names = [f.__name__ for f in spec.reward_funcs]
+        attach(
+            trainer,
+            WatchCallback(recorder, names, args.reward_weights or [], watch, args.output_dir),
+        )
+    return trainer
 
 
 def _fill_args(args: GRPOConfig, spec: TRLEnvSpec) -> None:

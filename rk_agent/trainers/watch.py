@@ -1,0 +1,299 @@
+"""Watching a GRPO run: the watch's signals and alarms at every step, in both loops.
+
+`WatchRecorder` wraps the trainer's reward functions (same names, same results) and keeps what
+each generation batch produced: every function's scores, and the episodes' `Trajectory`s
+(``trajectory`` column of the rk loop; TRL's loop hands them over through
+``TRLEnvSpec.batch_hooks``). `WatchCallback` turns what was kept into one `WatchSignals` per
+optimizer step (`rk_agent.rollouts.watch`; groups are TRL's, ``num_generations`` consecutive
+rows), feeds the alarms (`rk_agent.trainers.alarms`), and writes:
+
+- ``<output_dir>/watch.jsonl``: one line per step, ``{"step": N, ...signals..., "alarms": [...]}``;
+- ``watch/...`` figures in every TRL log (and so in wandb and the console), with
+  ``watch/alarms``, the number raised so far;
+- each alarm once, as a one-line warning on the ``rk_agent.trainers.watch`` logger, and to
+  ``on_alarm`` (``rk-agent train`` keeps them in the run record).
+
+With ``stop_on_alarm`` the first alarm ends training after its step (`stopped_by`).
+
+The reward of a row is TRL's: the weighted sum of the functions' scores, ``None`` ones left out
+(``None`` when every score is). Single-turn runs have no trajectories: then each function with
+a weight is a component, lengths are counted from ``completion_ids`` (truncated: as long as
+``max_completion_length``) and the answer is the completion's text.
+
+Main names: `WatchRecorder`, `WatchCallback`, `WATCH_FILE`, `read_watch`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from transformers import TrainerCallback
+
+from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
+from rk_agent.trainers.alarms import Alarm, AlarmOptions, AlarmWatch
+
+__all__ = ["WATCH_FILE", "WatchCallback", "WatchRecorder", "read_watch"]
+
+logger = logging.getLogger(__name__)
+
+WATCH_FILE = "watch.jsonl"
+"""The watch's file in a run's output directory: one line of signals per step."""
+
+RewardFunc = Callable[..., list[float | None]]
+
+
+@dataclass
+class _Batch:
+    scores: dict[str, list[Any]] = field(default_factory=dict)
+    trajectories: list[Trajectory] | None = None
+    completion_ids: list[Any] | None = None
+    completions: list[Any] | None = None
+
+
+class WatchRecorder:
+    """Keeps each generation batch's reward scores and trajectories (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._batches: list[_Batch] = []
+        self._lock = threading.Lock()
+        self._first: str | None = None
+
+    def wrap(self, funcs: Sequence[RewardFunc]) -> list[RewardFunc]:
+        """The same reward functions, also keeping what they return (async ones as they are)."""
+        wrapped: list[RewardFunc] = []
+        for index, fn in enumerate(funcs):
+            name = getattr(fn, "__name__", type(fn).__name__)
+            if index == 0:
+                self._first = name
+            # TRL awaits async reward functions itself; they are not watched.
+            wrapped.append(fn if inspect.iscoroutinefunction(fn) else self._wrap(fn, name))  # type: ignore[arg-type]
+        return wrapped
+
+    def _wrap(self, fn: RewardFunc, name: str) -> RewardFunc:
+        @functools.wraps(fn)
+        def watched(*args: Any, **kwargs: Any) -> list[float | None]:
+            if name == self._first:  # a new batch; TRL's loop adds its trajectories during fn
+                trajectories = kwargs.get("trajectory")
+                completions = kwargs.get("completions", args[1] if len(args) > 1 else None)
+                batch = _Batch(
+                    trajectories=list(trajectories) if isinstance(trajectories, list) else None,
+                    completion_ids=kwargs.get("completion_ids"),
+                    completions=completions,
+                )
+                with self._lock:
+                    self._batches.append(batch)
+            scores = fn(*args, **kwargs)
+            with self._lock:
+                if not self._batches:
+                    self._batches.append(_Batch())
+                self._batches[-1].scores[name] = list(scores)
+            return scores
+
+        return cast(RewardFunc, watched)
+
+    def add_trajectories(self, trajectories: Sequence[Trajectory]) -> None:
+        """The trajectories of the batch being scored (TRL's loop calls this)."""
+        with self._lock:
+            if not self._batches:
+                self._batches.append(_Batch())
+            self._batches[-1].trajectories = list(trajectories)
+
+    def take(self) -> list[_Batch]:
+        """Every batch kept since the last call."""
+        with self._lock:
+            taken, self._batches = self._batches, []
+        return taken
+
+
+class WatchCallback(TrainerCallback):
+    """Signals and alarms at every optimizer step (module docstring).
+
+    Args:
+        recorder: where the wrapped reward functions keep their batches.
+        names: the reward functions' names, in order.
+        weights: their weights (``reward_weights``).
+        options: the alarms' thresholds and ``stop_on_alarm``.
+        output_dir: where ``watch.jsonl`` goes.
+        on_alarm: also called with each new alarm.
+
+    Attributes:
+        alarms: the `AlarmWatch` (``alarms.raised``: every alarm so far).
+        last: the latest step's signals.
+        stopped_by: the alarm that stopped the run (``stop_on_alarm``), if any.
+    """
+
+    def __init__(
+        self,
+        recorder: WatchRecorder,
+        names: Sequence[str],
+        weights: Sequence[float],
+        options: AlarmOptions | None = None,
+        output_dir: str | Path | None = None,
+        on_alarm: Callable[[Alarm], None] | None = None,
+    ) -> None:
+        self.recorder = recorder
+        self.names = list(names)
+        self.weights = [float(w) for w in weights]
+        self.options = options or AlarmOptions()
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.on_alarm = on_alarm
+        self.alarms = AlarmWatch(self.options)
+        self.last: WatchSignals | None = None
+        self.stopped_by: Alarm | None = None
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        batches = self.recorder.take()
+        if not batches:
+            return  # this step reused an earlier generation (steps_per_generation > 1)
+        group = max(1, int(getattr(args, "num_generations", 1) or 1))
+        budget = getattr(args, "max_completion_length", None)
+        outcomes = [o for batch in batches for o in self.outcomes(batch, budget)]
+        groups = [outcomes[i : i + group] for i in range(0, len(outcomes), group)]
+        signals = watch_signals(groups)
+        step = int(state.global_step)
+        new = self.alarms.observe(step, signals)
+        self.last = signals
+        if getattr(state, "is_world_process_zero", True):
+            self._write(step, signals, new)
+            for alarm in new:
+                logger.warning("%s", alarm.message)
+                if self.on_alarm is not None:
+                    self.on_alarm(alarm)
+        if new and self.options.stop_on_alarm and self.stopped_by is None:
+            self.stopped_by = new[0]
+            control.should_training_stop = True
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        if logs is None or self.last is None:
+            return
+        figures: dict[str, float] = {**self.last.flat(), "watch/alarms": len(self.alarms.raised)}
+        logs.update(figures)
+        history = state.log_history  # the Trainer copied `logs` into it before calling us
+        if history and history[-1].get("step") == state.global_step:
+            history[-1].update(figures)
+
+    def outcomes(self, batch: _Batch, budget: int | None) -> list[EpisodeOutcome]:
+        """One `EpisodeOutcome` per row of ``batch``."""
+        rewards, nans = self._rewards(batch)
+        if batch.trajectories is not None and len(batch.trajectories) == len(rewards):
+            weight = dict(zip(self.names, self.weights, strict=False))
+            out = []
+            for t, reward, nan in zip(batch.trajectories, rewards, nans, strict=True):
+                base = outcome_of(
+                    t,
+                    episode_weight=weight.get("episode", 1.0),
+                    step_weight=weight.get("step_rewards", 1.0),
+                )
+                out.append(dataclasses.replace(base, reward=reward, nan=nan or base.nan))
+            return out
+        return [
+            self._single_turn(batch, i, reward, nan, budget)
+            for i, (reward, nan) in enumerate(zip(rewards, nans, strict=True))
+        ]
+
+    def _rewards(self, batch: _Batch) -> tuple[list[float | None], list[bool]]:
+        rows = max((len(s) for s in batch.scores.values()), default=0)
+        rewards: list[float | None] = []
+        nans: list[bool] = []
+        for i in range(rows):
+            total, seen, nan = 0.0, False, False
+            for name, weight in zip(self.names, self.weights, strict=False):
+                score = _number(batch.scores.get(name, [])[i : i + 1])
+                if score is None:
+                    continue
+                if not math.isfinite(score):
+                    nan = True
+                    continue
+                total += weight * score
+                seen = True
+            rewards.append(total if seen and not nan else None)
+            nans.append(nan)
+        return rewards, nans
+
+    def _single_turn(
+        self, batch: _Batch, i: int, reward: float | None, nan: bool, budget: int | None
+    ) -> EpisodeOutcome:
+        components = {}
+        for name, weight in zip(self.names, self.weights, strict=False):
+            score = _number(batch.scores.get(name, [])[i : i + 1])
+            if weight and score is not None and math.isfinite(score):
+                components[name] = weight * score
+        top = max((abs(w) for w in self.weights), default=0.0)
+        outcome = frozenset(
+            n for n, w in zip(self.names, self.weights, strict=False) if w and abs(w) == top
+        )
+        ids = (
+            batch.completion_ids[i]
+            if batch.completion_ids and i < len(batch.completion_ids)
+            else []
+        )
+        tokens = len(ids) if isinstance(ids, (list, tuple)) else 0
+        text = _completion_text(
+            batch.completions[i] if batch.completions and i < len(batch.completions) else None
+        )
+        return EpisodeOutcome(
+            reward=reward,
+            nan=nan,
+            components=components,
+            outcome=outcome,
+            answer=" ".join(text.split()).lower() or None if text is not None else None,
+            completion_tokens=tokens,
+            truncated=budget is not None and tokens >= int(budget),
+        )
+
+    def _write(self, step: int, signals: WatchSignals, new: list[Alarm]) -> None:
+        if self.output_dir is None:
+            return
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        line = {
+            "step": step,
+            **signals.model_dump(mode="json"),
+            "alarms": [a.model_dump(mode="json") for a in new],
+        }
+        with (self.output_dir / WATCH_FILE).open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+
+def _number(values: Sequence[Any]) -> float | None:
+    if not values:
+        return None
+    value = values[0]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _completion_text(completion: Any) -> str | None:
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        content = completion[-1].get("content")
+        return content if isinstance(content, str) else None
+    return None
+
+
+def read_watch(output_dir: str | Path) -> list[dict[str, Any]]:
+    """The lines of a run's ``watch.jsonl`` (none when it has none); unreadable lines skipped."""
+    path = Path(output_dir) / WATCH_FILE
+    if not path.is_file():
+        return []
+    lines = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        try:
+            lines.append(json.loads(text))
+        except json.JSONDecodeError:
+            continue
+    return lines
