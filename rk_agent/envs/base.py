@@ -99,6 +99,11 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     # The text tool-call format (`rk_agent.tool_calls`) whose feedback follows a malformed call,
     # and that TRL's tool loop reads calls with: "hermes" (<tool_call> blocks) or "llama3_json".
     tool_call_format: ClassVar[str] = "hermes"
+    # Where the rollout engine calls reset/play_turn: None learns it (on a worker thread until
+    # the first calls show they are quick, then on the event loop: `rk_agent.inline_budget`);
+    # False always on a thread (steps that wait on the network or may hang: MCP tools make an
+    # environment False); True always on the loop.
+    inline_steps: bool | None = None
 
     def __init__(
         self,
@@ -126,6 +131,8 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks) if tasks else None
         )
         self._toolset = mcp.open_toolset() if mcp is not None else None
+        if mcp is not None:
+            self.inline_steps = False  # its tools wait on servers
         outside = self._toolset.tools() if self._toolset is not None else []
         self._tools: dict[str, Tool] = merge_tools(self.tools(), outside, type(self).__name__)
         self._step_reward = _weighted(

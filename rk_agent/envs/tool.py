@@ -41,6 +41,7 @@ from typing import Any, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from rk_agent.errors import ConfigError
+from rk_agent.inline_budget import InlineBudget
 
 __all__ = ["Tool", "ToolResult", "decode_arguments", "tool"]
 
@@ -74,7 +75,12 @@ class ToolResult:
 
 
 class Tool:
-    """A function the model may call, with its OpenAI schema. Made by `tool`."""
+    """A function the model may call, with its OpenAI schema. Made by `tool`.
+
+    A sync tool starts on a thread of its own, so that its timeout holds; once its first calls
+    have shown it is quick (`rk_agent.inline_budget.InlineBudget`), it runs in the caller's
+    thread, where a thread costs more than the work (``inline`` says otherwise).
+    """
 
     def __init__(
         self,
@@ -83,6 +89,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout_s: float = 30.0,
+        inline: bool | None = None,
     ) -> None:
         self.func = func
         self.name = name or func.__name__
@@ -95,6 +102,7 @@ class Tool:
         self.description = description or summary or self.name
         self.timeout_s = timeout_s
         self.is_async = inspect.iscoroutinefunction(func)
+        self._budget = InlineBudget(mode=False if self.is_async else inline)
         self._arguments = _arguments_model(func, self.name, arg_docs)
         parameters = self._arguments.model_json_schema()
         parameters.pop("title", None)
@@ -163,12 +171,27 @@ class Tool:
     def _invoke(self, arguments: dict[str, Any]) -> Any:
         if self.is_async:
             return _run_coroutine(asyncio.wait_for(self.func(**arguments), self.timeout_s))
-        future = _tool_pool().submit(self.func, **arguments)
+        budget = self._budget
+        if budget.inline:
+            started = time.perf_counter()
+            try:
+                return self.func(**arguments)
+            finally:
+                budget.record(time.perf_counter() - started, inline=True)
+        future = _tool_pool().submit(self._timed, arguments)
         try:
             return future.result(timeout=self.timeout_s)
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
             raise TimeoutError from exc
+
+    def _timed(self, arguments: dict[str, Any]) -> Any:
+        started, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return self.func(**arguments)
+        finally:  # a timed-out call records when it ends: far over budget
+            wall = time.perf_counter() - started
+            self._budget.record(wall, inline=False, cpu_s=time.thread_time() - cpu)
 
 
 @overload
@@ -176,7 +199,7 @@ def tool(func: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
     func: None = None, /, *, name: str | None = None, description: str | None = None,
-    timeout_s: float = 30.0,
+    timeout_s: float = 30.0, inline: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...  # fmt: skip
 
 
@@ -187,6 +210,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float = 30.0,
+    inline: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a typed, documented function (sync or async) a `Tool`.
 
@@ -194,14 +218,22 @@ def tool(
         func: the function (when used bare).
         name: the tool's name; defaults to the function's.
         description: defaults to the docstring's first paragraph.
-        timeout_s: wall-clock limit per call.
+        timeout_s: wall-clock limit per call. A sync tool that runs inline (below) can no
+            longer be cut off at it.
+        inline: where a sync tool runs: ``None`` (default) on a thread of its own until its
+            first calls show it is quick (median 2 ms or less), then in the caller's thread,
+            back on a thread for good after one inline call over 20 ms; ``False`` always on a
+            thread (tools that wait on the network or may hang: the timeout always holds);
+            ``True`` always in the caller's thread. Async tools always run on a thread.
 
     Raises:
         ConfigError: a parameter has no type hint, or the name is not a valid tool name.
     """
-    if func is None:
-        return lambda f: Tool(f, name=name, description=description, timeout_s=timeout_s)
-    return Tool(func, name=name, description=description, timeout_s=timeout_s)
+
+    def make(f: Callable[..., Any]) -> Tool:
+        return Tool(f, name=name, description=description, timeout_s=timeout_s, inline=inline)
+
+    return make if func is None else make(func)
 
 
 def _arguments_model(

@@ -4,9 +4,12 @@
 turn (``ChatEnv.play_turn``, or ``ChatEnv.reject_turn`` for a reply that could not be parsed),
 record it, until the environment says the episode is over. The loop reads only what the
 environment returns (a typed `rk_agent.envs.turn.TurnResult`) and its public methods; it writes
-no feedback and scores nothing itself. Environment code (tools, feedback, rewards) runs in a
-worker thread, off the event loop. Failures are recorded on the trajectory, never raised: the
-caller's failure policy decides what to do with them.
+no feedback and scores nothing itself. Environment code (tools, feedback, rewards) starts in a
+worker thread, off the event loop; a method of an environment class that has shown it is quick
+runs on the loop instead (`rk_agent.inline_budget.InlineBudget`, per class and method, unless
+the environment's ``inline_steps`` says otherwise): two thread hand-offs per turn cost more than
+a quick step itself. Failures are recorded on the trajectory, never raised: the caller's
+failure policy decides what to do with them.
 
 Main names: `EpisodeSlot`, `play_episode`; `step_turn` and `env_failure` build the records it
 makes (TRL's tool loop, `rk_agent.trainers.trl_tool_env`, makes the same ones).
@@ -23,6 +26,7 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.task import Task
 from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ContextOverflowError, EndpointError, EnvError, ToolServerError
+from rk_agent.inline_budget import InlineBudget
 from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import EvaluateResult, FailureKind, FailureSite, StopReason
@@ -125,7 +129,7 @@ async def _loop(
     env: ChatEnv, policy: Policy, slot: EpisodeSlot, sampling: SamplingParams, record: _Recorder
 ) -> None:
     try:
-        await asyncio.to_thread(env.reset, seed=slot.seed, options=slot.options)
+        await _env_call(env, "reset", seed=slot.seed, options=slot.options)
     except Exception as exc:
         record.failure = env_failure(exc, "reset")
         return
@@ -139,7 +143,7 @@ async def _loop(
                 kind=FailureKind.CONTEXT_OVERFLOW, message=str(exc), where=FailureSite.POLICY
             )
             record.stop_reason = StopReason.TRUNCATED
-            record.episode = await asyncio.to_thread(env.end_truncated)
+            record.episode = await _env_call(env, "end_truncated")
             return
         except EndpointError as exc:
             record.failure = Failure(
@@ -153,11 +157,9 @@ async def _loop(
         env_started = time.perf_counter()
         try:
             if output.parse_error is not None:
-                result = await asyncio.to_thread(
-                    env.reject_turn, output.message, output.parse_error
-                )
+                result = await _env_call(env, "reject_turn", output.message, output.parse_error)
             else:
-                result = await asyncio.to_thread(env.play_turn, output.message)
+                result = await _env_call(env, "play_turn", output.message)
         except Exception as exc:
             record.failure = env_failure(exc, "step")
             return
@@ -170,6 +172,39 @@ async def _loop(
             record.episode = result.episode
             record.stop_reason = result.stop_reason
             return
+
+
+_budgets: dict[tuple[type, str], InlineBudget] = {}
+
+
+async def _env_call(env: ChatEnv, method: str, *args: Any, **kwargs: Any) -> Any:
+    """``env.<method>(...)`` on a worker thread, or on the loop once the class's method has
+    shown it is quick (see the module docstring)."""
+    call = getattr(env, method)
+    mode = env.inline_steps
+    budget = None
+    if mode is None:
+        key = (type(env), method)
+        budget = _budgets.get(key) or _budgets.setdefault(key, InlineBudget())
+    if mode or (budget is not None and budget.inline):
+        started = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            if budget is not None:
+                budget.record(time.perf_counter() - started, inline=True)
+    if budget is None:
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+    def timed() -> Any:
+        started, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            wall = time.perf_counter() - started
+            budget.record(wall, inline=False, cpu_s=time.thread_time() - cpu)
+
+    return await asyncio.to_thread(timed)
 
 
 def step_turn(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,75 @@ def test_the_summary_counts_reward_errors_by_message() -> None:
     summary = summarize(result.trajectories)
     assert summary.reward_errors == {"judge: TimeoutError: judge endpoint timed out": 3}
     assert summary.episode_reward.invalid == 3  # never trained on as a 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Where environment steps run: threads until a class's steps have shown they are quick
+
+
+def _step_threads(env_class: type[AddEnv], episodes: int, **config: Any) -> list[bool]:
+    """For each ``play_turn`` of the run, in order: whether it ran on the event loop's thread."""
+    on_loop: list[bool] = []
+    loop_thread: list[int] = []
+
+    class Recording(env_class):  # type: ignore[valid-type, misc]
+        def play_turn(self, message: Any) -> Any:
+            on_loop.append(threading.get_ident() == loop_thread[0])
+            return super().play_turn(message)
+
+    async def main() -> Any:
+        loop_thread.append(threading.get_ident())
+        return await run_rollouts(
+            RolloutConfig(env="add", n=episodes, **config), policy=FunctionPolicy(solver),
+            make_env=Recording, env_name="add",
+        )  # fmt: skip
+
+    result = asyncio.run(main())
+    assert all(t.success for t in result.trajectories)
+    return on_loop
+
+
+def test_quick_steps_move_onto_the_event_loop_after_their_trials() -> None:
+    on_loop = _step_threads(AddEnv, 20, concurrency=1)
+    assert len(on_loop) == 40  # two turns an episode
+    assert on_loop == [False] * 8 + [True] * 32
+
+
+def test_an_environment_can_keep_its_steps_on_threads() -> None:
+    class Threaded(AddEnv):
+        inline_steps = False
+
+    assert _step_threads(Threaded, 20, concurrency=2) == [False] * 40
+
+
+def test_steps_that_wait_stay_on_threads() -> None:
+    class Waiting(AddEnv):
+        def play_turn(self, message: Any) -> Any:
+            time.sleep(0.03)  # a tool waiting on something outside: over the 20 ms bound
+            return super().play_turn(message)
+
+    assert _step_threads(Waiting, 10, concurrency=4) == [False] * 20
+
+
+def test_a_step_on_a_thread_does_not_hold_up_other_episodes() -> None:
+    # One episode's first step waits until another episode has finished: on the event loop it
+    # could never see that happen.
+    finished = threading.Event()
+    waited: list[bool] = []
+
+    class Blocking(AddEnv):
+        inline_steps = False
+
+        def play_turn(self, message: Any) -> Any:
+            if self.task.ground_truth == first_task and not waited:
+                waited.append(finished.wait(timeout=60))
+            return super().play_turn(message)
+
+    first_task = AddEnv().reset(seed=0)[1]["task"].ground_truth
+    config = RolloutConfig(env="add", n=2, concurrency=2, seed=0)
+    result = asyncio.run(
+        run_rollouts(config, policy=FunctionPolicy(solver), make_env=Blocking, env_name="add",
+                     on_episode=lambda t: finished.set())
+    )  # fmt: skip
+    assert waited == [True]
+    assert all(t.success for t in result.trajectories)
