@@ -311,7 +311,13 @@ def _play(run: Any, console: Console, total: int) -> RunStatus:
 
 
 def show(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory made by `rk-agent rollout`.")],
+    run_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A run directory made by `rk-agent rollout`, or by `rk-agent train` (then its "
+            "status, last watched step and alarms)."
+        ),
+    ],
     episode: Annotated[
         list[str] | None, typer.Option("--episode", help="Episode id(s) to render, e.g. 3-0.")
     ] = None,
@@ -328,7 +334,17 @@ def show(
         ),
     ] = None,
 ) -> None:
-    """Print a run's summary and render chosen episodes turn by turn."""
+    """Print a run's summary and render chosen episodes turn by turn (a training run: its
+    status and the alarms it raised)."""
+    from rk_agent.cli.show_training import is_training_run
+
+    if is_training_run(run_dir):
+        from rich.console import Console
+
+        from rk_agent.cli.show_training import render_training_run
+
+        render_training_run(run_dir, Console())
+        return
     if limit < -1:
         raise ConfigError(f"--limit must be -1 (all), 0 or more, got {limit}.")
     if plot is not None:
