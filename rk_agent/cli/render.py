@@ -9,6 +9,7 @@ from rich.text import Text
 
 from rk_agent.rollouts.summary import RunSummary
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.rollouts.watch import WatchSignals
 
 __all__ = ["render_summary", "render_trajectory"]
 
@@ -58,9 +59,35 @@ def render_summary(summary: RunSummary, console: Console, title: str = "Summary"
         ("episode wall time", f"p50 {_fmt(summary.episode_wall_time.p50, 2)} s"),
     ]
     rows.extend((f"  {name}", _fmt(mean)) for name, mean in summary.metric_means.items())
-    for name, text in rows:
-        table.add_row(name, text)
+    if summary.watch is not None and summary.watch.groups:
+        rows.extend(_watch_rows(summary.watch))
+    for name, text in rows:  # plain text: reward names and errors come from users
+        table.add_row(Text(name), Text(text))
     console.print(table)
+
+
+def _watch_rows(w: WatchSignals) -> list[tuple[str, str]]:
+    """The watch's signals (what GRPO would learn from these groups), as summary rows."""
+    shares = ", ".join(f"{name} {share:.2f}" for name, share in w.component_shares.items())
+    return [
+        (
+            "zero-spread groups",
+            f"{_fmt(w.zero_spread)} (all fail {_fmt(w.zero_spread_all_fail)}, "
+            f"all pass {_fmt(w.zero_spread_all_pass)})",
+        ),
+        ("reward spread in groups", _fmt(w.reward_group_std)),
+        ("reward shares", shares or "-"),
+        (
+            "distinct answers per group",
+            f"{_fmt(w.distinct_answers, 2)} (one answer: {_fmt(w.single_answer_groups)})",
+        ),
+        (
+            "completion tokens",
+            f"{_fmt(w.completion_tokens_mean, 1)} per episode (truncated {_fmt(w.truncated)})",
+        ),
+        ("tool calls per episode", _fmt(w.tool_calls_mean, 2)),
+        ("invalid rewards", f"{w.invalid_rewards} (NaN or infinite {w.nan_rewards})"),
+    ]
 
 
 _ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "yellow"}

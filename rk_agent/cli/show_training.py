@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rk_agent.trainers.run_record import RUN_RECORD_FILE, read_run_record
-from rk_agent.trainers.watch import read_watch
+from rk_agent.trainers.watch_log import read_watch
 
 __all__ = ["is_training_run", "render_training_run"]
 

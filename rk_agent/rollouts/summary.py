@@ -1,7 +1,9 @@
 """Summary statistics of a run: rewards, success, pass@k, tools, stop reasons, tokens, latency.
 
 The episode counts and rates (failed, success, tool success, parse errors, turns, stop reasons)
-are `rk_agent.rollouts.stats.EpisodeStats`'s, the same definitions training logs use.
+are `rk_agent.rollouts.stats.EpisodeStats`'s, the same definitions training logs use; ``watch``
+holds the signals GRPO training watches at every step (`rk_agent.rollouts.watch`: zero-spread
+groups, reward shares, distinct answers, truncation, NaN rewards), the run's tasks as groups.
 
 Main names: `RunSummary`, `summarize`, `pass_at_k`.
 
@@ -21,6 +23,7 @@ from pydantic import BaseModel, Field
 from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.rollouts.stats import EpisodeStats
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.rollouts.watch import WatchSignals, outcome_of, trajectory_groups, watch_signals
 
 __all__ = ["LatencyStats", "RunSummary", "pass_at_k", "summarize"]
 
@@ -82,6 +85,8 @@ class RunSummary(BaseModel):
     completion_tokens: int
     model_latency: LatencyStats
     episode_wall_time: LatencyStats
+    watch: WatchSignals | None = None
+    """The watch's signals over the run, its tasks as GRPO groups (`rk_agent.rollouts.watch`)."""
 
 
 def summarize(
@@ -122,6 +127,9 @@ def summarize(
         completion_tokens=sum(t.usage.completion_tokens for t in trajectories),
         model_latency=_latency([turn.model_latency_s for turn in turns]),
         episode_wall_time=_latency([t.wall_time_s for t in trajectories]),
+        watch=watch_signals(
+            [[outcome_of(t) for t in group] for group in trajectory_groups(trajectories)]
+        ),
     )
 
 

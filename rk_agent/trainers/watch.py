@@ -7,7 +7,8 @@ each generation batch produced: every function's scores, and the episodes' `Traj
 optimizer step (`rk_agent.rollouts.watch`; groups are TRL's, ``num_generations`` consecutive
 rows), feeds the alarms (`rk_agent.trainers.alarms`), and writes:
 
-- ``<output_dir>/watch.jsonl``: one line per step, ``{"step": N, ...signals..., "alarms": [...]}``;
+- ``<output_dir>/watch.jsonl`` (`rk_agent.trainers.watch_log`): one line per step, its
+  signals and the alarms it raised;
 - ``watch/...`` figures in every TRL log (and so in wandb and the console), with
   ``watch/alarms``, the number raised so far;
 - each alarm once, as a one-line warning on the ``rk_agent.trainers.watch`` logger, and to
@@ -20,7 +21,7 @@ The reward of a row is TRL's: the weighted sum of the functions' scores, ``None`
 a weight is a component, lengths are counted from ``completion_ids`` (truncated: as long as
 ``max_completion_length``) and the answer is the completion's text.
 
-Main names: `WatchRecorder`, `WatchCallback`, `WATCH_FILE`, `read_watch`.
+Main names: `WatchRecorder`, `WatchCallback`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
 import logging
 import math
 import threading
@@ -42,13 +42,11 @@ from transformers import TrainerCallback
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
 from rk_agent.trainers.alarms import Alarm, AlarmOptions, AlarmWatch
+from rk_agent.trainers.watch_log import append_watch_line
 
-__all__ = ["WATCH_FILE", "WatchCallback", "WatchRecorder", "read_watch"]
+__all__ = ["WatchCallback", "WatchRecorder"]
 
 logger = logging.getLogger(__name__)
-
-WATCH_FILE = "watch.jsonl"
-"""The watch's file in a run's output directory: one line of signals per step."""
 
 RewardFunc = Callable[..., list[float | None]]
 
@@ -255,16 +253,8 @@ class WatchCallback(TrainerCallback):
         )
 
     def _write(self, step: int, signals: WatchSignals, new: list[Alarm]) -> None:
-        if self.output_dir is None:
-            return
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        line = {
-            "step": step,
-            **signals.model_dump(mode="json"),
-            "alarms": [a.model_dump(mode="json") for a in new],
-        }
-        with (self.output_dir / WATCH_FILE).open("a", encoding="utf-8") as out:
-            out.write(json.dumps(line) + "\n")
+        if self.output_dir is not None:
+            append_watch_line(self.output_dir, step, signals, new)
 
 
 def _number(values: Sequence[Any]) -> float | None:
@@ -283,17 +273,3 @@ def _completion_text(completion: Any) -> str | None:
         content = completion[-1].get("content")
         return content if isinstance(content, str) else None
     return None
-
-
-def read_watch(output_dir: str | Path) -> list[dict[str, Any]]:
-    """The lines of a run's ``watch.jsonl`` (none when it has none); unreadable lines skipped."""
-    path = Path(output_dir) / WATCH_FILE
-    if not path.is_file():
-        return []
-    lines = []
-    for text in path.read_text(encoding="utf-8").splitlines():
-        try:
-            lines.append(json.loads(text))
-        except json.JSONDecodeError:
-            continue
-    return lines

@@ -24,7 +24,7 @@ from rk_agent.rollouts.stub_server import StubServer
 from rk_agent.trainers.alarms import AlarmKind, AlarmOptions
 from rk_agent.trainers.grpo import grpo_trainer
 from rk_agent.trainers.tasks import task_rows
-from rk_agent.trainers.watch import WATCH_FILE, read_watch
+from rk_agent.trainers.watch_log import WATCH_FILE, read_watch
 from rk_agent.types import Message
 from tests.trainers.test_grpo import _args
 
