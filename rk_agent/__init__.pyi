@@ -9,9 +9,6 @@ from rk_agent.envs.base import (
     ChatEnv as ChatEnv,
     EpisodeState as EpisodeState,
 )
-from rk_agent.envs.check import (
-    check_env as check_env,
-)
 from rk_agent.envs.registry import (
     get_env_class as get_env_class,
     list_envs as list_envs,
@@ -107,6 +104,18 @@ from rk_agent.rollouts.trajectory import (
 )
 from rk_agent.rollouts.vllm_policy import (
     VLLMPolicy as VLLMPolicy,
+)
+from rk_agent.soundness.env_check import (
+    check_env as check_env,
+)
+from rk_agent.soundness.probes import (
+    Probe as Probe,
+)
+from rk_agent.soundness.report import (
+    SoundnessReport as SoundnessReport,
+)
+from rk_agent.soundness.reward_check import (
+    check_reward as check_reward,
 )
 from rk_agent.trainers.config import (
     TrainConfig as TrainConfig,

@@ -7,7 +7,18 @@ from typing import Annotated
 import typer
 
 from rk_agent import __version__
-from rk_agent.cli import doctor, envs, fireworks, mcp, preview, rewards, rollout, serve, train
+from rk_agent.cli import (
+    check,
+    doctor,
+    envs,
+    fireworks,
+    mcp,
+    preview,
+    rewards,
+    rollout,
+    serve,
+    train,
+)
 from rk_agent.errors import RkAgentError
 
 app = typer.Typer(
@@ -29,6 +40,7 @@ app.add_typer(fireworks.app, name="fireworks")
 app.add_typer(train.app, name="train")
 app.add_typer(mcp.app, name="mcp")
 app.command(name="doctor")(doctor.doctor)
+app.add_typer(check.app, name="check")
 
 
 def _version(value: bool) -> None:

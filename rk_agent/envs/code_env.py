@@ -4,14 +4,17 @@ Each task asks for one small function from a family of 10 (sum of selected numbe
 words, fizzbuzz variants, sliding windows, counting letters, rotation, clamping, power sums, a
 Caesar shift, digit sums in a base), with its parameters (divisor, separator, words, window size,
 base, ...) drawn from the seed. The prompt shows one example; the hidden tests are 6 calls with
-inputs drawn from the seed and expected values computed by a reference implementation.
+inputs drawn from the seed and expected values computed by a reference implementation. The
+example is not one of the hidden tests.
 
 The model replies with the function in a ```` ```python ```` block. The code runs isolated in the
 sandbox (`rk_agent.sandbox`, mode ``bwrap`` unless ``sandbox="process"`` is asked for; one
 process computes the 6 calls' values, which the env compares with the expected ones outside the
-sandbox, about 60 ms in all); when a test fails,
-the failure report (which test, expected vs got, or the error) comes back as feedback for
-another turn, until the tests pass or ``max_turns`` (4 by default) is reached.
+sandbox, about 60 ms in all); when a test fails, the failure report comes back as feedback for
+another turn, until the tests pass or ``max_turns`` (4 by default) is reached. The report names
+the failed test by its input and says what the code returned (or the error), never the
+expected value: feedback that handed over expected values let a lookup table built from it
+earn a mean episode reward of 0.69 while solving nothing (``rk-agent check env code``).
 
 Reward: episode ``tests``, the ``code_execution`` pass rate of the last reply (1.0 when every
 test passes). The check that decides the feedback is reused for the episode reward, so the final
@@ -55,6 +58,7 @@ TEST_LIMITS = SandboxLimits(timeout_s=2.0, memory_mb=512)
 """Sandbox limits per hidden test."""
 
 _HIDDEN_TESTS = 6
+_EXAMPLE_DRAWS = 50
 Fields = dict[str, str]
 
 
@@ -310,6 +314,30 @@ _FAMILIES: tuple[_Family, ...] = (
 )  # fmt: skip
 
 
+def _example(
+    family: _Family,
+    function: Callable[..., Any],
+    calls: list[list[Any]],
+    rng: np.random.Generator,
+) -> list[Any]:
+    """The arguments of the example shown in the prompt: a call that is not a hidden test.
+
+    The example is not scored (a policy that memorised it would be paid for memorising); it
+    is drawn apart, preferring a non-empty input with a non-empty result.
+    """
+    fallback: list[Any] | None = None
+    for _ in range(_EXAMPLE_DRAWS):
+        args = family.inputs(rng)
+        if args in calls:
+            continue
+        if args[0] and function(*args):
+            return args
+        fallback = fallback or args
+    if fallback is None:  # every draw was a hidden test: the families' inputs make this moot
+        raise ValueError(f"no example apart from the hidden tests in {_EXAMPLE_DRAWS} draws")
+    return fallback
+
+
 def _function_name(question: str) -> str:
     return question.split("`", 2)[1].split("(", 1)[0]
 
@@ -380,9 +408,9 @@ class CodeEnv(ChatEnv):
         name = _function_name(head)
         calls = [family.inputs(rng) for _ in range(_HIDDEN_TESTS)]
         tests = [{"fn_name": name, "args": args, "expected": function(*args)} for args in calls]
-        example = next((t for t in tests if t["args"][0] and t["expected"]), tests[0])
-        shown = ", ".join(repr(a) for a in example["args"])
-        question = f"{head}\n\nFor example, `{name}({shown})` returns `{example['expected']!r}`."
+        example = _example(family, function, calls, rng)
+        shown = ", ".join(repr(a) for a in example)
+        question = f"{head}\n\nFor example, `{name}({shown})` returns `{function(*example)!r}`."
         return Task(
             id=stable_id("code", question, tests),
             messages=[
@@ -419,7 +447,11 @@ class CodeEnv(ChatEnv):
         if self._checked is not None and self._checked[:2] == (reply, key):
             return self._checked[2]
         result = code_execution_reward(
-            messages, ground_truth=ground_truth, limits=self.limits, sandbox=self.sandbox
+            messages,
+            ground_truth=ground_truth,
+            limits=self.limits,
+            sandbox=self.sandbox,
+            reveal_expected=False,  # the reason is the feedback: no expected values in it
         )
         self._checked = (reply, key, result)
         return result

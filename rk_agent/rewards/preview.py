@@ -107,7 +107,7 @@ def preview_samples(
             continue
         fields = dict(line.value)
         messages = fields.pop("messages", None)
-        problem = _check_messages(messages)
+        problem = messages_problem(messages)
         if problem:
             skipped.append(
                 SkippedLine(line=line.number, error=f"{samples}:{line.number}: {problem}")
@@ -131,7 +131,8 @@ def preview_samples(
     )
 
 
-def _check_messages(messages: Any) -> str | None:
+def messages_problem(messages: Any) -> str | None:
+    """What is wrong with a sample's ``messages`` field, or ``None`` when it is a valid chat."""
     if not isinstance(messages, list) or not messages:
         return (
             "expected a non-empty 'messages' list (OpenAI chat format), got "

@@ -47,6 +47,23 @@ def test_failures_are_fed_back_until_the_tests_pass(monkeypatch: pytest.MonkeyPa
     assert len(runs) == 2  # the final reply ran in the sandbox once, not twice
 
 
+def test_the_example_is_not_a_scored_test_and_feedback_reveals_no_expected_value() -> None:
+    env = CodeEnv()
+    for seed in range(40):  # generation only: no sandbox run
+        task = env.reset(seed=seed)[1]["task"]
+        shown = task.messages[-1].text.rsplit("For example, `", 1)[1]
+        for test in task.ground_truth:
+            call = f"{test['fn_name']}({', '.join(repr(a) for a in test['args'])})`"
+            assert not shown.startswith(call), (seed, shown)
+    env.reset(seed=0)
+    env.step({"role": "assistant", "content": "```python\ndef caesar(text):\n    return text\n```"})
+    assert env.state.messages[-1].text == (
+        "Your code did not pass the tests: 1/6 test cases passed; first failure: test 0 "
+        "(caesar(*['cat cat apple'])): returned 'cat cat apple'.\nFix it and reply with the "
+        "complete corrected function in one ```python block."
+    )
+
+
 def test_out_of_turns_is_truncated_with_the_last_pass_rate() -> None:
     env = CodeEnv(max_turns=1)
     env.reset(options={"task": TASK})

@@ -210,6 +210,7 @@ class _Run:
     limits: SandboxLimits
     mode: SandboxMode
     tol: float | None
+    reveal: bool = True  # name expected values in failure reasons
 
 
 def _run_stdio(code: str, case: CodeTestCase, run: _Run) -> _Outcome:
@@ -219,6 +220,8 @@ def _run_stdio(code: str, case: CodeTestCase, run: _Run) -> _Outcome:
     expected = case.expected_output or ""
     if _same_output(result.stdout, expected, run.tol):
         return _Outcome(True)
+    if not run.reveal:
+        return _Outcome(False, f"printed {_short(result.stdout)}")
     return _Outcome(False, f"expected {_short(expected)}, got {_short(result.stdout)}")
 
 
@@ -326,7 +329,9 @@ def _run_inside(code: str, case: CodeTestCase, run: _Run) -> _Outcome:
     if verdict == ["done"] and result.ok:
         return _Outcome(True, inside=True)
     if isinstance(verdict, list) and len(verdict) == 2 and verdict[0] == "failed":
-        return _Outcome(False, str(verdict[1])[:300], True)
+        reason = str(verdict[1])[:300]
+        # The test code holds the expected values: only the kind of failure goes out hidden.
+        return _Outcome(False, reason if run.reveal else reason.split(":", 1)[0], True)
     return _Outcome(False, _crash(result), True)
 
 
@@ -371,7 +376,7 @@ def _run_all(code: str, cases: list[CodeTestCase], run: _Run) -> list[_Outcome]:
         probes += [probe for probe, _ in plan]
     values = _run_probes(code, probes, run) if probes else []
     for index, checks in planned.items():
-        outcomes[index] = _judge(checks, values, run.tol)
+        outcomes[index] = _judge(checks, values, run.tol, run.reveal)
     for index, case in enumerate(cases):
         if case.is_stdio:
             outcomes[index] = _run_stdio(code, case, run)
@@ -379,7 +384,10 @@ def _run_all(code: str, cases: list[CodeTestCase], run: _Run) -> list[_Outcome]:
 
 
 def _judge(
-    checks: list[tuple[int, Check]], values: list[tuple[str, Any]], tol: float | None
+    checks: list[tuple[int, Check]],
+    values: list[tuple[str, Any]],
+    tol: float | None,
+    reveal: bool = True,
 ) -> _Outcome:
     for probe, check in checks:
         kind, value = values[probe]
@@ -387,7 +395,7 @@ def _judge(
             return _Outcome(False, str(value))
         passed, reason = check.judge(value, tol)
         if not passed:
-            return _Outcome(False, reason)
+            return _Outcome(False, reason if reveal else f"returned {_short(value)}")
     return _Outcome(True)
 
 
@@ -407,6 +415,7 @@ def code_execution_reward(
     limits: SandboxLimits | None = None,
     float_tolerance: float | None = None,
     sandbox: SandboxMode | str = SandboxMode.BWRAP,
+    reveal_expected: bool = True,
     **kwargs: Any,
 ) -> EvaluateResult:
     """Score the code in the last assistant message by the fraction of test cases it passes.
@@ -420,6 +429,10 @@ def code_execution_reward(
             relative tolerance.
         sandbox: ``"bwrap"`` (isolated, the default) or ``"process"`` (no isolation, opt-in);
             see `rk_agent.sandbox`.
+        reveal_expected: name the expected value of a failed test in ``reason``. ``False``
+            for feedback a policy reads (the ``code`` env's): the reason then names the failed
+            test's input and what the code returned or printed, never the expected value nor
+            test code that holds it, so a lookup table cannot be built from it.
         **kwargs: ignored (dataset columns passed along by trainers).
 
     Returns:
@@ -460,7 +473,7 @@ def code_execution_reward(
         return _zero("no Python code found in the response", mode, extracted=False)
     if extracted.syntax_error is not None:
         return _zero(f"the code does not parse: {extracted.syntax_error}", mode, extracted=True)
-    run = _Run(limits or DEFAULT_LIMITS, mode, float_tolerance)
+    run = _Run(limits or DEFAULT_LIMITS, mode, float_tolerance, reveal_expected)
     outcomes = _run_all(extracted.code, cases, run)
     passed = sum(o.passed for o in outcomes)
     rate = passed / len(outcomes)
@@ -468,7 +481,8 @@ def code_execution_reward(
     reason = f"{passed}/{len(outcomes)} test cases passed"
     if first is not None:
         reason += (
-            f"; first failure: test {first[0]}{_case_label(cases[first[0]])}: {first[1].reason}"
+            f"; first failure: test {first[0]}{_case_label(cases[first[0]], reveal_expected)}: "
+            f"{first[1].reason}"
         )
     return EvaluateResult(
         score=rate,
@@ -511,12 +525,12 @@ def _zero(reason: str, mode: SandboxMode, *, extracted: bool) -> EvaluateResult:
     )
 
 
-def _case_label(case: CodeTestCase) -> str:
+def _case_label(case: CodeTestCase, reveal: bool = True) -> str:
     if case.is_stdio:
         return f" (input {_short(case.input or '')})"
     if case.fn_name is not None:
         return f" ({case.fn_name}(*{_short(case.args or [])}))"
-    return f" ({_short(case.call)})"
+    return f" ({_short(case.call)})" if reveal else ""  # test code holds the expected value
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -13,6 +13,10 @@ Words are runs of letters, digits and underscores, lowercased; a final plural ``
 from words longer than three letters (not after ``s``, ``u`` or ``i``: "class", "virus", "paris"
 stay) so that "capitals" matches "capital". Text without spaces (Chinese, Japanese) is not split
 into words and is not supported.
+
+The question restated in the response does not count: its verbatim copies (ignoring case,
+spaces and punctuation) are cut from the response before it is scored, so echoing the question
+earns nothing (``rk-agent check reward relevance`` found that an echo scored 1.0).
 """
 
 from __future__ import annotations
@@ -69,6 +73,15 @@ def _normalise(word: str) -> str:
 
 def _words(text: str) -> list[str]:
     return [_normalise(w) for w in _WORD.findall(text.lower())]
+
+
+def _without_question(response: str, question: str) -> tuple[str, int]:
+    """``response`` with every verbatim copy of ``question`` cut out, and how many there were."""
+    words = re.findall(r"\w+", question)
+    if not words:
+        return response, 0
+    copy = re.compile(r"\W+".join(map(re.escape, words)) + r"[^\w\s]*", re.IGNORECASE)
+    return copy.subn(" ", response)
 
 
 def _normalised_set(words: Collection[str]) -> frozenset[str]:
@@ -191,13 +204,18 @@ def relevance_reward(
             f"reward 'relevance' cannot measure relevance: the question {question[:80]!r} has "
             "no keywords (only stopwords)"
         )
+    response, restated = _without_question(response, question)
     found = keywords.intersection(_words(response))
     overlap = len(found) / len(keywords)
     missing = sorted(keywords - found)
-    overlap_reason = f"{len(found)}/{len(keywords)} question keywords in the response" + (
-        f"; missing: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
-        if missing
-        else ""
+    overlap_reason = (
+        f"{len(found)}/{len(keywords)} question keywords in the response"
+        + (
+            f"; missing: {', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''}"
+            if missing
+            else ""
+        )
+        + ("; the question restated in the response is not counted" if restated else "")
     )
     direct, direct_reason = _direct_answer(response, keywords)
     score = min(1.0, overlap + (direct_answer_bonus if direct else 0.0))

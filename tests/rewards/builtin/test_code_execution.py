@@ -85,6 +85,25 @@ def test_failed_assert_shows_both_sides() -> None:
     assert result.reason.endswith("assertion failed: -1 != 3")
 
 
+def test_reveal_expected_false_keeps_expected_values_out_of_the_reason() -> None:
+    wrong = "def add(a, b):\n    return 3"
+    assert _score(wrong, ADD_TESTS, reveal_expected=False).reason == (
+        "2/4 test cases passed; first failure: test 1: returned 3"
+    )
+    calls = [{"fn_name": "add", "args": [2, 2], "expected": 4}]
+    assert _score(wrong, calls, reveal_expected=False).reason == (
+        "0/1 test cases passed; first failure: test 0 (add(*[2, 2])): returned 3"
+    )
+    stdio = [{"input": "1 2", "expected_output": "3"}]
+    assert _score("print(0)", stdio, reveal_expected=False).reason == (
+        "0/1 test cases passed; first failure: test 0 (input '1 2'): printed '0\\n'"
+    )
+    inside = ["assert all(add(i, 1) == i + 1 for i in range(3))"]
+    assert _score(wrong, inside, reveal_expected=False).reason == (
+        "0/1 test cases passed; first failure: test 0: assertion failed"
+    )
+
+
 def test_no_code_scores_zero_with_reason() -> None:
     result = code_execution_reward(_chat("I am not sure how to do this."), ground_truth=ADD_TESTS)
     assert (result.score, result.is_score_valid) == (0.0, True)

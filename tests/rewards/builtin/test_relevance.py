@@ -100,12 +100,18 @@ def test_an_empty_response_is_a_valid_zero() -> None:
     assert (tool_only.score, tool_only.is_score_valid) == (0.0, True)
 
 
-def test_echoing_the_question_is_visible_in_the_metrics() -> None:
-    # The lexical metric can be gamed by repeating the question; the direct-answer metric
-    # shows it (this is why rewards report their components).
+def test_echoing_the_question_earns_nothing() -> None:
+    # An echo of the question used to score 1.0 (`rk-agent check reward relevance` flagged
+    # it): copies of the question are cut from the response before it is scored.
     result = relevance_reward(qa(FRANCE, FRANCE))
-    assert result.metrics["keyword_overlap"].score == 1.0
-    assert result.metrics["direct_answer"].score == 0.0
+    assert result.score == 0.0
+    assert result.reason == (
+        "0/2 question keywords in the response; missing: capital, france; the question "
+        "restated in the response is not counted; direct answer: no (the response does not "
+        "open with a sentence)"
+    )
+    restated = relevance_reward(qa(FRANCE, f"You asked: {FRANCE} The capital of France is Paris."))
+    assert restated.score == 1.0  # the answer after the restated question still counts
 
 
 def test_plurals_match_their_singular_but_names_ending_in_s_stay_whole() -> None:

@@ -1,0 +1,280 @@
+"""`check_env`: the contract check of `rk_agent.envs.check`, and with ``adversarial=True`` the
+probe catalogue played as policies against the environment.
+
+Each probe plays one episode per seed (one per variant; its worst variant counts), next to two
+baselines: the reference solver, and an honest wrong answer, the reference solver answering
+another task's question (the question of the next seed with another ground truth put in place
+of this one's, so its tool calls are real and its answer is wrong). Per row the report has the
+mean total reward (step rewards included), the mean episode reward (``outcome``), and each
+episode component (``steps``: the step rewards' sum); the flags are those of
+`rk_agent.soundness.flags`, with the reference's episode reward checked against ``max_score``.
+
+Main names: `check_env`, `env_kind`.
+
+Example:
+    >>> report = check_env("guess", adversarial=True, episodes=2)
+    >>> report.row("reference").outcome
+    1.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, overload
+
+from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.check import check_env as check_contract, play_with_solver
+from rk_agent.envs.registry import EnvLike, make_env
+from rk_agent.errors import ConfigError
+from rk_agent.soundness.catalogue import catalogue
+from rk_agent.soundness.flags import Played, Score, judge, worst
+from rk_agent.soundness.probes import KINDS, Probe, ProbeView
+from rk_agent.soundness.report import SoundnessReport
+from rk_agent.soundness.reward_check import call_probe
+from rk_agent.types import Message
+
+__all__ = ["check_env", "env_kind"]
+
+_KINDS = {"code": "code", "math": "math"}
+
+
+class _Skip(Exception):
+    """A probe does not apply to this episode."""
+
+
+def env_kind(env: ChatEnv) -> str:
+    """The probe kind of an environment: ``tools`` when it offers tools, ``code`` / ``math`` for
+    those built-ins, else ``generic``."""
+    if env.tool_schemas:
+        return "tools"
+    return _KINDS.get(getattr(env, "env_name", ""), "generic")
+
+
+@overload
+def check_env(
+    env: ChatEnv | EnvLike,
+    *,
+    adversarial: Literal[False] = False,
+    seeds: Sequence[int] = ...,
+    use_solver: bool = ...,
+    **kwargs: Any,
+) -> None: ...
+@overload
+def check_env(
+    env: ChatEnv | EnvLike,
+    *,
+    adversarial: Literal[True],
+    seeds: Sequence[int] = ...,
+    use_solver: bool = ...,
+    episodes: int = ...,
+    probes: Sequence[Probe] = ...,
+    builtin_probes: bool = ...,
+    kind: str | None = ...,
+    max_score: float | None = ...,
+    **kwargs: Any,
+) -> SoundnessReport: ...
+
+
+def check_env(
+    env: ChatEnv | EnvLike,
+    *,
+    adversarial: bool = False,
+    seeds: Sequence[int] = (0, 1, 2),
+    use_solver: bool = True,
+    episodes: int = 10,
+    probes: Sequence[Probe] = (),
+    builtin_probes: bool = True,
+    kind: str | None = None,
+    max_score: float | None = 1.0,
+    **kwargs: Any,
+) -> SoundnessReport | None:
+    """Check an environment's contract; with ``adversarial=True`` also play the probes.
+
+    Args:
+        env: an environment instance, or anything `rk_agent.envs.get_env_class` resolves.
+        adversarial: also play the probe catalogue (and ``probes``) and return the report.
+        seeds: the seeds of the contract check (`rk_agent.envs.check.check_env`).
+        use_solver: the contract check plays its seeds with the reference solver.
+        episodes: probe episodes per row: seeds ``0 .. episodes - 1``.
+        probes: your own probes (`rk_agent.soundness.probes.Probe`), played as policies.
+        builtin_probes: play the built-in catalogue for the environment's kind.
+        kind: the probe kind (`KINDS`); default `env_kind`.
+        max_score: the episode reward the reference solver should reach (``None``: no check).
+        **kwargs: constructor arguments, when ``env`` is not an instance.
+
+    Returns:
+        ``None`` without ``adversarial``; else the `SoundnessReport`.
+
+    Raises:
+        EnvError: a contract check failed; ConfigError: the environment has no reference
+            solver (needed for the baselines), a bad kind, or a probe that raised.
+
+    Example:
+        >>> check_env("guess")
+    """
+    check_contract(env, seeds=seeds, use_solver=use_solver, **kwargs)
+    if not adversarial:
+        return None
+    instance = env if isinstance(env, ChatEnv) else make_env(env, **kwargs)
+    try:
+        return _probe_env(
+            instance, episodes, probes, builtin_probes, kind, max_score, _label(env, instance)
+        )
+    finally:
+        if instance is not env:
+            instance.close()
+
+
+def _label(env: ChatEnv | EnvLike, instance: ChatEnv) -> str:
+    if isinstance(env, str):
+        return env
+    return getattr(instance, "env_name", None) or type(instance).__name__
+
+
+def _probe_env(
+    env: ChatEnv,
+    episodes: int,
+    probes: Sequence[Probe],
+    builtin_probes: bool,
+    kind: str | None,
+    max_score: float | None,
+    label: str,
+) -> SoundnessReport:
+    solver = env.reference_solver
+    if solver is None:
+        raise ConfigError(
+            f"check_env(adversarial=True) needs the environment's reference solver for its "
+            f"baselines; {type(env).__name__} has none. Give the class one with "
+            "`reference_solver = staticmethod(solve)`."
+        )
+    kind = kind or env_kind(env)
+    if kind not in KINDS:
+        raise ConfigError(f"unknown probe kind {kind!r}; expected one of {', '.join(KINDS)}.")
+    if episodes < 2:
+        raise ConfigError(f"episodes must be at least 2 (the wrong answer of one is another's), "
+                          f"got {episodes}.")  # fmt: skip
+    played_probes = [*(catalogue(kind) if builtin_probes else []), *probes]
+    questions = _questions(env, episodes)
+    rows = [
+        Played("reference", "reference", "the environment's reference solver"),
+        Played("wrong", "wrong", "an honest wrong answer: the solver on another task's question"),
+        *(Played(p.name, "probe", p.description) for p in played_probes),
+    ]
+    finals: dict[int, Message] = {}
+    for seed in range(episodes):
+        rows[0].scores[seed] = _play(env, solver, seed, finals)
+    for seed in range(episodes):
+        other = _other(questions, seed)
+        if other not in finals:
+            _play(env, solver, other, finals)
+        wrong = _honest_wrong(solver, questions[seed][0], questions[other][0], finals[other])
+        rows[1].scores[seed] = _play(env, wrong, seed)
+        for row, candidate in zip(rows[2:], played_probes, strict=True):
+            variants = []
+            for variant in range(max(1, candidate.variants)):
+                policy = _policy(candidate, solver, wrong, kind, variant)
+                try:
+                    variants.append(_play(env, policy, seed))
+                except _Skip:
+                    break
+            else:
+                row.scores[seed] = worst(variants)
+                continue
+            row.skipped += 1
+    return judge(
+        target=label, checked="env", kind=kind, cases=episodes, max_score=max_score, played=rows
+    )
+
+
+def _questions(env: ChatEnv, episodes: int) -> list[tuple[str, str]]:
+    """``(question, ground-truth key)`` of each seed (and a few more, to find other answers)."""
+    out = []
+    for seed in range(episodes + 5):
+        task = env.reset(seed=seed)[1]["task"]
+        question = next((m.text for m in task.messages if m.role == "user"), "")
+        out.append((question, repr(task.ground_truth)))
+    return out
+
+
+def _other(questions: list[tuple[str, str]], seed: int) -> int:
+    """The next seed whose task has another question and another ground truth."""
+    mine = questions[seed]
+    for other in [*range(seed + 1, len(questions)), *range(seed)]:
+        if questions[other][1] != mine[1] and questions[other][0] != mine[0]:
+            return other
+    raise ConfigError(
+        "check_env(adversarial=True): every seed gave the same answer, so there is no honest "
+        "wrong answer (another task's); give the environment varied tasks."
+    )
+
+
+Solver = Callable[..., Any]
+
+
+def _honest_wrong(solver: Solver, mine: str, other: str, other_final: Message) -> Solver:
+    """The honest wrong answer: in an environment with tools, the solver's calls, then the
+    final reply of another task; without tools, the solver shown another task's question."""
+
+    def wrong(messages: list[Message], tools: Any = None) -> Any:
+        if tools:
+            reference = _reply(solver, messages, tools)
+            return reference if reference is not None and reference.tool_calls else other_final
+        shown = [
+            m.model_copy(update={"content": m.text.replace(mine, other)}) if m.role == "user" else m
+            for m in messages
+        ]
+        return solver(shown, tools)
+
+    return wrong
+
+
+def _reply(solver: Solver, messages: list[Message], tools: Any) -> Message | None:
+    try:
+        reply = solver(messages, tools)
+    except Exception:  # the solver off its own path (after a probe's move): no reference here
+        return None
+    return Message(role="assistant", content=reply) if isinstance(reply, str) else reply
+
+
+def _policy(candidate: Probe, solver: Solver, wrong: Solver, kind: str, variant: int) -> Solver:
+    turn = 0
+
+    def policy(messages: list[Message], tools: Any = None) -> Message:
+        nonlocal turn
+        view = ProbeView(
+            messages=list(messages),
+            tools=list(tools or []),
+            reference=_reply(solver, messages, tools),
+            wrong=_reply(wrong, messages, tools),
+            kind=kind,
+            turn=turn,
+            variant=variant,
+        )
+        turn += 1
+        reply = call_probe(candidate, view)
+        if reply is None:
+            raise _Skip
+        return reply
+
+    return policy
+
+
+def _play(
+    env: ChatEnv, policy: Solver, seed: int, finals: dict[int, Message] | None = None
+) -> Score:
+    played = play_with_solver(env, policy, seed=seed)
+    if finals is not None:  # the reference's last reply, another seed's honest wrong answer
+        finals[seed] = next(m for m in reversed(played.messages) if m.role == "assistant")
+    episode = played.episode
+    invalid = [s for s in played.step_results if not s.is_score_valid]
+    if episode is None or not episode.is_score_valid or invalid:
+        bad = episode if episode is not None and not episode.is_score_valid else None
+        reason = (bad.error or bad.reason) if bad else (invalid[0].error if invalid else None)
+        return Score(None, error=reason or "no episode reward")
+    steps = played.total_reward - episode.score
+    weights = env.episode_reward_weights
+    components = {name: metric.score for name, metric in episode.metrics.items() if name in weights}
+    weighted = {name for name, w in weights.items() if w and name in components}
+    components["steps"] = steps  # the step rewards' sum: a component of the total too
+    weighted.add("steps")
+    return Score(played.total_reward, episode.score, components, frozenset(weighted))

@@ -1,0 +1,95 @@
+"""`rk-agent check reward` and `rk-agent check env` as real subprocesses: tables, --json,
+exit codes 0 (clean), 1 (flagged) and 2 (bad input), and model or user text kept plain."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SAMPLES = [
+    {"messages": [{"role": "user", "content": "What is 3 + 4?"},
+                  {"role": "assistant", "content": "3 + 4 = 7.\n#### 7"}], "ground_truth": "7"},
+    {"messages": [{"role": "user", "content": "What is [red]6[/red] times 7?"},
+                  {"role": "assistant", "content": "#### 42"}], "ground_truth": "42"},
+]  # fmt: skip
+
+USER_CODE = """
+from rk_agent import reward_function
+from rk_agent.soundness.probes import probe
+
+
+@reward_function(name="pays_for_length")
+def pays_for_length(messages, ground_truth, **kwargs):
+    text = messages[-1].text
+    if text.rsplit("####", 1)[-1].strip() == ground_truth:
+        return 1.0
+    return min(0.5, max(0, len(text) - 200) / 2000)
+
+
+@probe("[bold]loud[/bold]", "the answer in [red]capitals[/red]")
+def loud(view):
+    return view.wrong.text + "!" * 600
+"""
+
+
+def check(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rk_agent", "check", *args],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "COLUMNS": "300"},
+    )  # fmt: skip
+
+
+@pytest.fixture
+def samples(tmp_path: Path) -> Path:
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in SAMPLES))
+    (tmp_path / "user.py").write_text(USER_CODE)
+    return path
+
+
+def test_a_sound_reward_exits_0_with_a_table(samples: Path) -> None:
+    done = check("reward", "math", "--samples", str(samples))
+    assert done.returncode == 0, done.stderr
+    assert "math (math): 2 samples" in done.stdout
+    assert "two_answers" in done.stdout and done.stdout.rstrip().endswith("nothing flagged")
+
+
+def test_a_flagged_reward_exits_1_and_user_text_stays_plain(samples: Path) -> None:
+    user = samples.parent / "user.py"
+    done = check("reward", f"{user}::pays_for_length", "--samples", str(samples),
+                 "--probe", f"{user}::loud")  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "[bold]loud[/bold]" in done.stdout  # a name with markup is printed as it is
+    assert "the answer in [red]capitals[/red]" in done.stdout
+    report = json.loads(
+        check("reward", f"{user}::pays_for_length", "--samples", str(samples), "--json").stdout
+    )
+    assert {f["probe"] for f in report["flags"]} == {"padding", "repetition"}
+
+
+def test_bad_input_exits_2_with_one_line(samples: Path, tmp_path: Path) -> None:
+    lone = tmp_path / "lone.jsonl"
+    lone.write_text(json.dumps(SAMPLES[0]) + "\n")
+    done = check("reward", "math", "--samples", str(lone))
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: check_reward needs at least 2 samples (a sample's honest wrong answer is "
+        "another sample's reference reply); got 1. Add samples with other answers.\n"
+    )
+    done = check("reward", "math", "--samples", str(samples), "--probe", "os.path:join")
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --probe 'os.path:join' is a function, not a probe")
+
+
+def test_check_env_prints_json_for_ci() -> None:
+    done = check("env", "guess", "--episodes", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["checked"] == "env" and report["flags"] == []
+    assert [row["name"] for row in report["rows"]][:2] == ["reference", "wrong"]
