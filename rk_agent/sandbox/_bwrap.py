@@ -17,6 +17,7 @@ ordinary process may create (enabled on most distributions; some restrict them b
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 import threading
@@ -138,6 +139,7 @@ def bwrap_argv(
     *,
     env: Mapping[str, str],
     disk_bytes: int | None,
+    seccomp_fd: int,
     files: Mapping[str, int] | None = None,
 ) -> list[str]:
     """The command line running ``command`` under bubblewrap (see `bwrap_options`).
@@ -146,14 +148,20 @@ def bwrap_argv(
         command: the program and its arguments, as seen inside.
         env: the whole environment inside.
         disk_bytes: the size cap of the work dir, or ``None`` for the tmpfs default.
+        seccomp_fd: where bwrap reads the system-call filter
+            (`rk_agent.sandbox._seccomp.filter_fd`); pass it to the process.
         files: name in the work dir -> a readable fd whose content it gets (copied in).
     """
-    options = bwrap_options(env=env, disk_bytes=disk_bytes, files=files)
+    options = bwrap_options(env=env, disk_bytes=disk_bytes, seccomp_fd=seccomp_fd, files=files)
     return [str(bwrap_path()), *options, "--", *command]
 
 
 def bwrap_options(
-    *, env: Mapping[str, str], disk_bytes: int | None, files: Mapping[str, int] | None = None
+    *,
+    env: Mapping[str, str],
+    disk_bytes: int | None,
+    seccomp_fd: int,
+    files: Mapping[str, int] | None = None,
 ) -> list[str]:
     """bwrap's options for one run (what `bwrap_argv` puts between the binary and the command).
 
@@ -161,8 +169,11 @@ def bwrap_options(
     the system dirs and the interpreter's prefixes only (no home, no project, no host ``/proc``,
     no ``/sys``); a fresh ``/proc`` and minimal ``/dev``; a private tmpfs work dir of at most
     ``disk_bytes`` (``/tmp`` points to it, unless the interpreter itself lives under ``/tmp``:
-    then ``/tmp`` holds only that, read-only); exactly ``env`` as the environment; a new session;
-    killed when its parent dies.
+    then ``/tmp`` holds only that); once all that is set up, the root and ``/dev`` (with
+    ``/dev/shm``) read-only, so that the work dir is the only place a program can write and its
+    cap bounds what a run can store, with or without cgroups; the system-call filter read from
+    ``seccomp_fd`` (`rk_agent.sandbox._seccomp`); exactly ``env`` as the environment; a new
+    session; killed when its parent dies.
     """
     args = [
         "--unshare-all", "--unshare-user", "--unshare-cgroup-try",
@@ -179,6 +190,7 @@ def bwrap_options(
         args += ["--symlink", WORKDIR, "/tmp"]
     for name, fd in (files or {}).items():
         args += ["--file", str(fd), f"{WORKDIR}/{name}"]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--seccomp", str(seccomp_fd)]
     args += ["--chdir", WORKDIR, "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -207,18 +219,28 @@ def require_bwrap() -> str:
 
 def probe_failure() -> str | None:
     """Run a trivial program isolated; ``None`` if it worked, else the cause and the fix."""
+    from rk_agent.sandbox._seccomp import filter_fd
+
+    try:
+        seccomp = filter_fd()
+    except SandboxError as exc:
+        return str(exc)
     try:
         command = bwrap_argv(
             [sys.executable, "-I", "-S", "-c", "import os; print(os.getuid())"],
             env={"PATH": "/usr/bin:/bin"},
             disk_bytes=1 << 20,
+            seccomp_fd=seccomp,
+        )
+        done = subprocess.run(
+            command, capture_output=True, env={}, timeout=30, check=False, pass_fds=[seccomp]
         )
     except SandboxError as exc:
         return str(exc)
-    try:
-        done = subprocess.run(command, capture_output=True, env={}, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"the bwrap binary could not run ({exc}); {_FIX_PROCESS}."
+    finally:
+        os.close(seccomp)
     out, err = done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
     if done.returncode == 0 and out.strip() == str(SANDBOX_UID):
         return None

@@ -45,6 +45,7 @@ from rk_agent.errors import SandboxError
 from rk_agent.sandbox import _bwrap
 from rk_agent.sandbox._bootstrap import SETUP_EXIT, SETUP_MARK, child_env, python_argv
 from rk_agent.sandbox._process_limits import RunCgroup, cgroup_controllers, new_run_cgroup
+from rk_agent.sandbox._seccomp import filter_fd
 from rk_agent.sandbox._types import SandboxMode
 
 __all__ = ["Launch", "launch", "spare_pids"]
@@ -158,9 +159,13 @@ def _spawn(kind: Kind) -> Launch:
     cgroup: RunCgroup | None = None
     cwd: str | None = None
     try:
+        if mode is SandboxMode.BWRAP:
+            theirs.append(filter_fd())  # bwrap reads it before the program starts
         python = python_argv(settings_r, channel_w, max(theirs) + 1)
         if mode is SandboxMode.BWRAP:
-            options = _bwrap.bwrap_options(env=child_env(_bwrap.WORKDIR), disk_bytes=disk_bytes)
+            options = _bwrap.bwrap_options(
+                env=child_env(_bwrap.WORKDIR), disk_bytes=disk_bytes, seccomp_fd=theirs[-1]
+            )
             command = [_bwrap.require_bwrap(), "--block-fd", str(go_r), *options, "--", *python]
         else:
             cwd = tempfile.mkdtemp(prefix="rk-sandbox-")

@@ -10,6 +10,7 @@ Judge attacks (on the code-execution reward) are in ``test_code_execution.py``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,9 +155,85 @@ def test_writing_files_outside_the_work_dir(tmp_path: Path) -> None:
         "    except OSError:\n        pass\nprint(written)"
     )
     result = _attack(code)
-    # Some may be created inside (the fresh root is a tmpfs), none on the machine.
+    # Nothing, not even inside: the root and /dev are read-only once the sandbox is set up.
     assert result.status is SandboxStatus.OK
+    assert result.stdout == "[]\n"
     assert [t for t in targets if Path(t).exists()] == []
+
+
+# --------------------------------------------------------------------------------------------
+# Without per-run cgroups (a non-root user on cgroup v2 without delegation): what must hold
+# still, with the seccomp filter and the read-only root instead.
+
+NO_CGROUPS = """
+import sys
+from rk_agent.sandbox import SandboxLimits, run_python
+from rk_agent.sandbox import _process_limits
+_process_limits._parents = {}  # as on a machine that delegates no cgroup
+limits = SandboxLimits.model_validate_json(sys.argv[2])
+print(run_python(sys.argv[1], limits=limits, env={"RK_MARK": sys.argv[3]}).model_dump_json())
+"""
+
+
+@pytest.fixture(params=["cgroups", "no cgroups"])
+def contained(request: pytest.FixtureRequest) -> Any:
+    """Runs ``code`` with this machine's per-run cgroups, or in a process that has none."""
+
+    def play(code: str, limits: SandboxLimits = LIMITS) -> SandboxResult:
+        if request.param == "cgroups":
+            return _attack(code, limits)
+        token = marker()
+        done = subprocess.run(
+            [sys.executable, "-c", NO_CGROUPS, code, limits.model_dump_json(), token],
+            capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        assert_nothing_left(token)
+        return SandboxResult.model_validate_json(done.stdout)
+
+    return play
+
+
+PTRACE_INIT = r"""
+import ctypes, errno, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+said = []
+for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE on bubblewrap's init
+    r = libc.ptrace(ctypes.c_long(request), 1, None, None)
+    said.append("attached" if r == 0 else errno.errorcode[ctypes.get_errno()])
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)  # a daemon that would outlive the run with pid 1 held
+    os._exit(0)
+print(*said)
+"""
+
+
+def test_ptrace_on_bwraps_init_is_refused_and_no_daemon_outlives_the_run(
+    contained: Any,
+) -> None:
+    result = contained(PTRACE_INIT)
+    assert result.status is SandboxStatus.OK
+    assert result.stdout == "EPERM EPERM\n"  # the seccomp filter; nothing else stops it
+
+
+def test_the_work_dir_cap_bounds_what_a_run_stores(contained: Any) -> None:
+    code = (
+        "import json\nwritten = {}\nfor path in ('/dev/shm/f', '/f', '/etc/f', '/var/f', "
+        "'/root/f', '/tmp/f', '/sandbox/g'):\n    n, error = 0, None\n    try:\n"
+        "        with open(path, 'wb') as f:\n            for _ in range(64):\n"
+        "                f.write(b'x' * 2**20)\n                f.flush()\n"
+        "                n += 1\n    except OSError as exc:\n        error = exc.errno\n"
+        "    written[path] = [n, error]\nprint(json.dumps(written))"
+    )
+    result = contained(code)
+    written = json.loads(result.stdout)
+    for path in ("/dev/shm/f", "/f", "/etc/f", "/var/f", "/root/f"):
+        assert written[path][0] == 0 and written[path][1] in (2, 30), (
+            path,
+            written,
+        )  # ENOENT, EROFS
+    assert sum(n for n, _ in written.values()) <= LIMITS.max_disk_mb  # /tmp is the work dir
 
 
 # --------------------------------------------------------------------------------------------

@@ -493,11 +493,11 @@ def test_an_interpreter_under_tmp_keeps_tmp_for_itself(monkeypatch: pytest.Monke
     monkeypatch.setattr(_bwrap, "_interpreter_binds", lambda: (*here, "/tmp/ci-checkout/.venv"))
     _bwrap._tmp_is_bound.cache_clear()
     try:
-        under_tmp = _bwrap.bwrap_options(env={}, disk_bytes=None)
+        under_tmp = _bwrap.bwrap_options(env={}, disk_bytes=None, seccomp_fd=9)
     finally:
         monkeypatch.undo()
         _bwrap._tmp_is_bound.cache_clear()
-    normal = _bwrap.bwrap_options(env={}, disk_bytes=None)
+    normal = _bwrap.bwrap_options(env={}, disk_bytes=None, seccomp_fd=9)
     pairs = lambda args: list(zip(args, args[1:], args[2:], strict=False))  # noqa: E731
     assert ("--symlink", _bwrap.WORKDIR, "/tmp") not in pairs(under_tmp)
     assert ("--symlink", _bwrap.WORKDIR, "/tmp") in pairs(normal) or _bwrap._tmp_is_bound()
