@@ -39,6 +39,14 @@ def serve(
             "must send.",
         ),
     ] = None,
+    allow_public: Annotated[
+        bool,
+        typer.Option(
+            "--allow-public",
+            help="With --http: serve a non-loopback address without a token (a trusted "
+            "network only).",
+        ),
+    ] = False,
     task_tools: Annotated[
         bool,
         typer.Option(
@@ -74,7 +82,10 @@ def serve(
     def announce(url: str) -> None:
         typer.echo(f"serving {env} over MCP at {url}", err=True)
 
-    serve_env(spec.make, http=http, token=token, task_tools=task_tools, on_ready=announce)
+    serve_env(
+        spec.make, http=http, token=token, allow_public=allow_public, task_tools=task_tools,
+        on_ready=announce,
+    )  # fmt: skip
 
 
 @app.command("tools")

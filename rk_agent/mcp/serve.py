@@ -26,6 +26,7 @@ from typing import Any
 
 import mcp_types
 
+from rk_agent.binding import check_port, is_loopback
 from rk_agent.envs.base import ChatEnv
 from rk_agent.errors import ConfigError
 from rk_agent.types import Message
@@ -126,6 +127,7 @@ def serve_env(
     *,
     http: str | None = None,
     token: str | None = None,
+    allow_public: bool = False,
     task_tools: bool = True,
     name: str = "rk-agent",
     on_ready: Callable[[str], None] | None = None,
@@ -136,10 +138,19 @@ def serve_env(
         make_env: builds the environment (once).
         http: ``host:port`` to serve streamable HTTP on (path ``/mcp``); ``None`` for stdio.
         token: with ``http``, the bearer token clients must send (others get HTTP 401).
+        allow_public: serve a non-loopback ``http`` address without a token (the same rule as
+            the reward server: refused otherwise, since anyone who reaches the machine could
+            call the environment's tools, code-running ones included).
         task_tools: offer ``start_task`` and ``submit_answer`` too.
         name: the server's name.
         on_ready: called with the endpoint's URL once the HTTP server listens.
+
+    Raises:
+        ConfigError: a malformed ``http``, a port that cannot be bound, or a non-loopback
+            address without a token.
     """
+    if http is not None:
+        host, port = _http_address(http, token, allow_public)
     server = build_env_server(make_env, name=name, task_tools=task_tools)
     if http is None:
         import anyio
@@ -153,9 +164,6 @@ def serve_env(
         return
     import uvicorn
 
-    host, _, port = http.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"--http takes host:port, e.g. 127.0.0.1:8000; got {http!r}.")
     app: Any = server.streamable_http_app(host=host)
     if token is not None:
         app = _BearerToken(app, token)
@@ -172,6 +180,22 @@ def serve_env(
     runner.run()
 
 
+def _http_address(http: str, token: str | None, allow_public: bool) -> tuple[str, int]:
+    """``host`` and ``port`` of ``--http``, checked before anything is built."""
+    host, _, port = http.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--http takes host:port, e.g. 127.0.0.1:8000; got {http!r}.")
+    if not (token or allow_public or is_loopback(host)):
+        raise ConfigError(
+            f"refusing to serve MCP on {host} without a token: anyone who can reach this "
+            "machine could call the environment's tools. Set one with --token-env VAR "
+            "(clients send 'Authorization: Bearer <token>'), bind --http 127.0.0.1:PORT, or "
+            "pass --allow-public if the network is trusted."
+        )
+    check_port(host, int(port), flag="--http HOST:PORT")
+    return host, int(port)
+
+
 class _BearerToken:
     """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get a 401."""
 
@@ -181,8 +205,9 @@ class _BearerToken:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not secrets.compare_digest(given, self.expected):
+            given = [v for k, v in scope.get("headers") or [] if k == b"authorization"]
+            # Exactly one: with two, which one counts would be up to each proxy on the way.
+            if len(given) != 1 or not secrets.compare_digest(given[0], self.expected):
                 body = b'{"error": "invalid_token"}'
                 await send(
                     {

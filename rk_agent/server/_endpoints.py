@@ -310,7 +310,12 @@ class RewardEndpoints:
         path = scope["path"]
         headers = dict(scope["headers"])
         if self.key is not None and path not in _OPEN_PATHS:
-            problem = self._auth_problem(headers.get(b"authorization"))
+            sent = [v for k, v in scope["headers"] if k == b"authorization"]
+            problem = (
+                "send one 'Authorization: Bearer <key>' header, not several."
+                if len(sent) > 1
+                else self._auth_problem(sent[0] if sent else None)
+            )
             if problem:
                 await _reply(send, 401, _detail(problem), {"www-authenticate": "Bearer"})
                 return

@@ -59,14 +59,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import gc
-import ipaddress
 import json
 import logging
 import os
-import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
@@ -75,6 +72,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from rk_agent.binding import check_port, is_loopback
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
@@ -248,21 +246,6 @@ def _check_settings(
 # Running it
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine (``127.x``, ``::1``).
-
-    Example:
-        >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0"), is_loopback("localhost")
-        (True, False, True)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to a public address
-
-
 def check_bind(host: str, api_key: str | None, allow_public: bool) -> None:
     """Refuse a non-loopback address without a key, unless ``allow_public``.
 
@@ -277,35 +260,6 @@ def check_bind(host: str, api_key: str | None, allow_public: bool) -> None:
         "'Authorization: Bearer <key>'), bind --host 127.0.0.1, or pass --allow-public "
         "(allow_public=True) if the network is trusted."
     )
-
-
-def check_port(host: str, port: int) -> None:
-    """Refuse a port outside 1..65535 or one this host cannot bind (in use, or privileged).
-
-    Binds a throw-away socket the way uvicorn will (``SO_REUSEADDR``), so the problem is one
-    line before anything claims to be serving.
-
-    Raises:
-        ConfigError: what was asked, what went wrong, and what to do.
-    """
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise ConfigError(f"--port must be a TCP port from 1 to 65535, got {port!r}.")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind((host.strip("[]"), port))
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            why = "it is already in use (is another server running?)"
-        elif exc.errno == errno.EACCES:
-            why = "this user may not bind it (ports below 1024 need privileges)"
-        else:
-            why = exc.strerror or str(exc)
-        raise ConfigError(
-            f"cannot serve on {host}:{port}: {why}. Pick another port with --port, or stop "
-            "the process that holds it."
-        ) from None
 
 
 def tls_options(

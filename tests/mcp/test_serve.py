@@ -93,3 +93,54 @@ def test_serves_over_http_with_a_bearer_token(served_over_http: str) -> None:
     bad = {"rk": {"url": served_over_http, "headers": {"Authorization": "Bearer nope"}}}
     with pytest.raises(ToolServerError, match=re.escape("refused the credentials (HTTP 401)")):
         McpServers(bad, retry=FAST_RETRY).start()
+
+
+def test_two_authorization_headers_are_refused(served_over_http: str) -> None:
+    import httpx
+
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = [
+        ("Authorization", "Bearer nope"),
+        ("Authorization", "Bearer tok-123"),
+        ("Accept", "application/json, text/event-stream"),
+    ]
+    answer = httpx.post(served_over_http, json=body, headers=headers, timeout=30)
+    assert answer.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("http", "message"),
+    [
+        ("0.0.0.0:8765", "error: refusing to serve MCP on 0.0.0.0 without a token: anyone who "
+         "can reach this machine could call the environment's tools. Set one with --token-env "
+         "VAR"),
+        ("127.0.0.1:99999", "error: --http HOST:PORT must be a TCP port from 1 to 65535, got "
+         "99999."),
+        ("localhost", "error: --http takes host:port, e.g. 127.0.0.1:8000; got 'localhost'."),
+    ],
+)  # fmt: skip
+def test_a_bad_or_public_http_address_is_one_line(http: str, message: str) -> None:
+    out = subprocess.run(
+        [*SERVE, "--http", http], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "COLUMNS": "300"},
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(message), out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_public_address_with_a_token_or_allow_public_serves() -> None:
+    for extra, env in ((["--token-env", "RK_T"], {"RK_T": "t"}), (["--allow-public"], {})):
+        port = free_port()
+        process = subprocess.Popen(
+            [*SERVE, "--http", f"0.0.0.0:{port}", *extra], env={**os.environ, **env},
+            stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert process.stderr is not None
+        try:
+            line = process.stderr.readline()
+            assert line.startswith("serving tools over MCP at http://0.0.0.0:"), line
+        finally:
+            process.terminate()
+            process.wait(10)
+            process.stderr.close()

@@ -426,6 +426,21 @@ def test_api_key_auth() -> None:
         assert SECRET not in response.text and "not-the-key" not in response.text
 
 
+def test_two_authorization_headers_are_refused_whichever_comes_last() -> None:
+    body = {"messages": CHAT, "ground_truth": "4"}
+    with serving(exact, api_key=SECRET) as url:
+        answers = [
+            httpx.post(url + "/evaluate", json=body, headers=[
+                ("Authorization", first), ("Authorization", second)])
+            for first, second in ((f"Bearer {SECRET}", "Bearer x"),
+                                  ("Bearer x", f"Bearer {SECRET}"))
+        ]  # fmt: skip
+    assert [a.status_code for a in answers] == [401, 401]
+    assert answers[1].json() == {
+        "detail": "send one 'Authorization: Bearer <key>' header, not several."
+    }
+
+
 @pytest.mark.parametrize("path", ["/evaluate", "/batch"])
 def test_a_body_that_is_not_utf8_gets_a_400_that_says_so(path: str) -> None:
     body = b'{"messages": [{"role": "user", "content": "\xff\xfe"}], "ground_truth": "4"}'

@@ -369,5 +369,13 @@ def same(got: Any, want: Any, tol: float | None) -> bool:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    """``repr(value)`` cut to ``limit``; never raises (a program's value may be an int past
+    Python's digit limit, nested past the recursion limit, or an object whose repr fails)."""
+    try:
+        text = repr(value)
+    except Exception as exc:  # any failure: describe the value instead
+        if isinstance(value, int):
+            text = f"<an int of about {int(value.bit_length() * 0.30103) + 1} digits>"
+        else:
+            text = f"<a {type(value).__name__} whose repr failed: {type(exc).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -104,6 +104,24 @@ def test_reveal_expected_false_keeps_expected_values_out_of_the_reason() -> None
     )
 
 
+@pytest.mark.parametrize(
+    ("returned", "said"),
+    [
+        ("[object(), 10**5000]", "the value is not plain data (<a list whose repr failed: "
+         "ValueError>)"),
+        ("10**5000", "expected 3, got <an int of about 5001 digits>"),
+    ],
+)  # fmt: skip
+def test_values_that_cannot_be_printed_are_judged_in_one_line(
+    returned: str, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    result = _score(f"def f(x):\n    return {returned}", [{"fn_name": "f", "args": [1],
+                                                          "expected": 3}])  # fmt: skip
+    assert result.is_score_valid and result.score == 0.0
+    assert result.reason == f"0/1 test cases passed; first failure: test 0 (f(*[1])): {said}"
+    assert [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")] == []
+
+
 def test_no_code_scores_zero_with_reason() -> None:
     result = code_execution_reward(_chat("I am not sure how to do this."), ground_truth=ADD_TESTS)
     assert (result.score, result.is_score_valid) == (0.0, True)
