@@ -30,6 +30,7 @@ bench:
 	uv run python benchmarks/bench_reward_server.py
 	uv run python benchmarks/bench_grpo_overhead.py
 	uv run python benchmarks/bench_mcp.py
+	uv run python benchmarks/bench_check.py
 
 # About 40 minutes on 2 CPU cores: kept out of `make bench`.
 bench-learning:
