@@ -14,7 +14,7 @@ sandbox, about 60 ms in all); when a test fails, the failure report comes back a
 another turn, until the tests pass or ``max_turns`` (4 by default) is reached. The report names
 the failed test by its input and says what the code returned (or the error), never the
 expected value: feedback that handed over expected values let a lookup table built from it
-earn a mean episode reward of 0.69 while solving nothing (``rk-agent check env code``).
+earn a mean episode reward of 0.70 while solving nothing (``rk-agent check env code``).
 
 Reward: episode ``tests``, the ``code_execution`` pass rate of the last reply (1.0 when every
 test passes). The check that decides the feedback is reused for the episode reward, so the final

@@ -73,6 +73,20 @@ def check_env(
     max_score: float | None = ...,
     **kwargs: Any,
 ) -> SoundnessReport: ...
+@overload
+def check_env(
+    env: ChatEnv | EnvLike,
+    *,
+    adversarial: bool,
+    seeds: Sequence[int] = ...,
+    use_solver: bool = ...,
+    episodes: int = ...,
+    probes: Sequence[Probe] = ...,
+    builtin_probes: bool = ...,
+    kind: str | None = ...,
+    max_score: float | None = ...,
+    **kwargs: Any,
+) -> SoundnessReport | None: ...
 
 
 def check_env(
