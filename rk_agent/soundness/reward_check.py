@@ -191,6 +191,11 @@ def check_reward(
     from rk_agent.rewards.sandbox_choice import fix_sandbox
 
     if isinstance(reward, RewardFunction):
+        if sandbox is not None or reward_kwargs:
+            raise ConfigError(
+                "give the sandbox mode and the reward's options to the RewardFunction, not to "
+                "check_reward."
+            )
         rf = reward
     else:
         func = get_reward_function(reward)

@@ -13,6 +13,7 @@ import pytest
 
 from rk_agent import check_reward, combine, reward_function
 from rk_agent.errors import ConfigError, DataError
+from rk_agent.rewards.function import RewardFunction
 from rk_agent.rewards.registry import _BUILTINS
 from rk_agent.soundness.probes import ProbeView, probe
 from rk_agent.soundness.report import FlagKind, SoundnessReport
@@ -177,6 +178,13 @@ def test_bad_input_says_what_was_expected(tmp_path: Path) -> None:
         "function_calling, tools."
     )):  # fmt: skip
         check_reward(fair, SAMPLES, kind="maths")
+
+    with pytest.raises(ConfigError, match=re.escape(
+        "give the sandbox mode and the reward's options to the RewardFunction, not to "
+        "check_reward."
+    )):  # fmt: skip
+        check_reward(RewardFunction(fair), SAMPLES, sandbox="process")
+    assert check_reward(RewardFunction(fair), SAMPLES).flags == []
 
     @probe("broken", "raises")
     def broken_probe(view: ProbeView) -> str:
