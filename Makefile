@@ -29,6 +29,7 @@ bench:
 	uv run python benchmarks/bench_hf_batching.py
 	uv run python benchmarks/bench_reward_server.py
 	uv run python benchmarks/bench_grpo_overhead.py
+	uv run python benchmarks/bench_watch.py
 	uv run python benchmarks/bench_mcp.py
 	uv run python benchmarks/bench_check.py
 
