@@ -69,6 +69,38 @@ def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
 
 
 @pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
+def test_stop_on_alarm_ends_the_run_at_its_last_checkpoint_and_show_lists_the_alarm(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    out = tmp_path / "run"
+    flags = ("--n-tasks", "2", "--max-turns", "2", "--no-wandb", "--max_steps", "3",
+             "--stop-on-alarm", "--alarm-truncated", "0.5",
+             "--alarm-dominant-share", "1")  # fmt: skip
+    done = train_guess(tiny_model_dir, out, *flags, env=_env(tmp_path))
+    assert done.returncode == 1, done.stderr
+    # The random model never ends a reply: every episode runs out of its 12 tokens. (Its
+    # guesses are no numbers, so the game's per-step penalty is all of its reward: the
+    # dominant_component alarm, kept quiet here with a share of 1.)
+    warning = (
+        "step 1: 100% of completions were cut by a token limit: the reward scores unfinished "
+        "work. Try: a larger --max_completion_length (or max tokens per turn), or fewer turns."
+    )
+    assert warning in done.stderr
+    assert (
+        f"stopped at step 1 by the truncation alarm (--stop-on-alarm); no final model was saved; "
+        f"its last checkpoint is {out / 'checkpoint-1'}." in done.stdout
+    )
+    assert not (out / "final").exists() and not (out / "checkpoint-2").exists()
+    saved = yaml.safe_load((out / "rk_agent_config.yaml").read_text())
+    assert saved["watch"]["stop_on_alarm"] is True and saved["watch"]["truncated_share"] == 0.5
+
+    shown = rk("show", str(out), env=_env(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    assert "stopped" in shown.stdout and "Alarms raised: 1" in shown.stdout
+    assert f"- {warning}" in " ".join(shown.stdout.split())
+
+
+@pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
 def test_grpo_plays_the_env_spec_of_its_flags(tmp_path: Path, tiny_model_dir: Path) -> None:
     """--tasks, --reward, --max-turns and --seed reach the environment through one EnvSpec."""
     tasks = tmp_path / "tasks.jsonl"
