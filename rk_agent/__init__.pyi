@@ -117,6 +117,9 @@ from rk_agent.soundness.report import (
 from rk_agent.soundness.reward_check import (
     check_reward as check_reward,
 )
+from rk_agent.trainers.alarms import (
+    AlarmOptions as AlarmOptions,
+)
 from rk_agent.trainers.config import (
     TrainConfig as TrainConfig,
 )
