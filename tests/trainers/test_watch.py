@@ -14,6 +14,7 @@ import itertools
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from rk_agent.rollouts.stub_server import StubServer
 from rk_agent.trainers.alarms import AlarmKind, AlarmOptions
 from rk_agent.trainers.grpo import grpo_trainer
 from rk_agent.trainers.tasks import task_rows
+from rk_agent.trainers.watch import WatchCallback, WatchRecorder
 from rk_agent.trainers.watch_log import WATCH_FILE, read_watch
 from rk_agent.types import Message
 from tests.trainers.test_grpo import _args
@@ -40,6 +42,57 @@ def _text(request: dict[str, Any], tok: Any) -> str:
 
 def _constant(**kwargs: Any) -> float:
     return 1.0
+
+
+def _state(step: int) -> Any:
+    from transformers import TrainerControl, TrainerState
+
+    state = TrainerState()
+    state.global_step = step
+    return state, TrainerControl()
+
+
+def test_the_recorder_keeps_each_batch_and_changes_nothing(tmp_path: Path) -> None:
+    def answer(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        return [1.0 if c == "4" else 0.0 for c in completions]
+
+    def length(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        return [float("nan") if c == "?" else 0.1 * len(c) for c in completions]
+
+    recorder = WatchRecorder()
+    funcs = recorder.wrap([answer, length])
+    assert [f.__name__ for f in funcs] == ["answer", "length"]
+    completions = ["4", "four", "4", "?"]
+    ids = [[1], [1, 2, 3, 4], [1], [1, 2, 3, 4]]
+    for fn in funcs:
+        scores = fn(prompts=["q"] * 4, completions=completions, completion_ids=ids)
+    assert scores[:3] == [0.1, 0.4, 0.1]  # what the function returned, untouched
+
+    options = AlarmOptions(stop_on_alarm=True)
+    callback = WatchCallback(recorder, ["answer", "length"], [1.0, 0.5], options, tmp_path)
+    args = SimpleNamespace(num_generations=2, max_completion_length=4)
+    state, control = _state(1)
+    callback.on_step_end(args, state, control)
+    [line] = read_watch(tmp_path)
+    # Single turn: each weighted function is a component, the answer is the completion's text,
+    # a completion as long as max_completion_length is truncated, a NaN score a NaN reward.
+    assert line["reward_mean"] == pytest.approx((1.05 + 0.2 + 1.05) / 3)
+    assert (line["nan_rewards"], line["invalid_rewards"], line["truncated"]) == (1, 1, 0.5)
+    assert line["component_shares"] == pytest.approx({"answer": 2 / 2.3, "length": 0.3 / 2.3})
+    assert line["outcome_components"] == ["answer"] and line["distinct_answers"] == 2.0
+    assert line["zero_spread"] == 0.5  # the second group has one valid reward
+    assert [a["kind"] for a in line["alarms"]] == ["nan_reward", "truncation"]
+    assert control.should_training_stop and callback.stopped_by is not None
+    assert callback.stopped_by.kind is AlarmKind.NAN_REWARD
+
+    logs: dict[str, Any] = {"loss": 0.0}
+    state.log_history.append({**logs, "step": 1})
+    callback.on_log(args, state, control, logs=logs)
+    assert logs["watch/nan_rewards"] == 1.0 and logs["watch/alarms"] == 2
+    assert state.log_history[-1]["watch/share/answer"] == pytest.approx(2 / 2.3)
+    # A step that reused an earlier generation adds no line.
+    callback.on_step_end(args, *_state(2))
+    assert len(read_watch(tmp_path)) == 1
 
 
 @pytest.mark.slow
