@@ -93,7 +93,7 @@ def main() -> None:
             "num_generations": options.group, "max_completion_length": 192,
             "learning_rate": 1e-6, "save_strategy": "no", "report_to": [], "seed": 0,
         }  # fmt: skip
-        args = build_trl_args(GRPOConfig, values, output_dir=out, has_gpu=False)
+        args = build_trl_args(GRPOConfig, values, output_dir=out)  # CPU or GPU, as found
         trainer = grpo_trainer("tools", model=model, args=args, n_tasks=64, max_tokens_per_turn=48)
         watch = next(c for c in trainer.callback_handler.callbacks if isinstance(c, WatchCallback))
         step_end, on_log = _Timed(watch.on_step_end), _Timed(watch.on_log)
@@ -122,8 +122,10 @@ def main() -> None:
     step = statistics.median(step_times)
     cost = statistics.median(callback) + n_funcs * wrapper
     name = "random 2-layer model" if options.tiny else "embedded 135M model"
-    print(f"model: {name}; tools env, rk loop, {options.batch} episodes per step in groups of "
-          f"{options.group}, {len(step_times)} steps timed (first left out)")  # fmt: skip
+    device = "CPU" if args.use_cpu else "GPU"
+    timed = f"{len(step_times)} steps timed (first left out)"
+    print(f"model: {name} on {device}; tools env, rk loop, {options.batch} episodes per step "
+          f"in groups of {options.group}, {timed}")  # fmt: skip
     print(f"GRPO step (TRL step_time, median): {step * 1000:.0f} ms")
     print(f"watch callback per step (on_step_end + on_log, median): "
           f"{statistics.median(callback) * 1000:.3f} ms")  # fmt: skip
