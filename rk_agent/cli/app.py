@@ -26,7 +26,7 @@ app = typer.Typer(
     help="Train LLM agents with reinforcement learning: rewards, environments, rollouts, trainers.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode=None,  # help text is printed as written: brackets are not markup
     add_completion=False,
 )
 app.command(name="rollout")(rollout.rollout)

@@ -168,9 +168,9 @@ def _finish(report: SoundnessReport, as_json: bool) -> None:
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
-        from rich.console import Console
+        from rk_agent.cli.console import make_console
 
-        render_report(report, Console())
+        render_report(report, make_console())
     if report.flagged:
         raise typer.Exit(EXIT_FLAGGED)
 

@@ -10,9 +10,9 @@ app = typer.Typer(help="Environments: list what is registered.", no_args_is_help
 @app.command("list")
 def list_environments() -> None:
     """List every registered environment (built-ins and installed packages)."""
-    from rich.console import Console
     from rich.table import Table
 
+    from rk_agent.cli.console import make_console
     from rk_agent.envs.registry import list_envs
 
     table = Table(title="Registered environments")
@@ -20,4 +20,4 @@ def list_environments() -> None:
     table.add_column("description")
     for name, description in list_envs().items():
         table.add_row(name, description)
-    Console().print(table)
+    make_console().print(table)

@@ -165,8 +165,7 @@ def deploy(
     --target docker, gcp-cloud-run or aws-lambda the reward is served by `rk-agent serve` (or
     Mangum) in a container you host instead.
     """
-    from rich.console import Console
-
+    from rk_agent.cli.console import make_console
     from rk_agent.fireworks.evaluators import deploy_metric_folders, deploy_reward
 
     given = [*([reward] if reward is not None else []), *(more_folders or [])]
@@ -188,7 +187,7 @@ def deploy(
             "--include applies to a reward file, not to --metrics-folders (each folder is packed "
             "whole). Move the file into the metric folder instead."
         )
-    console = Console(soft_wrap=True)  # a URL is never broken across lines
+    console = make_console(soft_wrap=True)  # a URL is never broken across lines
     client = _client(dry_run, console)
     common: dict[str, Any] = {
         "evaluator_id": evaluator_id, "display_name": display_name, "description": description,
@@ -410,8 +409,8 @@ def rft(
     --reward-endpoint URL the evaluator forwards each sample to your self-hosted reward server.
     """
     from pydantic import ValidationError
-    from rich.console import Console
 
+    from rk_agent.cli.console import make_console
     from rk_agent.fireworks.launch import launch_rft
     from rk_agent.fireworks.rft import (
         InferenceParameters,
@@ -427,7 +426,7 @@ def rft(
             f"expected --reward or --reward-endpoint, exactly one; got {got}. Try `--reward "
             "my_rewards.py::fn` or `--reward-endpoint https://rewards.example.com/evaluate`."
         )
-    console = Console(soft_wrap=True)  # a URL is never broken across lines
+    console = make_console(soft_wrap=True)  # a URL is never broken across lines
     try:
         config = RFTJobConfig(
             training=TrainingConfig(
@@ -490,7 +489,7 @@ def _follow(client: FireworksClient, job: RFTJob, console: Console, poll: float)
     from rk_agent.fireworks.rft import wait_for_rft_job
 
     columns = (
-        TextColumn("[bold]{task.description}"), BarColumn(),
+        TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
         TextColumn("{task.percentage:>5.1f}%"), TimeElapsedColumn(),
     )  # fmt: skip
     with Progress(*columns, console=console) as progress:
@@ -529,8 +528,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
 ) -> None:
     """Show an RFT job: state, progress, dataset, evaluator, models."""
-    from rich.console import Console
-
+    from rk_agent.cli.console import make_console
     from rk_agent.fireworks.client import FireworksClient
     from rk_agent.fireworks.rft import get_rft_job
     from rk_agent.secrets import redact
@@ -540,7 +538,7 @@ def status(
     if as_json:
         typer.echo(json.dumps(redact(found.to_api()), indent=2))
         return
-    _render_job(found, Console(soft_wrap=True))
+    _render_job(found, make_console(soft_wrap=True))
 
 
 def _render_job(job: RFTJob, console: Console) -> None:
@@ -567,14 +565,13 @@ def _render_job(job: RFTJob, console: Console) -> None:
 @app.command("cancel")
 def cancel(job: Annotated[str, typer.Argument(help="The job id (or its full name).")]) -> None:
     """Cancel an RFT job."""
-    from rich.console import Console
-
+    from rk_agent.cli.console import make_console
     from rk_agent.fireworks.client import FireworksClient
     from rk_agent.fireworks.rft import cancel_rft_job
 
     with FireworksClient() as client:
         found = cancel_rft_job(client, job)
-    Console(soft_wrap=True).print(f"Cancelling job {found.id}: now {found.short_state}.")
+    make_console(soft_wrap=True).print(f"Cancelling job {found.id}: now {found.short_state}.")
 
 
 @app.command("list")
@@ -582,9 +579,9 @@ def list_jobs(
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many jobs.")] = 50,
 ) -> None:
     """List the account's RFT jobs."""
-    from rich.console import Console
     from rich.table import Table
 
+    from rk_agent.cli.console import make_console
     from rk_agent.fireworks.client import FireworksClient
     from rk_agent.fireworks.rft import list_rft_jobs
 
@@ -597,7 +594,7 @@ def list_jobs(
         progress = f"{job.percent:g}%" if job.percent is not None else ""
         table.add_row(job.id, job.short_state, progress, job.output_model or "",
                       job.create_time or "")  # fmt: skip
-    Console().print(table)
+    make_console().print(table)
 
 
 @app.command("preview")
@@ -621,9 +618,9 @@ def preview(
     ] = False,
 ) -> None:
     """Score samples with the reward (or metric folders) on Fireworks, without deploying it."""
-    from rich.console import Console
     from rich.table import Table
 
+    from rk_agent.cli.console import make_console
     from rk_agent.fireworks.evaluators import preview_evaluator
     from rk_agent.fireworks.packaging import EvaluatorPackage, package_metric_folders
     from rk_agent.jsonl import iter_jsonl
@@ -644,7 +641,7 @@ def preview(
         rows.append(line.value)
     if not rows:
         raise ConfigError(f"{samples} has no samples.")
-    console = Console(soft_wrap=True)  # a URL is never broken across lines
+    console = make_console(soft_wrap=True)  # a URL is never broken across lines
     with _client(dry_run, console) as client:
         result = preview_evaluator(what, rows, max_samples=max_samples, client=client)
     if dry_run:

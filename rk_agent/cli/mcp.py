@@ -93,9 +93,9 @@ def tools(
     config: Annotated[Path, typer.Argument(help="An mcpServers JSON file.")],
 ) -> None:
     """Connect to the servers of an mcpServers file and list the tools a model would see."""
-    from rich.console import Console
     from rich.table import Table
 
+    from rk_agent.cli.console import make_console
     from rk_agent.mcp.servers import McpServers
 
     with McpServers(config) as servers:
@@ -105,4 +105,4 @@ def tools(
         table.add_column("name on the server")
         for exposed, (server, remote) in servers.tool_names().items():
             table.add_row(exposed, server, remote)
-        Console().print(table)
+        make_console().print(table)

@@ -88,8 +88,7 @@ def preview(
     with their file and line number; the rest are still scored, and the exit code is 1 so
     scripts notice.
     """
-    from rich.console import Console
-
+    from rk_agent.cli.console import make_console
     from rk_agent.rewards.config import load_reward_config
     from rk_agent.rewards.metric_folders import metric_folders_reward, parse_weights
     from rk_agent.rewards.preview import preview_samples
@@ -131,7 +130,7 @@ def preview(
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
-        _render(report, Console())
+        _render(report, make_console())
     if plot is not None and report.rows:
         from rk_agent.rewards.plots import plot_reward_histograms
 
@@ -156,6 +155,7 @@ def _parse_kwargs(text: str | None) -> dict[str, object]:
 
 def _render(report: PreviewReport, console: Console) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"{report.reward} on {report.samples}")
     table.add_column("line", justify="right")
@@ -164,7 +164,7 @@ def _render(report: PreviewReport, console: Console) -> None:
     table.add_column("metrics", overflow="fold")
     for row in report.rows:
         result = row.result
-        score = f"{result.score:.3f}" if result.is_score_valid else "[red]invalid[/red]"
+        score = Text(f"{result.score:.3f}") if result.is_score_valid else Text("invalid", "red")
         reason = result.error if result.error else (result.reason or "")
         metrics = ", ".join(f"{k}={m.score:.2f}" for k, m in result.metrics.items())
         table.add_row(str(row.line), score, reason, metrics)
@@ -186,6 +186,6 @@ def _render(report: PreviewReport, console: Console) -> None:
         means = ", ".join(f"{k}={v:.3f}" for k, v in report.metric_means.items())
         console.print(f"metric means: {means}")
     for skipped in report.skipped:
-        console.print(f"[yellow]skipped[/yellow] {skipped.error}", highlight=False)
+        console.print(Text.assemble(("skipped", "yellow"), " ", skipped.error))
     if report.skipped:
-        console.print(f"[yellow]{len(report.skipped)} line(s) skipped[/yellow]")
+        console.print(Text(f"{len(report.skipped)} line(s) skipped", "yellow"))

@@ -10,9 +10,9 @@ app = typer.Typer(help="Reward functions: list what is registered.", no_args_is_
 @app.command("list")
 def list_rewards() -> None:
     """List every registered reward (built-ins, your registrations, installed packages)."""
-    from rich.console import Console
     from rich.table import Table
 
+    from rk_agent.cli.console import make_console
     from rk_agent.rewards.registry import list_reward_functions
 
     table = Table(title="Registered rewards", show_lines=False)
@@ -20,4 +20,4 @@ def list_rewards() -> None:
     table.add_column("description")
     for name, description in list_reward_functions().items():
         table.add_row(name, description)
-    Console().print(table)
+    make_console().print(table)

@@ -164,14 +164,13 @@ def rollout(
     ] = None,
 ) -> None:
     """Play episodes of an environment with a model and write trajectories and a summary."""
-    from rich.console import Console
-
+    from rk_agent.cli.console import make_console
     from rk_agent.cli.render import render_summary
     from rk_agent.rollouts.config import PLACEMENT_KEYS, load_rollout_config
     from rk_agent.rollouts.run_dir import RunStatus
     from rk_agent.rollouts.runner import describe_model, prepare_run
 
-    console = Console()
+    console = make_console()
     overrides: dict[str, Any] = {
         "env": env, "model": model, "provider": provider, "base_url": base_url, "n": n,
         "group_size": group_size, "concurrency": concurrency, "max_turns": max_turns,
@@ -284,8 +283,9 @@ def _play(run: Any, console: Console, total: int) -> RunStatus:
 
     rewards: list[float] = []
     columns = (
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
+        TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
+        MofNCompleteColumn(), TextColumn("{task.fields[stats]}", markup=False),
+        TimeElapsedColumn(),
     )  # fmt: skip
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("episodes", total=total, completed=len(run.done), stats="")
@@ -339,11 +339,10 @@ def show(
     from rk_agent.cli.show_training import is_training_run
 
     if is_training_run(run_dir):
-        from rich.console import Console
-
+        from rk_agent.cli.console import make_console
         from rk_agent.cli.show_training import render_training_run
 
-        render_training_run(run_dir, Console())
+        render_training_run(run_dir, make_console())
         return
     if limit < -1:
         raise ConfigError(f"--limit must be -1 (all), 0 or more, got {limit}.")
@@ -351,13 +350,12 @@ def show(
         from rk_agent.rewards.plots import check_plot_path
 
         check_plot_path(plot)
-    from rich.console import Console
-
+    from rk_agent.cli.console import make_console
     from rk_agent.cli.render import render_summary, render_trajectory
     from rk_agent.rollouts.run_dir import RunDir
     from rk_agent.rollouts.summary import summarize
 
-    console = Console()
+    console = make_console()
     run = RunDir.open(run_dir)
     trajectories = run.read_trajectories()
     summary = summarize(trajectories, run.config.group_size, run.worker_failure_kinds())
