@@ -21,17 +21,9 @@ test:
 test-fast:
 	uv run pytest -m "not slow"
 
+# Every benchmark a doc quotes, one after the other, and one table of figures and targets.
 bench:
-	uv run python benchmarks/bench_import.py
-	uv run python benchmarks/bench_decorator.py
-	uv run python benchmarks/bench_math.py
-	uv run python benchmarks/bench_engine.py
-	uv run python benchmarks/bench_hf_batching.py
-	uv run python benchmarks/bench_reward_server.py
-	uv run python benchmarks/bench_grpo_overhead.py
-	uv run python benchmarks/bench_watch.py
-	uv run python benchmarks/bench_mcp.py
-	uv run python benchmarks/bench_check.py
+	uv run python benchmarks/run_all.py
 
 # About 40 minutes on 2 CPU cores: kept out of `make bench`.
 bench-learning:

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 
+from figures import figure
+
 TARGET_S = 120.0
 
 
@@ -53,6 +55,7 @@ def main() -> None:
         flags = [f["probe"] for f in report["flags"]] or "none"  # type: ignore[attr-defined]
         median = statistics.median(times)
         results[env] = median
+        figure(f"rk-agent check env {env}", median, "s", f"< {TARGET_S:.0f} s", median < TARGET_S)
         print(
             f"rk-agent check env {env:<6} {median:7.1f} s  ({len(rows) - 2} probes; {played} "
             f"(row, seed) scores; flags: {flags}; target < {TARGET_S:.0f} s)"

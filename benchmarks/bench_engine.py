@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from figures import figure
+
 from rk_agent.envs.registry import get_env_class
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
@@ -120,6 +122,12 @@ def main() -> None:
         f"(target < 1 ms); {http_ms:.3f} ms including the HTTP client "
         f"({turns} turns, {wall:.2f} s wall)"
     )
+    over = latency_wall / ideal
+    figure(f"wall over the ideal, c={args.concurrency}, {args.latency * 1000:.0f} ms", over, "x",
+           "<= 1.10x", over <= 1.10)  # fmt: skip
+    figure("same, scripted policy (no HTTP)", scripted_wall / ideal, "x", "", None)
+    figure("harness CPU per turn incl. HTTP", http_ms, "ms", "< 0.4 ms (issue 26)", http_ms < 0.4)
+    figure("engine + env CPU per turn (no HTTP)", engine_ms, "ms", "< 1 ms", engine_ms < 1)
     print(
         f"RESULT wall_s={latency_wall:.2f} ideal_s={ideal:.2f} "
         f"engine_cpu_ms_per_turn={engine_ms:.3f} client_cpu_ms_per_turn={http_ms:.3f}"

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from figures import figure
+
 
 def _args(out: str, steps: int, budget: int, **extra: Any) -> Any:
     """The same GRPO settings for both runs, plus rk-agent's CPU defaults (fp32, ...)."""
@@ -144,6 +146,9 @@ def main() -> None:
     print(f"plain TRL single-turn ({completion} tokens forced): {b_med:.2f} s/step "
           f"(steps {plain_steps}; wall {plain_wall:.0f} s)")  # fmt: skip
     print(f"RESULT overhead {a_med / b_med:.2f}x (target <= 1.15x)")
+    ratio = a_med / b_med
+    label = "tiny model" if a.tiny else "embedded model"
+    figure(f"multi-turn GRPO step over plain TRL ({label})", ratio, "x", "<= 1.15x", ratio <= 1.15)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import os
 import time
 
 import torch
+from figures import figure
 
 from rk_agent.rollouts.hf_policy import BatchStats, HFPolicy
 from rk_agent.rollouts.local_model import resolve_model
@@ -97,6 +98,7 @@ def main() -> None:
         policy.close()
 
     ratio = results[True] / results[False]
+    figure("dynamic batching over one at a time", ratio, "x", f">= {TARGET:.0f}x", ratio >= TARGET)
     print(
         f"{'speed-up':>17}: {ratio:8.2f}x        (target >= {TARGET:.0f}x: "
         f"{'met' if ratio >= TARGET else 'NOT met'})"

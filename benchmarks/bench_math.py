@@ -27,6 +27,8 @@ import random
 import time
 from typing import Any
 
+from figures import figure
+
 from rk_agent.rewards.builtin import math as math_module
 from rk_agent.rewards.builtin.math import extract_answer, math_reward
 
@@ -199,6 +201,7 @@ def main() -> None:
     print(f"math reward, overall mix ({share:.1%} fast path): {mix:,.0f} evals/s")
     if rate < TARGET:
         print(f"BELOW TARGET: {rate:,.0f} < {TARGET:,} evals/s")
+    figure("math reward, GSM8K-style", rate, "evals/s", f">= {TARGET:,}", rate >= TARGET)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from figures import figure
+
 from rk_agent.envs.tool import Tool
 from rk_agent.envs.toolbox import calculator
 from rk_agent.mcp import McpServers
@@ -147,11 +149,14 @@ def main() -> None:
                     p90 = percentile(times, 0.9) * 1000
                     print(f"{label:<18}{concurrency:>6}{p50:>10.3f}{p90:>10.3f}"
                           f"{overhead:>18}{rate:>10.0f}")  # fmt: skip
+                    figure(f"{label} p50 at concurrency {concurrency}", p50, "ms", "", None)
             print()
             for label in ("MCP stdio", "MCP HTTP"):
                 answered, failed = stress(transports[label], 256, args.stress_calls)
                 print(f"{label}: 256 concurrent episodes x {args.stress_calls} calls: "
                       f"{answered} answered, {failed} failed")  # fmt: skip
+                figure(f"{label}: calls lost of 256 x {args.stress_calls}", failed, "",
+                       "0", failed == 0)  # fmt: skip
 
 
 if __name__ == "__main__":

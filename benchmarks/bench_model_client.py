@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_engine import stub_server
+from figures import figure
 
 from rk_agent.openai_errors import Endpoint
 from rk_agent.rollouts.model_client import ModelClient
@@ -132,6 +133,9 @@ def main() -> None:
         f"{client_ms / sdk_ms:.2f}x the SDK (target at most 0.5x)"
     )
     print(f"RESULT sdk_cpu_ms={sdk_ms:.3f} client_cpu_ms={client_ms:.3f}")
+    figure("client CPU per request", client_ms, "ms", "<= 0.25 ms (issue 26)", client_ms <= 0.25)
+    ratio = client_ms / sdk_ms
+    figure("client CPU over the openai SDK's, same run", ratio, "x", "<= 0.5x", ratio <= 0.5)
 
 
 if __name__ == "__main__":

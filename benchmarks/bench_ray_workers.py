@@ -41,6 +41,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_engine import TURNS, stub_server
+from figures import figure
 
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
@@ -228,6 +229,11 @@ def main() -> None:
             f"worker_cpu_ms_per_turn={worker_ms:.3f} ray_cpu_ms_per_turn={ray_ms:.3f} "
             f"stub_cpu_ms_per_turn={stub_ms:.3f} cores_busy={busy:.2f}"
         )
+        where = "1 process" if workers is None else f"{workers} workers"
+        figure(f"c={concurrency}, {where}: fraction of the ideal", ideal / seconds, "",
+               ">= 0.70 at c=128 with 2 workers" if (concurrency, workers) == (128, 2) else "",
+               ideal / seconds >= 0.70 if (concurrency, workers) == (128, 2) else None)  # fmt: skip
+        figure(f"c={concurrency}, {where}: driver CPU per turn", driver_ms, "ms", "", None)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from figures import figure
+
 from rk_agent.rewards.builtin.code_execution import code_execution_reward
 from rk_agent.sandbox import SandboxLimits, _bwrap, isolation_report, run_python
 
@@ -141,6 +143,14 @@ def main() -> None:
             )
             print(f"{name:<9} {mode:<10} {row['runs_per_s']:8.1f} {row['p50_ms']:8.1f} "
                   f"{row['p99_ms']:8.1f} {ratio:5.2f}x {cost:>7}")  # fmt: skip
+        bwrap, open_, process = (median[m]["p50_ms"] for m in MODES[1:] + MODES[:1])
+        figure(f"{name}: bwrap p50 over process", bwrap / process, "x", "<= 1.5x",
+               bwrap / process <= 1.5)  # fmt: skip
+        figure(f"{name}: seccomp + read-only root, p50 over bwrap-open", bwrap / open_, "x",
+               "<= 1.10x", bwrap / open_ <= 1.10)  # fmt: skip
+        if name == "trivial":
+            rate = median["bwrap"]["runs_per_s"]
+            figure("trivial: isolated runs/s", rate, "runs/s", ">= 50", rate >= 50)
     print(
         "\ntargets: bwrap p50 <= 1.5x process; trivial bwrap >= 50 runs/s on 2 cores; "
         "filter (bwrap p50 over bwrap-open) <= 1.10x"
