@@ -83,7 +83,9 @@ def episode_reward_funcs(env: ChatEnv, *, step_weight: float = 1.0) -> RewardFun
     def step_rewards(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
         out: list[float | None] = []
         for t in _trajectories(kwargs, "step_rewards"):
-            valid = t.episode is not None and all(turn.reward_valid for turn in t.turns)
+            # An episode whose score is invalid is not trained on its shaping alone: that would
+            # count the invalid score as a silent 0 against the rest of its group.
+            valid = t.episode_reward is not None and all(turn.reward_valid for turn in t.turns)
             out.append(sum(turn.reward for turn in t.turns) if valid else None)
         return out
 

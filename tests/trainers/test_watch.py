@@ -263,7 +263,8 @@ def test_a_nan_reward_stops_a_trl_loop_run_at_its_last_checkpoint(
     assert record is not None and record.status is RunStatus.STOPPED
     assert (record.alarms[0].step, record.alarms[0].kind) == (1, AlarmKind.NAN_REWARD)
     line = json.loads((out / WATCH_FILE).read_text().splitlines()[0])
-    assert line["nan_rewards"] == 2 and line["invalid_rewards"] == 0  # TRL trained on a 0
+    # Both rows are invalid, not a 0 (the per-step rewards of an unscored episode are left out).
+    assert (line["nan_rewards"], line["invalid_rewards"], line["reward_mean"]) == (2, 2, None)
 
     shown = CliRunner().invoke(app, ["show", str(out)], env={"COLUMNS": "300"})
     assert shown.exit_code == 0, shown.output
