@@ -10,8 +10,9 @@ functions. The first step is left out as warm-up. For scale, the signals of a 1,
 batch (the run's episodes repeated) are timed too.
 
 Target: the watch under 1 % of the step. Run: ``uv run python benchmarks/bench_watch.py`` (the
-embedded 135M model, a few minutes on 2 cores), or ``--tiny`` for a random 2-layer model (the
-shortest steps, so the hardest case for the ratio).
+embedded 135M model: minutes per step on 2 CPU cores, fast on a GPU), or ``--tiny`` for a random
+2-layer model (about two minutes on 2 cores; the shortest steps, so the hardest case for the
+ratio).
 """
 
 from __future__ import annotations
