@@ -70,23 +70,64 @@ def serve(
             "--threads", help="Threads for sync rewards per worker (default: min(32, CPUs + 4))."
         ),
     ] = None,
+    max_wait: Annotated[
+        float,
+        typer.Option(
+            "--max-wait",
+            help="Seconds a sample may wait for a thread; one that would wait longer (the samples "
+            "before it times their run time) gets 503 with Retry-After.",
+        ),
+    ] = 10.0,
     max_queue: Annotated[
         int | None,
         typer.Option(
             "--max-queue",
-            help="Samples that may wait for a thread; past it requests get 503 with Retry-After "
-            "(default: 8 per thread).",
+            help="Also refuse (503) once this many samples wait for a thread (default: no count, "
+            "only --max-wait).",
         ),
     ] = None,
     max_batches: Annotated[
         int,
-        typer.Option(
-            "--max-batches", help="/batch requests read and scored at once (bounds memory)."
-        ),
+        typer.Option("--max-batches", help="/batch requests parsed and scored at once."),
     ] = 2,
+    body_budget_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--body-budget-mb",
+            help="Request bodies held at once, all requests together, in MiB (default: 4 x "
+            "--max-body-mb); a body that does not fit waits unread.",
+        ),
+    ] = None,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout",
+            help="Seconds a connection may take to send a request head (408 and closed after).",
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            "--body-timeout",
+            help="Seconds a request body may take to arrive (408 and closed after).",
+        ),
+    ] = 30.0,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            "--max-connections",
+            help="Open connections at most (lowered to fit `ulimit -n`); past it a new one "
+            "replaces the oldest without a complete request head.",
+        ),
+    ] = 1000,
     access_log: Annotated[
-        bool, typer.Option("--access-log/--no-access-log", help="One log line per request.")
-    ] = True,
+        bool,
+        typer.Option(
+            "--access-log/--no-access-log",
+            help="uvicorn's line per request (costly). Off, answers other than 2xx still get a "
+            "line, and all answers a summary every 10 s.",
+        ),
+    ] = False,
     sandbox: Annotated[
         str | None,
         typer.Option(
@@ -151,6 +192,19 @@ def serve(
         raise ConfigError(f"--max-queue must be >= 1, got {max_queue}.")
     if max_batches < 1:
         raise ConfigError(f"--max-batches must be >= 1, got {max_batches}.")
+    for flag, seconds in (
+        ("--max-wait", max_wait), ("--header-timeout", header_timeout),
+        ("--body-timeout", body_timeout),
+    ):  # fmt: skip
+        if not seconds > 0:
+            raise ConfigError(f"{flag} must be > 0 seconds, got {seconds:g}.")
+    if max_connections < 1:
+        raise ConfigError(f"--max-connections must be >= 1, got {max_connections}.")
+    if body_budget_mb is not None and body_budget_mb < max_body_mb:
+        raise ConfigError(
+            f"--body-budget-mb must be >= --max-body-mb ({max_body_mb:g}), got "
+            f"{body_budget_mb:g}: a body of the largest size must fit."
+        )
     tls = tls_options(tls_cert, tls_key, client_ca)
     if tunnel and tls:
         raise ConfigError(
@@ -189,7 +243,10 @@ def serve(
         "timeout_s": timeout, "max_body_bytes": int(max_body_mb * 1024 * 1024),
         "threads": threads, "access_log": access_log, "max_queue": max_queue,
         "max_batches": max_batches, "sandbox": sandbox, "tls_cert": tls_cert,
-        "tls_key": tls_key, "client_ca": client_ca,
+        "tls_key": tls_key, "client_ca": client_ca, "max_wait_s": max_wait,
+        "body_budget_bytes": int(body_budget_mb * 1024 * 1024) if body_budget_mb else None,
+        "header_timeout_s": header_timeout, "body_timeout_s": body_timeout,
+        "max_connections": max_connections,
     }  # fmt: skip
     with contextlib.ExitStack() as stack:
         if tunnel:

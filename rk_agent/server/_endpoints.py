@@ -31,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rk_agent.errors import ConfigError, RewardInputError
 from rk_agent.rewards.decorator import AnyRewardFn
+from rk_agent.server._budget import ByteBudget
+from rk_agent.server._logs import AnswerLog
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardEndpoints", "Scorer"]
@@ -41,6 +43,12 @@ _OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/redoc", 
 _SCORING_PATHS = frozenset({"/evaluate", "/reward", "/batch"})
 _RETRY_AFTER_S = 1
 _MESSAGE_FIELDS = frozenset({"messages", "original_messages"})
+_CLOSE = {"connection": "close"}  # an answer given before the body was read ends the connection
+_SMALL_BODY = 64 * 1024
+"""Bytes of each body outside the budget: uvicorn buffers about this much of every connection
+anyway, so small samples never wait behind large bodies."""
+_ECHO_CHARS = 200
+"""A 422 names the offending input, cut to this many characters (never the whole body back)."""
 
 
 class EvaluateRequest(BaseModel):
@@ -107,6 +115,8 @@ class ThreadPool:
         self._lock = threading.Lock()
         self._done: collections.deque[tuple[Any, ...]] = collections.deque()
         self._wake_pending = False
+        self.running: dict[int, float] = {}  # thread ident -> when its current call started
+        self.service_s = 0.0  # moving average of a call's run time, for the wait estimate
 
     def queued(self) -> int:
         """Calls waiting for a thread (approximate: a snapshot of the queue)."""
@@ -135,12 +145,17 @@ class ThreadPool:
         while (item := calls.get()) is not None:
             loop, future, fn, started = item
             if not future.done():  # done already: its request gave up while it waited
+                begun = time.monotonic()
                 if started is not None:
-                    started.append(time.monotonic())
+                    started.append(begun)
+                me = threading.get_ident()
+                self.running[me] = begun
                 try:
                     self._done.append((loop, future, True, fn()))
                 except BaseException as exc:
                     self._done.append((loop, future, False, exc))
+                del self.running[me]
+                self.service_s += 0.05 * (time.monotonic() - begun - self.service_s)
                 if not self._wake_pending:  # else the loop is about to drain it anyway
                     self._wake_pending = True
                     try:
@@ -160,6 +175,11 @@ class ThreadPool:
                 with contextlib.suppress(RuntimeError):
                     owner.call_soon_threadsafe(_settle, future, ok, value)
 
+    def stuck(self, after_s: float) -> int:
+        """Threads whose current call has run longer than ``after_s``."""
+        now = time.monotonic()
+        return sum(1 for begun in list(self.running.values()) if now - begun > after_s)
+
     def close(self) -> None:
         """Let the threads finish their current call and exit; a later `submit` starts anew
         (an app served again, e.g. by a second `serving` block)."""
@@ -168,6 +188,7 @@ class ThreadPool:
                 self._queue.put(None)
             self._queue, self._idle, self._threads = queue.SimpleQueue(), threading.Semaphore(0), []
             self._wake_pending = False
+            self.running = {}
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -200,21 +221,81 @@ class _Misuse(Exception):
 
 
 class Scorer:
-    """Calls the reward: sync ones in the thread pool, async ones on the loop, with a timeout."""
+    """Calls the reward: sync ones in the thread pool, async ones on the loop, with a timeout.
 
-    QUEUE_WAIT_TIMEOUTS = 4
-    """A call still waiting for a thread after this many timeouts gets 503 (all threads hung)."""
+    Load is shed by time, not by count: a sample is refused (503) when the samples before it
+    would keep it waiting for a thread longer than ``max_wait_s`` (their number times the
+    average run time, over the threads not stuck), and a sample that has waited that long
+    for a thread is answered 503 too.
+    """
 
-    def __init__(self, reward: AnyRewardFn, timeout_s: float | None, threads: int | None) -> None:
+    STUCK_AFTER_S = 60.0
+    """Without a timeout, a call running this long counts as stuck (`health`)."""
+
+    def __init__(
+        self,
+        reward: AnyRewardFn,
+        timeout_s: float | None,
+        threads: int | None,
+        max_wait_s: float = 10.0,
+        max_queue: int | None = None,
+    ) -> None:
         self.reward = reward
         self.name = reward.reward_spec.name
         self.is_async = reward.reward_spec.is_async
         self.timeout_s = timeout_s
+        self.max_wait_s = max_wait_s
+        self.max_queue = max_queue
         self.pool = ThreadPool(threads or min(32, (os.cpu_count() or 1) + 4))
 
-    def saturated(self, max_queue: int) -> bool:
-        """Whether sync calls waiting for a thread already fill the queue."""
-        return not self.is_async and self.pool.queued() >= max_queue
+    def expected_wait(self) -> float:
+        """Seconds a new sample would wait for a thread (``inf`` when every thread is stuck)."""
+        queued = self.pool.queued()
+        if not queued and len(self.pool.running) < self.pool.size:
+            return 0.0  # a thread is free
+        free = self.pool.size - self.stuck()
+        if free <= 0:
+            return float("inf")
+        # Calls running now have taken at least their age so far: a floor on the run time.
+        now = time.monotonic()
+        ages = [now - begun for begun in list(self.pool.running.values())]
+        run_s = max(self.pool.service_s, sum(ages) / len(ages) if ages else 0.0)
+        return queued * run_s / free
+
+    def saturated(self) -> bool:
+        """Whether a new sync sample should be refused: it would wait past ``max_wait_s``."""
+        if self.is_async:
+            return False
+        if self.max_queue is not None and self.pool.queued() >= self.max_queue:
+            return True
+        return self.expected_wait() > self.max_wait_s
+
+    def stuck(self) -> int:
+        """Worker threads whose reward has run past the timeout (they cannot be stopped)."""
+        return self.pool.stuck(self.timeout_s or self.STUCK_AFTER_S)
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """``/health``: 200 while a sample can be scored, 503 once every thread is stuck.
+
+        ``{"status": "ok", "reward": name}``; with stuck threads, ``"degraded"`` (200) or
+        ``"unhealthy"`` (503), and ``threads``, ``stuck``, ``queued`` and ``detail``.
+        """
+        state: dict[str, Any] = {"status": "ok", "reward": self.name}
+        stuck = 0 if self.is_async else self.stuck()
+        if not stuck:
+            return 200, state
+        state.update(threads=self.pool.size, stuck=stuck, queued=self.pool.queued())
+        state["detail"] = (
+            f"{stuck} of {self.pool.size} worker threads are stuck in reward {self.name!r} "
+            f"(running past {self.timeout_s or self.STUCK_AFTER_S:g} s; a thread cannot be "
+            "stopped)"
+        )
+        if stuck >= self.pool.size:
+            state["status"] = "unhealthy"
+            state["detail"] += ": no sample can be scored; restart the server"
+            return 503, state
+        state["status"] = "degraded"
+        return 200, state
 
     async def score(self, kwargs: dict[str, Any], loc: list[str | int]) -> EvaluateResult:
         try:
@@ -236,8 +317,6 @@ class Scorer:
         started: list[float] = []
         future = self.pool.submit(functools.partial(self.reward, **kwargs), started)
         timeout = self.timeout_s
-        if timeout is None:
-            return await future
         loop = future.get_loop()
         queued_since = time.monotonic()
 
@@ -245,16 +324,16 @@ class Scorer:
             """The timeout counts the reward's own run, not the wait for a thread."""
             now = time.monotonic()
             if not started:  # still queued behind busy threads
-                if now - queued_since >= timeout * self.QUEUE_WAIT_TIMEOUTS:
-                    _settle(future, False, _Saturated())
+                if (left := queued_since + self.max_wait_s - now) > 0:
+                    timer[0] = loop.call_later(left, check)
                 else:
-                    timer[0] = loop.call_later(timeout, check)
-            elif (left := started[0] + timeout - now) > 0:
+                    _settle(future, False, _Saturated())
+            elif timeout is not None and (left := started[0] + timeout - now) > 0:
                 timer[0] = loop.call_later(left, check)
-            else:
+            elif timeout is not None:
                 _expire(future)
 
-        timer = [loop.call_later(timeout, check)]
+        timer = [loop.call_later(min(timeout or self.max_wait_s, self.max_wait_s), check)]
         try:
             return await future
         finally:
@@ -283,8 +362,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
 class RewardEndpoints:
-    """ASGI middleware: the API key and body limit on every path, and the three scoring
-    endpoints; everything else goes on to ``app`` (FastAPI)."""
+    """ASGI middleware: the API key and body limit on every path, ``/health`` and the three
+    scoring endpoints; everything else goes on to ``app`` (FastAPI)."""
 
     def __init__(
         self,
@@ -293,22 +372,29 @@ class RewardEndpoints:
         scorer: Scorer,
         api_key: str | None,
         max_body_bytes: int,
-        max_queue: int,
         max_batches: int,
+        budget: ByteBudget,
+        budget_wait_s: float,
+        answers: AnswerLog,
     ) -> None:
         self.app = app
         self.scorer = scorer
         self.key = api_key.encode() if api_key else None
         self.max_body_bytes = max_body_bytes
-        self.max_queue = max_queue
-        self.batches = asyncio.Semaphore(max_batches)  # bounds the /batch bodies held at once
+        self.batches = asyncio.Semaphore(max_batches)  # bounds the /batch bodies parsed at once
+        self.budget = budget
+        self.budget_wait_s = budget_wait_s
+        self.answers = answers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        headers = dict(scope["headers"])
+        if path == "/health" and scope["method"] == "GET":
+            status, state = self.scorer.health()
+            await _reply(send, status, json.dumps(state).encode())
+            return
         if self.key is not None and path not in _OPEN_PATHS:
             sent = [v for k, v in scope["headers"] if k == b"authorization"]
             problem = (
@@ -317,46 +403,73 @@ class RewardEndpoints:
                 else self._auth_problem(sent[0] if sent else None)
             )
             if problem:
-                await _reply(send, 401, _detail(problem), {"www-authenticate": "Bearer"})
+                await self._answer(
+                    send, path, 401, _detail(problem), {"www-authenticate": "Bearer"}
+                )
                 return
-        length = headers.get(b"content-length")
+        length = _content_length(scope["headers"])
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-            await _reply(send, 413, _detail(self._too_large(f"{length.decode('latin-1')} bytes")))
+            shown = f"{length.decode('latin-1')[:20]} bytes"
+            await self._answer(send, path, 413, _detail(self._too_large(shown)), _CLOSE)
             return
         if path not in _SCORING_PATHS:
             await self.app(scope, receive, send)
         elif scope["method"] != "POST":
             await _reply(send, 405, _detail("Method Not Allowed"), {"allow": "POST"})
-        elif self.scorer.saturated(self.max_queue):
-            await self._busy(send)
-        elif path == "/batch":
-            async with self.batches:  # later batches wait, unread, until one finishes
-                await self._score(path, receive, send)
+        elif self.scorer.saturated():
+            await self._busy(send, path)
         else:
-            await self._score(path, receive, send)
+            declared = int(length) if length is not None else 0
+            size = max(0, declared - _SMALL_BODY)
+            if size and not await self.budget.take(size, self.budget_wait_s):
+                await self._busy(send, path, "request bodies already fill its byte budget")
+                return
+            taken = [size]
+            try:
+                if path == "/batch":
+                    async with self.batches:  # later batches wait, unread, until one finishes
+                        await self._score(path, receive, send, taken, declared)
+                else:
+                    await self._score(path, receive, send, taken, declared)
+            finally:
+                self.budget.give_back(taken[0])
 
-    async def _busy(self, send: Send) -> None:
-        message = (
-            f"the reward server is saturated: {self.scorer.pool.queued()} samples are waiting for "
-            f"its {self.scorer.pool.size} worker threads; retry after {_RETRY_AFTER_S} s (or "
-            "start it with more --threads or --workers)"
+    async def _busy(self, send: Send, path: str, why: str = "") -> None:
+        pool = self.scorer.pool
+        why = why or (
+            f"{pool.queued()} samples are waiting for its {pool.size} worker threads "
+            f"({self.scorer.stuck()} stuck), about {self.scorer.expected_wait():.1f} s of work"
         )
-        await _reply(send, 503, _detail(message), {"retry-after": str(_RETRY_AFTER_S)})
+        message = (
+            f"the reward server is saturated: {why}; retry after {_RETRY_AFTER_S} s (or start "
+            "it with more --threads or --workers)"
+        )
+        await self._answer(send, path, 503, _detail(message), {"retry-after": str(_RETRY_AFTER_S)})
 
-    async def _score(self, path: str, receive: Receive, send: Send) -> None:
-        body = await self._read_body(receive)
-        if body is None:
-            await _reply(send, 413, _detail(self._too_large(f"over {self.max_body_bytes} bytes")))
+    async def _answer(
+        self, send: Send, path: str, status: int, body: bytes, headers: dict[str, str] | None = None
+    ) -> None:
+        self.answers.answered(path, status, body)
+        await _reply(send, status, body, headers)
+
+    async def _score(
+        self, path: str, receive: Receive, send: Send, taken: list[int], declared: int
+    ) -> None:
+        body = await self._read_body(receive, taken, declared)
+        if body is None:  # the client went away, or the server's body deadline cut it
+            return
+        if isinstance(body, str):
+            await self._answer(send, path, 413, _detail(body), _CLOSE)
             return
         if (encoding := _not_utf8(body)) is not None:
-            await _reply(send, 400, _detail(encoding))
+            await self._answer(send, path, 400, _detail(encoding))
             return
         try:
             status, payload = await (self._batch(body) if path == "/batch" else self._one(body))
         except _Saturated:
-            await self._busy(send)
+            await self._busy(send, path)
             return
-        await _reply(send, status, payload)
+        await self._answer(send, path, status, payload)
 
     async def _one(self, body: bytes) -> tuple[int, bytes]:
         try:
@@ -366,11 +479,14 @@ class RewardEndpoints:
             return 422, _validation_detail(exc)
         except _Misuse as exc:
             return 422, _misuse_detail(exc)
+        if not result.is_score_valid:
+            self.answers.invalid += 1
         return 200, result.model_dump_json().encode()
 
     async def _batch(self, body: bytes) -> tuple[int, bytes]:
         try:
             samples = BatchRequest.model_validate_json(body).samples
+            del body
             results = await asyncio.gather(
                 *(self.scorer.score(s.call_kwargs(), ["body", "samples", i])
                   for i, s in enumerate(samples))
@@ -379,6 +495,7 @@ class RewardEndpoints:
             return 422, _validation_detail(exc)
         except _Misuse as exc:
             return 422, _misuse_detail(exc)
+        self.answers.invalid += sum(not r.is_score_valid for r in results)
         return 200, b'{"results":[' + b",".join(
             r.model_dump_json().encode() for r in results
         ) + b"]}"
@@ -398,22 +515,34 @@ class RewardEndpoints:
             "(--max-body-mb). Send fewer samples per /batch request."
         )
 
-    async def _read_body(self, receive: Receive) -> bytes | None:
-        """The whole body, or ``None`` once it passes the limit (a chunked body has no
-        ``Content-Length`` to check up front)."""
+    async def _read_body(self, receive: Receive, taken: list[int], declared: int) -> Any:
+        """The whole body; the 413 message once it passes its declared size or the limit (a
+        chunked body, with no ``Content-Length``, takes its budget chunk by chunk); ``None`` when
+        the client went away or was cut."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return b"".join(chunks)
+            if message["type"] != "http.request":
+                return None
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
-                return None
+            if size > self.max_body_bytes or (declared and size > declared):
+                return self._too_large(f"over {min(self.max_body_bytes, declared or size)} bytes")
+            if size - _SMALL_BODY > taken[0]:  # a chunked body: its share grows as it comes
+                if not await self.budget.take(size - _SMALL_BODY - taken[0], self.budget_wait_s):
+                    return None
+                taken[0] = size - _SMALL_BODY
             chunks.append(chunk)
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _content_length(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    for name, value in headers:
+        if name == b"content-length":
+            return value
+    return None
 
 
 def _not_utf8(body: bytes) -> str | None:
@@ -434,10 +563,27 @@ def _detail(message: str) -> bytes:
 
 def _validation_detail(exc: ValidationError) -> bytes:
     """FastAPI's 422 shape: each error's ``loc`` starts with ``"body"``."""
-    errors = json.loads(exc.json(include_url=False))
-    for error in errors:
-        error["loc"] = ["body", *error["loc"]]
-    return json.dumps({"detail": errors}).encode()
+    shown = []
+    for error in exc.errors(include_url=False)[:_MAX_ERRORS]:
+        entry: dict[str, Any] = {**error, "loc": ["body", *error["loc"]]}
+        if "input" in entry:
+            entry["input"] = _capped(entry["input"])
+        shown.append(entry)
+    return json.dumps({"detail": shown}, default=str).encode()
+
+
+_MAX_ERRORS = 20
+"""A 422 lists at most this many errors (a batch of 10,000 bad samples gets 20)."""
+
+
+def _capped(value: Any) -> Any:
+    """``value`` as echoed in a 422: as it came when short, else its JSON cut to `_ECHO_CHARS`."""
+    if isinstance(value, (int, float, bool)) or value is None:
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) <= _ECHO_CHARS:
+        return value
+    return f"{text[:_ECHO_CHARS]}... ({len(text)} characters)"
 
 
 def _misuse_detail(exc: _Misuse) -> bytes:

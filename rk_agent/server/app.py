@@ -77,6 +77,8 @@ from rk_agent.errors import ConfigError
 from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.rewards.remote import API_KEY_ENV
+from rk_agent.server._budget import ByteBudget
+from rk_agent.server._connections import ConnectionLimits, GuardedH11Protocol, fd_headroom
 from rk_agent.server._endpoints import (
     BatchRequest,
     BatchResponse,
@@ -84,6 +86,7 @@ from rk_agent.server._endpoints import (
     RewardEndpoints,
     Scorer,
 )
+from rk_agent.server._logs import AnswerLog, limit_server_logs
 from rk_agent.types import EvaluateResult
 
 __all__ = [
@@ -111,7 +114,15 @@ DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 
 DEFAULT_MAX_BATCHES = 2
-"""``/batch`` requests read and scored at once (the rest wait): bounds the server's memory."""
+"""``/batch`` requests parsed and scored at once (the rest wait): bounds the parsed samples."""
+
+DEFAULT_MAX_WAIT_S = 10.0
+"""A sample that would wait longer than this for a worker thread is refused with 503."""
+
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_BODY_TIMEOUT_S = 30.0
+DEFAULT_MAX_CONNECTIONS = 1000
+"""Open connections at most (lowered to fit the file descriptor limit, `fd_headroom`)."""
 
 _SETTINGS_ENV = "RK_AGENT_SERVE_SETTINGS"  # how `workers > 1` hands the settings to each worker
 
@@ -129,6 +140,9 @@ def create_app(
     threads: int | None = None,
     max_queue: int | None = None,
     max_batches: int = DEFAULT_MAX_BATCHES,
+    max_wait_s: float = DEFAULT_MAX_WAIT_S,
+    body_budget_bytes: int | None = None,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> FastAPI:
     """The FastAPI app that serves ``reward`` (see the module docstring for the endpoints).
 
@@ -141,11 +155,18 @@ def create_app(
         timeout_s: seconds one sample may take to run (the wait for a free thread does not
             count); ``None`` for no limit.
         threads: most threads running sync rewards at once (default ``min(32, cpus + 4)``).
-        max_queue: samples of a sync reward that may wait for a thread; past it, new scoring
-            requests get 503 with ``Retry-After`` (which `RewardFunction(mode="remote")`
-            honours) instead of timing out. Default: 8 per thread.
-        max_batches: ``/batch`` requests read and scored at once; later ones wait, unread, so
-            memory stays bounded by about ``max_batches`` x ``max_body_bytes`` (parsed).
+        max_queue: at most this many samples of a sync reward wait for a thread (default: no
+            count; load is shed by ``max_wait_s``).
+        max_batches: ``/batch`` requests parsed and scored at once; later ones wait.
+        max_wait_s: a sample that would wait longer than this for a thread (the samples before
+            it times the average run time, over the threads not stuck), or has waited this
+            long, gets 503 with ``Retry-After`` (which `RewardFunction(mode="remote")`
+            honours) instead of timing out.
+        body_budget_bytes: request bodies held at once, all requests together (default 4 x
+            ``max_body_bytes``); a body that does not fit waits, unread, up to
+            ``body_timeout_s``, then gets 503.
+        body_timeout_s: the longest wait for the body budget (`serve_rewards` also cuts a body
+            that takes longer to arrive).
 
     Raises:
         ConfigError: a setting is out of range; UnknownNameError / RewardLoadError: the reward
@@ -156,8 +177,15 @@ def create_app(
         >>> sorted(app.openapi()["paths"])
         ['/batch', '/evaluate', '/health', '/reward']
     """
+    budget = body_budget_bytes or 4 * max_body_bytes
     _check_settings(api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches)
-    scorer = Scorer(get_reward_function(reward), timeout_s, threads)
+    _check_limits(max_wait_s=max_wait_s, body_timeout_s=body_timeout_s)
+    if budget < max_body_bytes:
+        raise ConfigError(
+            f"body_budget_bytes ({budget}) must be >= max_body_bytes ({max_body_bytes}): a body "
+            "of the largest size must fit."
+        )
+    scorer = Scorer(get_reward_function(reward), timeout_s, threads, max_wait_s, max_queue)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -171,15 +199,17 @@ def create_app(
         lifespan=lifespan,
     )
 
-    @app.get("/health", summary="Liveness and the reward's name")
-    async def health() -> dict[str, str]:
-        return {"status": "ok", "reward": scorer.name}
+    @app.get("/health", summary="Whether the server can score; 503 once every thread is stuck")
+    async def health() -> dict[str, Any]:  # pragma: no cover - RewardEndpoints answers it
+        return scorer.health()[1]
 
+    app.state.body_budget = ByteBudget(budget)  # read by tests and benchmarks
+    app.state.scorer = scorer
     app.openapi = functools.partial(_openapi, app, scorer.name)  # type: ignore[method-assign]
     app.add_middleware(
         RewardEndpoints, scorer=scorer, api_key=api_key, max_body_bytes=max_body_bytes,
-        max_queue=max_queue if max_queue is not None else 8 * scorer.pool.size,
-        max_batches=max_batches,
+        max_batches=max_batches, budget=app.state.body_budget, budget_wait_s=body_timeout_s,
+        answers=AnswerLog(),
     )  # fmt: skip
     return app
 
@@ -240,6 +270,12 @@ def _check_settings(
         raise ConfigError(f"max_queue must be >= 1, got {max_queue}.")
     if max_batches < 1:
         raise ConfigError(f"max_batches must be >= 1, got {max_batches}.")
+
+
+def _check_limits(**seconds: float) -> None:
+    for name, value in seconds.items():
+        if not value > 0:
+            raise ConfigError(f"{name} must be > 0 seconds, got {value}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,6 +348,9 @@ class _Settings:
     max_queue: int | None = None
     max_batches: int = DEFAULT_MAX_BATCHES
     sandbox: str | None = None
+    max_wait_s: float = DEFAULT_MAX_WAIT_S
+    body_budget_bytes: int | None = None
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
 
     def load_reward(self) -> AnyRewardFn:
         return load_served_reward(self.reward, self.config, sandbox=self.sandbox)
@@ -320,7 +359,8 @@ class _Settings:
         return create_app(
             reward or self.load_reward(), api_key=self.api_key,
             max_body_bytes=self.max_body_bytes, timeout_s=self.timeout_s, threads=self.threads,
-            max_queue=self.max_queue, max_batches=self.max_batches,
+            max_queue=self.max_queue, max_batches=self.max_batches, max_wait_s=self.max_wait_s,
+            body_budget_bytes=self.body_budget_bytes, body_timeout_s=self.body_timeout_s,
         )  # fmt: skip
 
 
@@ -369,7 +409,7 @@ def serve_rewards(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     threads: int | None = None,
-    access_log: bool = True,
+    access_log: bool = False,
     log_level: str = "info",
     max_queue: int | None = None,
     max_batches: int = DEFAULT_MAX_BATCHES,
@@ -377,6 +417,11 @@ def serve_rewards(
     tls_cert: str | Path | None = None,
     tls_key: str | Path | None = None,
     client_ca: str | Path | None = None,
+    max_wait_s: float = DEFAULT_MAX_WAIT_S,
+    body_budget_bytes: int | None = None,
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Serve a reward with uvicorn until SIGINT/SIGTERM (in-flight requests finish first).
 
@@ -388,10 +433,18 @@ def serve_rewards(
         workers: uvicorn worker processes. Above 1 the reward must be given by name or path
             (each worker loads it); the settings reach the workers through an environment
             variable.
-        api_key, timeout_s, max_body_bytes, threads, max_queue, max_batches: as in
-            `create_app`.
+        api_key, timeout_s, max_body_bytes, threads, max_queue, max_batches, max_wait_s,
+            body_budget_bytes: as in `create_app`.
         allow_public: serve a non-loopback address without a key.
-        access_log: one log line per request.
+        access_log: uvicorn's line per request (off: it costs about a third of the throughput
+            of a trivial reward). Answers other than 2xx are logged either way, and a summary
+            of all answers every 10 s; lines a client can cause are rate-limited.
+        header_timeout_s, body_timeout_s: a request head must arrive within
+            ``header_timeout_s`` of the connection opening (or of the previous answer), its
+            body within ``body_timeout_s`` of the head; else 408 and the connection closes.
+        max_connections: open connections at most, lowered to fit the file descriptor limit
+            (``ulimit -n`` less 128); past it a new connection replaces the oldest one without
+            a complete request head, or gets 503.
         log_level: uvicorn's log level.
         sandbox: for a reward that runs model code: ``"bwrap"`` (isolated, the default) or
             ``"process"`` (no isolation, opt-in), fixed for every request (see
@@ -424,29 +477,52 @@ def serve_rewards(
             "workers > 1 start separate processes that each load the reward: give it as a "
             "name, 'module:fn' or 'file.py::fn' (or a --config file), not as an object."
         )
+    _check_limits(header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s)
+    if max_connections < 1:
+        raise ConfigError(f"max_connections must be >= 1, got {max_connections}.")
     settings = _Settings(
         reward if isinstance(reward, str) else None, str(config) if config else None,
         api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches, sandbox,
+        max_wait_s, body_budget_bytes, body_timeout_s,
     )  # fmt: skip
     loaded = load_served_reward(reward, config, sandbox=sandbox)
+    limits = ConnectionLimits(
+        header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s,
+        max_connections=min(max_connections, fd_headroom()),
+    )  # fmt: skip
     options: dict[str, Any] = {
         "host": host, "port": port, "access_log": access_log, "log_level": log_level,
         "timeout_graceful_shutdown": None, **tls,
     }  # fmt: skip
+    limit_server_logs()
     if workers == 1:
         app = settings.app(loaded)
         _freeze_heap()
-        uvicorn.run(app, **options)
+        uvicorn.Server(_uvicorn_config(app, limits, **options)).run()
         return
     previous = os.environ.get(_SETTINGS_ENV)
     os.environ[_SETTINGS_ENV] = json.dumps(asdict(settings))
     try:
-        uvicorn.run(f"{__name__}:_app_from_environment", factory=True, workers=workers, **options)
+        from uvicorn.supervisors import Multiprocess
+
+        multi = _uvicorn_config(
+            f"{__name__}:_app_from_environment", limits, factory=True, workers=workers, **options
+        )
+        Multiprocess(multi, sockets=[multi.bind_socket()]).run()
     finally:
         if previous is None:
             os.environ.pop(_SETTINGS_ENV, None)
         else:
             os.environ[_SETTINGS_ENV] = previous
+
+
+def _uvicorn_config(app: Any, limits: ConnectionLimits, **options: Any) -> Any:
+    """uvicorn's settings, with the guarded protocol (`rk_agent.server._connections`)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, http=GuardedH11Protocol, **options)
+    config.connection_limits = limits  # type: ignore[attr-defined]  # read by the protocol
+    return config
 
 
 def _app_from_environment() -> FastAPI:
@@ -476,13 +552,18 @@ def serving(
     tls_cert: str | Path | None = None,
     tls_key: str | Path | None = None,
     client_ca: str | Path | None = None,
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
     **options: Any,
 ) -> Iterator[str]:
     """Run a reward server in a background thread; yield its base URL (``http://host:port``).
 
     For tests and notebooks. ``options`` go to `create_app`; a ready FastAPI app is served as
     it is. ``tls_cert``/``tls_key`` serve HTTPS (the URL starts ``https://``), ``client_ca``
-    requires client certificates (`tls_options`). Leaving the block shuts the server down
+    requires client certificates (`tls_options`); ``header_timeout_s``, ``body_timeout_s`` and
+    ``max_connections`` as in `serve_rewards` (``body_timeout_s`` also goes to `create_app`).
+    Leaving the block shuts the server down
     (in-flight requests finish first).
 
     Example:
@@ -495,10 +576,16 @@ def serving(
     app = (
         app_or_reward
         if isinstance(app_or_reward, FastAPI)
-        else create_app(app_or_reward, **options)
+        else create_app(app_or_reward, body_timeout_s=body_timeout_s, **options)
     )
     tls = tls_options(tls_cert, tls_key, client_ca)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, **tls)
+    limits = ConnectionLimits(
+        header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s,
+        max_connections=min(max_connections, fd_headroom()),
+    )  # fmt: skip
+    config = _uvicorn_config(
+        app, limits, host=host, port=port, log_level="warning", access_log=False, **tls
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="rk-reward-server", daemon=True)
     thread.start()

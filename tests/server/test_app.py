@@ -348,14 +348,15 @@ def test_a_saturated_server_sheds_load_with_503_and_retry_after() -> None:
         RELEASE_SLOW.set()
     assert shed.status_code == 503 and shed.headers["retry-after"] == "1"
     assert shed.json()["detail"].startswith(
-        "the reward server is saturated: 1 samples are waiting for its 1 worker threads; retry "
-        "after 1 s"
+        "the reward server is saturated: 1 samples are waiting for its 1 worker threads (0 "
+        "stuck), about 1."
     )
     assert waited.status_code == 200 and waited.json()["score"] == 1.0
     assert box["result"].score == 1.0  # the client honoured Retry-After and got its score
 
 
 def test_a_sample_that_waits_too_long_for_a_thread_gets_503() -> None:
+    # --max-wait (0.5 s here) bounds the wait for a thread, whatever the queue's length.
     RELEASE_SLOW.clear()
 
     async def run() -> httpx.Response:
@@ -370,7 +371,7 @@ def test_a_sample_that_waits_too_long_for_a_thread_gets_503() -> None:
             return stuck
 
     try:
-        with serving(held, timeout_s=0.2, threads=1) as url:
+        with serving(held, timeout_s=0.2, threads=1, max_wait_s=0.5) as url:
             stuck = asyncio.run(run())
     finally:
         RELEASE_SLOW.set()
@@ -558,3 +559,87 @@ def test_misuse_errors_stay_typed_in_process() -> None:
     # The same sample called locally raises the error the server turns into a 422.
     with pytest.raises(RewardInputError, match="cannot be called with these arguments"):
         exact(messages=CHAT)
+
+
+# --- hung rewards, shedding by time, 422 echoes (issue 25) --------------------------------------
+
+
+def test_health_reports_stuck_threads_and_turns_unhealthy_when_none_can_score() -> None:
+    RELEASE_SLOW.clear()
+    slow = {"messages": CHAT, "ground_truth": "slow"}
+    try:
+        with serving(held, timeout_s=0.2, threads=2) as url:
+            healthy = httpx.get(url + "/health")
+            first = post(url + "/evaluate", slow)  # answered at the timeout; its thread hangs
+            one_stuck = httpx.get(url + "/health")
+            post(url + "/evaluate", slow)
+            all_stuck = httpx.get(url + "/health")
+            refused = post(url + "/evaluate", {**slow, "ground_truth": "4"})
+            RELEASE_SLOW.set()
+            for _ in range(100):  # the threads return and the server recovers
+                if (recovered := httpx.get(url + "/health")).status_code == 200:
+                    break
+                threading.Event().wait(0.05)
+            scored = post(url + "/evaluate", {**slow, "ground_truth": "4"})
+    finally:
+        RELEASE_SLOW.set()
+    assert healthy.json() == {"status": "ok", "reward": "held"}
+    assert first.json()["error"].startswith("TimeoutError: reward 'held' did not finish")
+    assert one_stuck.status_code == 200
+    assert one_stuck.json() == {
+        "status": "degraded", "reward": "held", "threads": 2, "stuck": 1, "queued": 0,
+        "detail": "1 of 2 worker threads are stuck in reward 'held' (running past 0.2 s; a "
+        "thread cannot be stopped)",
+    }  # fmt: skip
+    assert all_stuck.status_code == 503  # an orchestrator's health check restarts it
+    assert all_stuck.json()["status"] == "unhealthy"
+    assert all_stuck.json()["detail"] == (
+        "2 of 2 worker threads are stuck in reward 'held' (running past 0.2 s; a thread cannot "
+        "be stopped): no sample can be scored; restart the server"
+    )
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert "(2 stuck)" in refused.json()["detail"]
+    assert recovered.json() == {"status": "ok", "reward": "held"}
+    assert scored.json()["score"] == 1.0
+
+
+def test_the_defaults_shed_nothing_a_trivial_reward_serves_at_256_connections() -> None:
+    body = json.dumps({"messages": CHAT, "ground_truth": "4"}).encode()
+
+    async def client(port: int) -> list[int]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        codes = []
+        for _ in range(2):  # two requests on one kept-alive connection
+            writer.write(
+                b"POST /evaluate HTTP/1.1\r\nHost: rk\r\nContent-Length: %d\r\n\r\n%s"
+                % (len(body), body)
+            )
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(re.search(rb"content-length: (\d+)", head, re.I)[1])  # type: ignore[index]
+            await reader.readexactly(length)
+            codes.append(int(head[9:12]))
+        writer.close()
+        return codes
+
+    async def run(port: int) -> list[int]:
+        answers = await asyncio.gather(*(client(port) for _ in range(256)))
+        return [code for codes in answers for code in codes]
+
+    with serving(exact, threads=1) as url:  # one thread: up to 255 samples wait for it
+        codes = asyncio.run(run(int(url.rsplit(":", 1)[1])))
+    assert codes == [200] * 512
+
+
+def test_a_422_echoes_at_most_a_little_of_the_input(url: str) -> None:
+    huge = "x" * 100_000
+    response = post(url + "/evaluate", {"messages": huge, "ground_truth": "4"})
+    assert response.status_code == 422
+    assert response.json()["detail"] == [
+        {"type": "list_type", "loc": ["body", "messages"], "msg": "Input should be a valid array",
+         "input": "x" * 200 + "... (100000 characters)"}
+    ]  # fmt: skip
+    many = post(url + "/batch", {"samples": [{"messages": ["x" * 300]}] * 500})
+    assert many.status_code == 422
+    assert len(many.json()["detail"]) == 20 and len(many.content) < 10_000
+    small = post(url + "/evaluate", {"ground_truth": "4"})
+    assert small.json()["detail"][0]["input"] == {"ground_truth": "4"}  # short: as it came

@@ -1,0 +1,176 @@
+"""The reward server's connections, before any request reaches the app.
+
+uvicorn (0.54) sets no deadline on a request head or body: a client that connects and sends
+part of a head holds its socket, and its file descriptor, for as long as it likes, and
+``limit_concurrency`` only answers 503 once a whole head has arrived. `GuardedH11Protocol`
+(uvicorn's h11 protocol with three additions) closes that gap:
+
+- a deadline for each request: its head must arrive within ``header_timeout_s`` of the
+  connection opening (or of the previous answer on a kept-alive connection), and its body
+  within ``body_timeout_s`` of the head; a connection past either is answered 408 and closed;
+- a cap on open connections (``max_connections``, kept below the process's file descriptor
+  limit): a new connection past it takes the place of the oldest one that has not sent a
+  complete head (a slow client, or an idle kept-alive one), or, when every connection is busy
+  with a request, is answered 503 with ``Retry-After`` and closed;
+- the lines it logs go through `rk_agent.server._logs.RateLimited` (one line per cause per
+  interval, with a count of the rest).
+
+The app sees none of this: a cut connection is a disconnect.
+
+Main names:
+    ConnectionLimits: the settings, and the connections waiting for a head.
+    GuardedH11Protocol: the protocol class given to uvicorn (``Config(http=...)``).
+    fd_headroom: how many connections the file descriptor limit leaves room for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import resource
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["FD_RESERVE", "ConnectionLimits", "GuardedH11Protocol", "fd_headroom"]
+
+logger = logging.getLogger("rk_agent.server")
+
+FD_RESERVE = 128
+"""File descriptors left to the reward, its threads, logs and sandboxes (never given to clients)."""
+
+
+def fd_headroom() -> int:
+    """Connections the soft file descriptor limit (``ulimit -n``) leaves room for."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 20
+    return max(16, soft - FD_RESERVE)
+
+
+class ConnectionLimits:
+    """The settings of `GuardedH11Protocol` (one per server, on its uvicorn ``Config``)."""
+
+    def __init__(
+        self, *, header_timeout_s: float, body_timeout_s: float, max_connections: int
+    ) -> None:
+        self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
+        self.max_connections = max_connections
+        # Connections waiting for a request head, oldest first (dicts keep insertion order).
+        self.waiting: dict[GuardedH11Protocol, None] = {}
+
+    def __getstate__(self) -> dict[str, Any]:  # uvicorn's workers get a pickled Config
+        return {**self.__dict__, "waiting": {}}
+
+
+_REFUSED = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"retry-after: 1\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
+_TIMED_OUT = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+)
+
+
+def _raw(template: bytes, detail: str) -> bytes:
+    body = json.dumps({"detail": detail}).encode()
+    return template % (len(body), body)
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with request deadlines and a connection cap (module docstring).
+
+    Reads its `ConnectionLimits` from ``config.connection_limits``.
+    """
+
+    def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.limits: ConnectionLimits = config.connection_limits
+        self._deadline: asyncio.TimerHandle | None = None
+        self._armed_for: object = None  # the request cycle current when the deadline was set
+        self._waiting_for_head = True
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            waiting = self.limits.waiting
+            if not waiting:
+                logger.warning(
+                    "refused a connection: all %d connections (--max-connections) are busy "
+                    "with requests",
+                    self.limits.max_connections,
+                )
+                self._cut(_raw(_REFUSED, "too many connections; retry after 1 s"))
+                return
+            oldest = next(iter(waiting))
+            logger.warning(
+                "closed the oldest connection without a complete request head to make room "
+                "(%d connections, --max-connections)",
+                self.limits.max_connections,
+            )
+            oldest._cut(b"")
+        self._arm(head=True)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._deadline is None:
+            return
+        if self._armed_for is not self.cycle:  # a new request head arrived: its deadline is met
+            self._disarm()
+            if self.cycle is not None and self.cycle.more_body:
+                self._arm(head=False)  # the body's starts now
+        elif not self._waiting_for_head and not self.cycle.more_body:
+            self._disarm()  # the body is complete
+
+    def on_response_complete(self) -> None:
+        closing = self.transport.is_closing()
+        if not closing:
+            self._disarm()
+            self._arm(head=True)  # the next request's head
+        super().on_response_complete()
+        if not closing and self._armed_for is not self.cycle:
+            self._disarm()  # a pipelined request was waiting: its head is in already
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self, *, head: bool) -> None:
+        self._armed_for = self.cycle
+        self._waiting_for_head = head
+        seconds = self.limits.header_timeout_s if head else self.limits.body_timeout_s
+        self._deadline = self.loop.call_later(seconds, self._expired)
+        if head:
+            self.limits.waiting[self] = None
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self.limits.waiting.pop(self, None)
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self._waiting_for_head:
+            part, seconds = "request head", self.limits.header_timeout_s
+        else:
+            part, seconds = "request body", self.limits.body_timeout_s
+        logger.warning("closed a connection whose %s did not arrive within %g s", part, seconds)
+        self._cut(
+            _raw(_TIMED_OUT, f"the {part} did not arrive within {seconds:g} s; send it at once")
+        )
+
+    def _cut(self, answer: bytes) -> None:
+        """Answer (when the connection is not mid-answer) and close it."""
+        self._disarm()
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if answer and (cycle is None or cycle.response_complete or not cycle.response_started):
+            self.transport.write(answer)
+        if cycle is not None:
+            cycle.keep_alive = False
+        self.transport.close()

@@ -1,0 +1,156 @@
+"""Slow and many clients against a real reward server on loopback (raw sockets, bounded)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+
+from rk_agent import reward_function
+from rk_agent.server import create_app, serving
+
+CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+BODY = json.dumps({"messages": CHAT, "ground_truth": "4"}).encode()
+
+
+@reward_function
+def exact(response: str, ground_truth: str) -> float:
+    return float(response.strip() == ground_truth)
+
+
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
+
+
+def head(length: int) -> bytes:
+    return (
+        f"POST /evaluate HTTP/1.1\r\nHost: rk\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+@contextlib.contextmanager
+def raw(url: str, count: int = 1) -> Iterator[list[socket.socket]]:
+    """``count`` open client sockets (closed on leaving); each read waits at most 10 s."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection(address(url), timeout=10)
+            sockets.append(sock)
+        yield sockets
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes (a read past 10 s fails the test)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def closed_by_server(sockets: list[socket.socket]) -> set[socket.socket]:
+    """The sockets the server has closed (they sent heads that never end: nothing else comes)."""
+    readable, _, _ = select.select(sockets, [], [], 1.0)
+    closed = set()
+    for sock in readable:
+        with contextlib.suppress(ConnectionResetError):
+            if sock.recv(65536):
+                continue
+        closed.add(sock)
+    return closed
+
+
+def test_a_request_head_that_never_ends_gets_408_and_is_closed() -> None:
+    with serving(exact, header_timeout_s=0.3) as url, raw(url, 2) as (partial, silent):
+        partial.sendall(b"POST /evaluate HTTP/1.1\r\nHost: rk\r\n")  # and nothing more
+        first, second = read_all(partial), read_all(silent)
+        healthy = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+    assert first.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert first.endswith(
+        b'{"detail": "the request head did not arrive within 0.3 s; send it at once"}'
+    )
+    assert second.startswith(b"HTTP/1.1 408")  # connected and sent nothing at all
+    assert healthy.status_code == 200
+
+
+def test_the_head_deadline_also_holds_between_kept_alive_requests() -> None:
+    with serving(exact, header_timeout_s=0.3) as url, raw(url) as (sock,):
+        sock.sendall(head(len(BODY)) + BODY)
+        time.sleep(0.1)
+        sock.sendall(b"POST /eval")  # a second request that stalls
+        answers = read_all(sock)
+    assert answers.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert answers.count(b"HTTP/1.1 ") == 2 and b"HTTP/1.1 408" in answers
+
+
+def test_a_body_that_never_ends_gets_408_and_is_closed() -> None:
+    with serving(exact, body_timeout_s=0.3) as url, raw(url) as (sock,):
+        sock.sendall(head(len(BODY)) + BODY[:-1])  # all but the last byte
+        answer = read_all(sock)
+        healthy = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert answer.endswith(b'the request body did not arrive within 0.3 s; send it at once"}')
+    assert healthy.status_code == 200
+
+
+def test_slow_clients_past_the_connection_limit_make_room_for_real_requests() -> None:
+    limit = 20
+    with serving(exact, max_connections=limit, header_timeout_s=60) as url:
+        with raw(url, 3 * limit) as slow:
+            for sock in slow:
+                sock.sendall(b"POST /evaluate HTTP/1.1\r\n")  # heads that never end
+            answered = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+            time.sleep(0.2)
+            closed = closed_by_server(slow)
+            still_open = [sock for sock in slow if sock not in closed]
+        again = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+    assert answered.status_code == 200  # it took the place of the oldest slow one
+    assert len(still_open) <= limit  # the rest were closed, oldest first
+    assert set(still_open) <= set(slow[-limit:])
+    assert again.status_code == 200
+
+
+def test_when_every_connection_is_busy_a_new_one_gets_503() -> None:
+    with serving(exact, max_connections=3, body_timeout_s=60) as url, raw(url, 3) as busy:
+        for sock in busy:  # each one is in the middle of a request (its body)
+            sock.sendall(head(len(BODY)) + BODY[:10])
+        time.sleep(0.2)
+        with raw(url) as (late,):
+            answer = read_all(late)
+        for sock in busy:
+            sock.sendall(BODY[10:])
+        done = [sock.recv(65536) for sock in busy]
+    assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+    assert b"retry-after: 1\r\n" in answer
+    assert answer.endswith(b'{"detail": "too many connections; retry after 1 s"}')
+    assert all(d.startswith(b"HTTP/1.1 200 OK") for d in done)
+
+
+def test_bodies_past_the_byte_budget_wait_unread_and_small_samples_do_not() -> None:
+    """Twelve clients each send all but the last byte of a large body: the bodies held stay
+    within the budget (plus 64 KiB each); a small sample is answered meanwhile."""
+    size = 400_000
+    app = create_app(exact, max_body_bytes=size, body_budget_bytes=2 * size)
+    with serving(app, body_timeout_s=60) as url, raw(url, 12) as large:
+        padding = b" " * (size - len(BODY))
+        for sock in large:
+            sock.sendall(head(size) + BODY + padding[:-1])
+        time.sleep(0.5)
+        small = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+        for sock in large:
+            sock.sendall(padding[-1:])
+        answers = [sock.recv(65536) for sock in large]
+    assert small.status_code == 200
+    assert all(a.startswith(b"HTTP/1.1 200 OK") for a in answers)
+    budget = app.state.body_budget
+    assert budget.peak <= budget.limit == 2 * size
+    assert budget.held == 0
