@@ -15,8 +15,13 @@ are retryable, with no status; a 4xx/5xx status is `status_error`'s (context
 overflow, the key's origin on 401/403, ``Retry-After`` kept for the retry policy); a success
 whose body is not JSON is retryable with status 200. The key never appears in a message.
 
+Transport: a plain ``http://`` server reached directly (a local vLLM, SGLang or
+``transformers serve``: the many-requests-a-second case) is spoken to through
+`rk_agent.rollouts.http1` (kept-alive connections, a third of ``aiohttp``'s CPU per request);
+``https://`` servers and servers behind a proxy through one ``aiohttp`` session.
+
 Proxies: the environment's ``HTTP(S)_PROXY`` and ``NO_PROXY`` apply (the proxy's credentials
-from its URL or from netrc), resolved once when the session opens, for the one server this
+from its URL or from netrc), resolved once when the client opens, for the one server this
 client talks to. ``aiohttp``'s ``trust_env`` would read them again, with netrc, on two worker
 threads for every request: most of a turn's CPU and two thread hand-offs of waiting.
 
@@ -43,9 +48,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult, urlsplit
 
 from rk_agent import __version__
-from rk_agent.errors import EndpointError
+from rk_agent.errors import ConfigError, EndpointError
 from rk_agent.openai_errors import (
     Endpoint,
     server_message,
@@ -54,6 +60,7 @@ from rk_agent.openai_errors import (
     unreachable_error,
 )
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
+from rk_agent.rollouts.http1 import BadReply, Http1Pool, header_lines, request_head
 from rk_agent.secrets import redact
 
 if TYPE_CHECKING:
@@ -107,6 +114,7 @@ class ModelClient:
         self.max_connections = max_connections
         self.retry = retry
         self._session: aiohttp.ClientSession | None = None
+        self._pool: Http1Pool | None = None
         self._proxy: dict[str, Any] = {}
         self._headers = {
             "Authorization": f"Bearer {endpoint.key}",
@@ -122,16 +130,35 @@ class ModelClient:
     def open(self) -> None:
         """Import the HTTP stack and open the session now (in the running event loop) rather
         than on the first request."""
-        if self._session is None:
+        if self._session is None and self._pool is None:
             import aiohttp
 
             timeout = self.endpoint.timeout_s or None
             self._proxy = _env_proxy(self.endpoint.url)
+            parts = urlsplit(self.endpoint.url)
+            if parts.scheme == "http" and not self._proxy and parts.hostname:
+                self._open_pool(parts, timeout)
+                return
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.max_connections, ssl=ssl_context()),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
                 headers=self._headers,
             )
+
+    def _open_pool(self, parts: SplitResult, timeout: float | None) -> None:
+        host = parts.hostname
+        assert host is not None
+        port = parts.port or 80
+        try:
+            self._fixed = header_lines(self._headers)
+        except ValueError as exc:
+            raise ConfigError(f"cannot send requests to {self.endpoint.url}: {exc}.") from None
+        self._host = parts.netloc.rpartition("@")[2]  # no credentials in the Host header
+        self._base = parts.path.rstrip("/")
+        self._pool = Http1Pool(
+            host.strip("[]"), port, limit=self.max_connections, connect_timeout_s=timeout,
+            read_timeout_s=timeout,
+        )  # fmt: skip
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:
         """Send one request (no retry) and return the decoded JSON reply.
@@ -142,22 +169,22 @@ class ModelClient:
         import aiohttp
 
         self.open()
-        assert self._session is not None
-        url = self.endpoint.url + path
         data = None if body is None else json.dumps(body).encode()
         try:
-            async with self._session.request(method, url, data=data, **self._proxy) as response:
-                raw = await response.read()
-                status = response.status
-                if status >= 400:
-                    text = raw.decode("utf-8", "replace")
-                    reply = StatusReply(status, self._clean(text), response)
-                    message = server_message(text, response.reason)
-                    raise status_error(status, message, self.endpoint, self.retry) from reply
+            if self._pool is not None:
+                status, raw = await self._pooled(method, path, data)
+            else:
+                status, raw = await self._session_request(method, path, data)
         except EndpointError:
             raise
         except TimeoutError as exc:  # aiohttp's socket timeouts are TimeoutErrors too
             raise timeout_error(self.endpoint) from exc
+        except BadReply as exc:
+            raise EndpointError(
+                f"{self.endpoint.url} sent a reply that is not HTTP/1.1: {self._clean(str(exc))}",
+                retryable=True,
+                url=self.endpoint.url,
+            ) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise unreachable_error(exc, self.endpoint) from exc
         try:
@@ -171,10 +198,40 @@ class ModelClient:
                 url=self.endpoint.url,
             ) from exc
 
+    async def _pooled(self, method: str, path: str, data: bytes | None) -> tuple[int, bytes]:
+        assert self._pool is not None
+        head = request_head(
+            method, self._base + path, self._host, self._fixed, None if data is None else len(data)
+        )
+        reply = await self._pool.request(head if data is None else head + data)
+        if reply.status >= 400:
+            self._raise_status(reply.status, reply.body, reply.reason, reply)
+        return reply.status, reply.body
+
+    async def _session_request(
+        self, method: str, path: str, data: bytes | None
+    ) -> tuple[int, bytes]:
+        assert self._session is not None
+        url = self.endpoint.url + path
+        async with self._session.request(method, url, data=data, **self._proxy) as response:
+            raw = await response.read()
+            if response.status >= 400:
+                self._raise_status(response.status, raw, response.reason, response)
+            return response.status, raw
+
+    def _raise_status(self, status: int, raw: bytes, reason: str | None, response: Any) -> None:
+        text = raw.decode("utf-8", "replace")
+        reply = StatusReply(status, self._clean(text), response)
+        message = server_message(text, reason)
+        raise status_error(status, message, self.endpoint, self.retry) from reply
+
     async def aclose(self) -> None:
         """Close the session and its connections (the client opens a new one when used
         again, in whatever event loop is running then)."""
         session, self._session = self._session, None
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
         if session is not None:
             await session.close()
 

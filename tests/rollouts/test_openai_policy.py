@@ -200,7 +200,11 @@ def test_timeout_is_retried(server: StubServer) -> None:
     ("fault", "status", "message"),
     [
         (Fault.hang(5), None, "did not answer within 0.3s (timeout)"),
-        (Fault.drop(), None, "could not reach {url}: ServerDisconnectedError: Server disconnected"),
+        (
+            Fault.drop(),
+            None,
+            "could not reach {url}: ServerDisconnected: the server closed the connection",
+        ),
         (Fault.malformed(), 200, "{url} sent a body that is not JSON: JSONDecodeError"),
         (Fault.http(503, "overloaded"), 503, "{url}: HTTP 503: overloaded (gave up after 1"),
     ],
