@@ -151,8 +151,9 @@ def deploy(
         str | None,
         typer.Option(
             "--rk-agent-requirement",
-            help="Self-hosted targets: how the image installs rk-agent (default: this version, "
-            "pinned).",
+            help="Self-hosted targets: the requirement line that installs rk-agent in the image "
+            "(default: this version pinned when it came from a package index, else a wheel of "
+            "this install placed in the folder).",
         ),
     ] = None,
 ) -> None:
@@ -171,22 +172,24 @@ def deploy(
     given = [*([reward] if reward is not None else []), *(more_folders or [])]
     reward, metrics_folders = _positionals(given, metrics_folders, "deploy")
     _one_reward_source(reward, metrics_folders, "deploy", "my_rewards.py::fn")
+    if include and metrics_folders:
+        raise ConfigError(
+            "--include applies to a reward file, not to --metrics-folders (each folder is packed "
+            "whole). Move the file into the metric folder instead."
+        )
     if target != "fireworks":
+        from rk_agent.rewards.metric_folders import parse_weights
         from rk_agent.selfhost.command import deploy_elsewhere
 
         deploy_elsewhere(
-            target, reward, metrics_folders=metrics_folders, evaluator_id=evaluator_id,
+            target, reward, metrics_folders=metrics_folders, method=_combine_method(combine),
+            weights=parse_weights(weight or ()) or None, evaluator_id=evaluator_id,
             description=description, force=force, requirements=requirement or (),
             include=include or (), dry_run=dry_run, output=output, build=build, tag=tag,
             region=region, project=project, service=service, function=function,
             api_key=server_api_key, api_key_secret=api_key_secret, rk_agent=rk_agent_requirement,
         )  # fmt: skip
         return
-    if include and metrics_folders:
-        raise ConfigError(
-            "--include applies to a reward file, not to --metrics-folders (each folder is packed "
-            "whole). Move the file into the metric folder instead."
-        )
     console = make_console(soft_wrap=True)  # a URL is never broken across lines
     client = _client(dry_run, console)
     common: dict[str, Any] = {
@@ -208,10 +211,12 @@ def deploy(
         else:
             deployment = deploy_reward(reward, include=include or (), **common)  # type: ignore[arg-type]
     package = deployment.package
+    for left in package.left_out:
+        console.print(f"Left out: {left}", style="yellow")
     if package.left_out:
         console.print(
-            f"Left out (they look like secrets): {', '.join(package.left_out)}. Name a file "
-            "with --include on its own to pack it anyway.", style="yellow"
+            "(Name a file with --include on its own to pack it anyway; a file holding a key is "
+            "never packed.)", style="yellow"
         )  # fmt: skip
     if package.user_dir:
         console.print(

@@ -13,8 +13,12 @@ top directory named after the evaluator::
 When one of your files would land on a name the package needs (a reward file called
 ``main.py``, as Reward Kit's metric folders have, a ``requirements.txt``, an ``rk_agent``
 folder), all your files move under ``<dir>/user/`` instead, so nothing is overwritten. Files
-that look like secrets (``.env*``, ``*.pem``, ``*.key``, ``auth.ini``, credentials files) in an
-included folder are left out (``EvaluatorPackage.left_out``) unless named one by one.
+of an included folder that hold credentials, by name (``.env*``, ``*.pem``, SSH keys, token and
+credentials files, ...) or by content (key formats, the values of the secrets rk-agent knows),
+are left out with the reason (``EvaluatorPackage.left_out``,
+`rk_agent.fireworks.package_files`); a file named on its own is packed whatever its name, and
+refused if it holds a credential. A symlink is packed under its own name, and refused when it
+leads out of the project.
 
 Reward Kit's metric folders (`package_metric_folders`, ``NAME=PATH`` pairs) are packed as
 ``<dir>/<name>/...`` (each folder's files) plus a generated ``metric_folders_evaluator.py`` that
@@ -38,7 +42,6 @@ Example:
 
 from __future__ import annotations
 
-import fnmatch
 import gzip
 import hashlib
 import importlib
@@ -53,6 +56,14 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent import __version__
 from rk_agent.errors import ConfigError
+from rk_agent.fireworks.package_files import (
+    SKIP_DIRS,
+    folder_files,
+    named_file,
+    read_text,
+    refuse_credentials,
+)
+from rk_agent.fireworks.secret_files import LeftOut, known_secrets
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 
 if TYPE_CHECKING:
@@ -69,11 +80,6 @@ BASE_REQUIREMENTS = ("pydantic>=2.7",)
 
 _RESERVED = ("main.py", "requirements.txt")  # and the vendored rk_agent/ folder
 _USER_DIR = "user"  # where your files go when one of them would take a reserved name
-_SECRET_PATTERNS = (
-    ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
-    "auth.ini", "credentials", "credentials.*", "*credentials*.json", ".netrc", ".pypirc",
-)  # fmt: skip
-_SKIP_DIRS = {"__pycache__", ".git", ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 # rk_agent subpackages every package carries besides the top-level modules (rewards import the
 # sandbox that runs model code).
 _VENDORED = ("rewards", "sandbox")
@@ -93,7 +99,8 @@ class EvaluatorPackage:
         archive: the ``.tar.gz`` bytes.
         digest: the archive's SHA-256 (hex); stored as the evaluator's ``commitHash`` so an
             unchanged reward is recognised.
-        left_out: files of included folders that look like secrets and were not packed.
+        left_out: files of included folders that hold credentials and were not packed, each
+            with why.
         user_dir: the folder (inside the archive's directory) holding your files: ``""``, or
             ``"user"`` when one of them would have taken a name the package needs.
     """
@@ -105,7 +112,7 @@ class EvaluatorPackage:
     entry_point: str = ENTRY_POINT
     archive: bytes = field(default=b"", repr=False)
     digest: str = ""
-    left_out: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
     user_dir: str = ""
 
     @property
@@ -188,10 +195,11 @@ def package_reward(
     """
     fn = get_reward_function(reward)
     source = _locate(fn)
-    user = dict(source.files)
-    left_out: list[str] = []
+    known = known_secrets()
+    user = {name: _screened(name, text, source, known) for name, text in source.files.items()}
+    left_out: list[LeftOut] = []
     for extra in include:
-        user.update(_included(Path(extra), source.root, left_out))
+        user.update(_included(Path(extra), source.root, left_out, known))
     needed = [*fn.reward_spec.requirements, *requirements]
     return _assemble(fn.reward_spec.name, source, user, left_out, directory, needed)
 
@@ -225,16 +233,13 @@ def package_metric_folders(
     parsed = parse_metric_folders(folders)
     fn = metric_folders_reward(parsed, method=method, weights=weights)
     user: dict[str, str] = {}
-    left_out: list[str] = []
+    left_out: list[LeftOut] = []
     needed: list[str] = []
+    known = known_secrets()
     for folder in parsed:
-        for path in _walk(folder.path):
-            if not path.is_file():
-                continue
-            if any(fnmatch.fnmatch(path.name, pat) for pat in _SECRET_PATTERNS):
-                left_out.append(str(path))
-                continue
-            user[f"{folder.name}/{path.relative_to(folder.path).as_posix()}"] = _read(path)
+        files, out = folder_files(folder.path, (), known)
+        user.update({f"{folder.name}/{name}": text for name, text in files.items()})
+        left_out += out
         needed += folder_requirements(folder)
         component = get_reward_function(f"{folder.main}::evaluate")
         needed += component.reward_spec.requirements
@@ -253,7 +258,7 @@ def _assemble(
     reward_name: str,
     source: _Source,
     user: dict[str, str],
-    left_out: list[str],
+    left_out: list[LeftOut],
     directory: str,
     requirements: Sequence[str],
 ) -> EvaluatorPackage:
@@ -337,12 +342,12 @@ def _locate(fn: Any) -> _Source:
         if package_file:
             package_dir = Path(package_file).parent
             files = {
-                f"{package}/{p.relative_to(package_dir).as_posix()}": _read(p)
+                f"{package}/{p.relative_to(package_dir).as_posix()}": read_text(p)
                 for p in _walk(package_dir)
                 if p.suffix == ".py"
             }
             return _Source(None, module_name, attr, files, package_dir.parent)
-    return _Source(path.name, None, attr, {path.name: _read(path)}, path.parent)
+    return _Source(path.name, None, attr, {path.name: read_text(path)}, path.parent)
 
 
 def _attribute(module: Any, fn: Any, target: Any) -> str:
@@ -360,50 +365,51 @@ def _attribute(module: Any, fn: Any, target: Any) -> str:
     return str(qualname)
 
 
-def _included(path: Path, root: Path | None, left_out: list[str]) -> dict[str, str]:
-    """The files of an ``include`` entry; a folder's secret-looking files go to ``left_out``
-    (a file named on its own is packed whatever its name: the user asked for it)."""
+def _screened(name: str, text: str, source: _Source, known: Mapping[str, str]) -> str:
+    """A file of the reward's own source, refused when it holds a credential."""
+    refuse_credentials(source.root / name if source.root else Path(name), text, known)
+    return text
+
+
+def _included(
+    path: Path, root: Path | None, left_out: list[LeftOut], known: Mapping[str, str]
+) -> dict[str, str]:
+    """The files of an ``include`` entry, named as they sit beside the reward's file.
+
+    A folder's credential-like files go to ``left_out``; a file named on its own is packed
+    whatever its name (the user asked for it), but never when it holds a credential.
+    """
     if not path.exists():
         raise ConfigError(f"cannot include {path} in the evaluator: it does not exist.")
-    paths = [path] if path.is_file() else [p for p in _walk(path) if p.is_file()]
-    out: dict[str, str] = {}
-    for p in paths:
-        if p is not path and any(fnmatch.fnmatch(p.name, pat) for pat in _SECRET_PATTERNS):
-            left_out.append(str(p))
-            continue
-        resolved = p.resolve()
-        if root is not None and resolved.is_relative_to(root.resolve()):
-            arcname = resolved.relative_to(root.resolve()).as_posix()
-        else:
-            base = path.resolve().parent
-            arcname = resolved.relative_to(base).as_posix()
-        out[arcname] = _read(p)
-    return out
+    base = path.parent.resolve() / path.name  # the entry's own name, even when it is a link
+    if root is not None and base.is_relative_to(root.resolve()):
+        arc = base.relative_to(root.resolve()).as_posix()
+    else:
+        arc = path.name
+    if not path.is_dir():
+        return {arc: named_file(path, known)}
+    project = (root,) if root is not None else ()
+    files, out = folder_files(path, project, known)
+    left_out += out
+    return {f"{arc}/{name}": text for name, text in files.items()}
 
 
 def _vendored_files(extra: Sequence[str]) -> dict[str, str]:
     package_dir = Path(importlib.import_module("rk_agent").__file__ or "").parent
     out: dict[str, str] = {}
     for p in sorted([*package_dir.glob("*.py"), *package_dir.glob("*.pyi")]):
-        out[f"rk_agent/{p.name}"] = _read(p)  # a .pyi may list the lazily imported names
+        out[f"rk_agent/{p.name}"] = read_text(p)  # a .pyi may list the lazily imported names
     for sub in (*_VENDORED, *extra):
         for p in _walk(package_dir / sub):
             if p.is_file() and p.suffix in (".py", ".pyi", ".json"):
-                out[f"rk_agent/{p.relative_to(package_dir).as_posix()}"] = _read(p)
+                out[f"rk_agent/{p.relative_to(package_dir).as_posix()}"] = read_text(p)
     return out
 
 
 def _walk(folder: Path) -> list[Path]:
     return sorted(
-        p for p in folder.rglob("*") if not _SKIP_DIRS.intersection(p.relative_to(folder).parts)
+        p for p in folder.rglob("*") if not SKIP_DIRS.intersection(p.relative_to(folder).parts)
     )
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path} for the evaluator package: {exc}") from exc
 
 
 def _tar_gz(directory: str, files: dict[str, str]) -> bytes:

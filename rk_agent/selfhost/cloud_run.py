@@ -1,7 +1,8 @@
 """``--target gcp-cloud-run``: the Docker build context, deployed with ``gcloud run deploy``.
 
 Cloud Run builds the folder's ``Dockerfile`` (`rk_agent.selfhost.docker`) with Cloud Build and
-runs it with ``$PORT`` set, so the command is::
+runs it with ``$PORT`` set; ``gcloud`` uploads the folder less what its ``.gcloudignore`` names
+(credential-like files), so the command is::
 
     gcloud run deploy SERVICE --source DIR --region REGION [--project PROJECT] --port 8080
         --allow-unauthenticated --quiet
@@ -20,19 +21,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.rewards.registry import RewardLike
 from rk_agent.rewards.remote import API_KEY_ENV
 from rk_agent.selfhost.context import (
     Command,
     SelfHostDeployment,
+    ignore_file,
     reject_unknown,
+    reward_name,
     run_commands,
-    show_files,
+    write_or_show,
 )
 from rk_agent.selfhost.docker import DEFAULT_PORT, docker_context, image_tag
+
+if TYPE_CHECKING:
+    from rk_agent.fireworks.packaging import EvaluatorPackage
 
 __all__ = ["DEFAULT_REGION", "cloud_run_commands", "deploy_cloud_run"]
 
@@ -81,7 +87,7 @@ def cloud_run_commands(
 
 
 def deploy_cloud_run(
-    reward: RewardLike,
+    reward: RewardLike | EvaluatorPackage,
     *,
     evaluator_id: str | None = None,
     description: str | None = None,
@@ -102,7 +108,8 @@ def deploy_cloud_run(
     """Write the build context and run ``gcloud run deploy`` on it (the ``"gcp-cloud-run"`` target).
 
     Args:
-        reward: a decorated function, a registered name, ``file.py::fn`` or ``module:fn``.
+        reward: a decorated function, a registered name, ``file.py::fn`` or ``module:fn``, or
+            a package of metric folders (`rk_agent.fireworks.packaging.package_metric_folders`).
         evaluator_id: the service name unless ``service`` is given (default: ``rk-reward-<name>``).
         description, force: as for `rk_agent.selfhost.docker.deploy_docker`.
         output: the folder (default ``./rk-deploy/<service>``).
@@ -111,7 +118,7 @@ def deploy_cloud_run(
         project: the Google Cloud project (default: gcloud's configured one).
         api_key: the server's key, set as an environment variable (shown as ``***``).
         api_key_secret: a Secret Manager secret holding the key, ``NAME`` or ``NAME:VERSION``.
-        dry_run: print the files and the command; write and run nothing.
+        dry_run: list the files (names, sizes, hashes) and the command; write and run nothing.
         requirements, include, rk_agent: as in `rk_agent.selfhost.context.render_context`.
         echo: where to print.
 
@@ -125,8 +132,7 @@ def deploy_cloud_run(
         "gcp-cloud-run",
         ("output", "service", "region", "project", "api_key", "api_key_secret", "dry_run"),
     )
-    fn = get_reward_function(reward)
-    service = service or image_tag(evaluator_id or fn.reward_spec.name)
+    service = service or image_tag(evaluator_id or reward_name(reward))
     directory = Path(output) if output else Path("rk-deploy", service)
     commands = cloud_run_commands(
         directory,
@@ -137,18 +143,15 @@ def deploy_cloud_run(
         api_key_secret=api_key_secret,
     )
     context = docker_context(
-        fn, requirements=requirements, include=include, rk_agent=rk_agent, tag=service
+        reward, requirements=requirements, include=include, rk_agent=rk_agent, tag=service
     )
-    if dry_run:
-        show_files(context, directory, echo, [api_key] if api_key else [])
-    else:
-        context.write(directory)
-        echo(f"Wrote the build context for reward {context.reward_name!r} to {directory}/.")
+    context = context.with_files({".gcloudignore": ignore_file(context, docker=False)})
+    write_or_show(context, directory, dry_run=dry_run, echo=echo)
     run_commands(commands, dry_run=dry_run, echo=echo, install_hint=_INSTALL)
     return SelfHostDeployment(
         "gcp-cloud-run",
         directory,
-        tuple(sorted(context.files)),
+        context.names,
         commands=tuple(c.shown() for c in commands),
         ran=not dry_run,
     )

@@ -1,23 +1,27 @@
 """``rk-agent deploy --target NAME`` for every target but Fireworks: options in, a summary out.
 
 `deploy_elsewhere` checks which of the command's options the target takes (an option meant for
-another target is an error, not silently dropped), calls the target from
-`rk_agent.rewards.deploy_targets`, and prints what was written and what to run next.
+another target is an error, not silently dropped), packs Reward Kit's metric folders as the
+fireworks target does (``--metrics-folders`` with ``--combine`` / ``--weight``), calls the target
+from `rk_agent.rewards.deploy_targets`, and prints what was written and what to run next.
 
 Main names: `deploy_elsewhere`, `TARGET_OPTIONS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.deploy_targets import get_deploy_target
 from rk_agent.selfhost.context import SelfHostDeployment
+
+if TYPE_CHECKING:
+    from rk_agent.rewards.compose import CombineMethod
 
 __all__ = ["TARGET_OPTIONS", "deploy_elsewhere"]
 
@@ -41,6 +45,8 @@ def deploy_elsewhere(
     *,
     metrics_folders: Sequence[str] | None,
     evaluator_id: str | None,
+    method: CombineMethod = "mean",
+    weights: Mapping[str, float] | None = None,
     description: str | None,
     force: bool,
     requirements: Sequence[str],
@@ -49,20 +55,22 @@ def deploy_elsewhere(
     rk_agent: str | None,
     **options: Any,
 ) -> Any:
-    """Deploy ``reward`` to ``target`` (not ``fireworks``) with the options that apply to it.
+    """Deploy ``reward`` (or ``metrics_folders``) to ``target`` (not ``fireworks``).
+
+    Metric folders are packed into one reward (their ``evaluate`` functions combined by
+    ``method`` and ``weights``), as for Fireworks, and handed to the target as a package.
 
     Raises:
         UnknownNameError: no such target (with the closest name).
-        ConfigError: metric folders (only Fireworks takes them), or an option the target does
-            not take (``--build`` with ``gcp-cloud-run``).
+        ConfigError: a bad metric folder, or an option the target does not take (``--build``
+            with ``gcp-cloud-run``).
     """
     deploy = get_deploy_target(target)  # an unknown name fails here, with a suggestion
+    what: Any = reward
     if metrics_folders:
-        raise ConfigError(
-            f"expected a reward for --target {target}, got --metrics-folders, which only the "
-            "fireworks target takes. Wrap the folders in one reward file, or deploy to "
-            "Fireworks."
-        )
+        from rk_agent.fireworks.packaging import package_metric_folders
+
+        what = package_metric_folders(metrics_folders, method=method, weights=weights)
     known = TARGET_OPTIONS.get(target)
     given = {k: v for k, v in options.items() if v not in (None, False)}
     if known is not None and "api_key" not in known:
@@ -85,7 +93,7 @@ def deploy_elsewhere(
     if known is not None:  # a built-in self-hosting target prints through typer
         given["echo"] = typer.echo
     result = deploy(
-        reward, evaluator_id=evaluator_id, description=description, force=force,
+        what, evaluator_id=evaluator_id, description=description, force=force,
         requirements=tuple(requirements), include=tuple(include), **given,
     )  # fmt: skip
     if isinstance(result, SelfHostDeployment):

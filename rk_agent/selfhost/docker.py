@@ -1,8 +1,10 @@
 """``--target docker``: a build context whose container serves the reward on ``$PORT``.
 
 The folder holds the reward's files and ``main.py`` (`rk_agent.selfhost.context`), a
-``requirements.txt`` with a pinned rk-agent, a ``Dockerfile`` on ``python:3.11-slim`` and
-``start.sh``, the container's entry command::
+``requirements.txt`` naming rk-agent (pinned, or a wheel of this install under ``wheels/``:
+`rk_agent.selfhost.install`) and ``overrides.txt``, a ``Dockerfile`` on ``python:3.11-slim``
+that installs them with ``uv pip install``, a ``.dockerignore`` that keeps credential-like files
+out of the image, and ``start.sh``, the container's entry command::
 
     exec rk-agent serve main.py::REWARD --host 0.0.0.0 --port "${PORT:-8080}"
 
@@ -26,21 +28,27 @@ import re
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rk_agent import __version__
-from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.rewards.registry import RewardLike
 from rk_agent.rewards.remote import API_KEY_ENV
 from rk_agent.selfhost.context import (
     SERVED_REWARD,
     BuildContext,
     Command,
     SelfHostDeployment,
+    ignore_file,
     reject_unknown,
     render_context,
+    reward_name,
     run_commands,
-    show_files,
+    write_or_show,
 )
+from rk_agent.selfhost.install import INSTALL_COMMAND, WHEELS_DIR
+
+if TYPE_CHECKING:
+    from rk_agent.fireworks.packaging import EvaluatorPackage
 
 __all__ = ["BASE_IMAGE", "ENTRY_SCRIPT", "deploy_docker", "docker_context"]
 
@@ -60,8 +68,8 @@ _DOCKERFILE = """\
 FROM {base}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PORT={port}
 WORKDIR /app
-COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+COPY requirements.txt overrides.txt ./
+{copy_wheels}RUN {install}
 COPY . .
 RUN useradd --uid 10001 --no-create-home rk
 USER 10001
@@ -84,8 +92,6 @@ fi
 exec rk-agent serve {served} --host 0.0.0.0 --port "${{PORT:-{port}}}" --workers "${{WORKERS:-1}}"
 """
 
-_DOCKERIGNORE = "__pycache__/\n*.pyc\n.env*\n*.pem\n*.key\n"
-
 
 def image_tag(reward_name: str) -> str:
     """A valid image name from a reward's name, e.g. ``exact_match`` -> ``rk-reward-exact-match``.
@@ -99,7 +105,7 @@ def image_tag(reward_name: str) -> str:
 
 
 def docker_context(
-    reward: RewardLike,
+    reward: RewardLike | EvaluatorPackage,
     *,
     requirements: Sequence[str] = (),
     include: Iterable[str | Path] = (),
@@ -109,7 +115,8 @@ def docker_context(
     """The Docker build context for ``reward`` (see the module docstring for its files).
 
     Args:
-        reward: a decorated function, a registered name, ``file.py::fn`` or ``module:fn``.
+        reward: a decorated function, a registered name, ``file.py::fn`` or ``module:fn``, or
+            a package of metric folders (`rk_agent.fireworks.packaging.package_metric_folders`).
         requirements, include, rk_agent: as in `rk_agent.selfhost.context.render_context`.
         tag: the image name shown in the Dockerfile's comments (default: `image_tag`).
     """
@@ -123,18 +130,20 @@ def docker_context(
         "key_env": API_KEY_ENV,
         "served": SERVED_REWARD,
         "tag": tag or image_tag(context.reward_name),
+        "install": INSTALL_COMMAND,
+        "copy_wheels": f"COPY {WHEELS_DIR}/ ./{WHEELS_DIR}/\n" if context.binaries else "",
     }
     return context.with_files(
         {
             "Dockerfile": _DOCKERFILE.format(**values),
             ENTRY_SCRIPT: _START.format(**values),
-            ".dockerignore": _DOCKERIGNORE,
+            ".dockerignore": ignore_file(context, docker=True),
         }
     )
 
 
 def deploy_docker(
-    reward: RewardLike,
+    reward: RewardLike | EvaluatorPackage,
     *,
     evaluator_id: str | None = None,
     description: str | None = None,
@@ -154,7 +163,8 @@ def deploy_docker(
     The deploy target ``"docker"``: ``reward.deploy(target="docker", output="build/")``.
 
     Args:
-        reward: a decorated function, a registered name, ``file.py::fn`` or ``module:fn``.
+        reward: a decorated function, a registered name, ``file.py::fn`` or ``module:fn``, or
+            a package of metric folders (`rk_agent.fireworks.packaging.package_metric_folders`).
         evaluator_id: names the image (``rk-reward-<id>``) unless ``tag`` is given.
         description: unused (an image has none); accepted as every deploy target takes it.
         force: unused: the folder's own files are always rewritten, and files of yours in it
@@ -162,7 +172,7 @@ def deploy_docker(
         output: the folder (default ``./rk-deploy/<image name>``).
         build: run ``docker build -t TAG OUTPUT`` (``podman`` when there is no ``docker``).
         tag: the image name.
-        dry_run: print the files and the command; write and run nothing.
+        dry_run: list the files (names, sizes, hashes) and the command; write and run nothing.
         requirements, include, rk_agent: as in `rk_agent.selfhost.context.render_context`.
         echo: where to print.
 
@@ -172,20 +182,15 @@ def deploy_docker(
         EndpointError: ``docker build`` failed.
     """
     reject_unknown(unknown, "docker", ("output", "build", "tag", "dry_run"))
-    fn = get_reward_function(reward)
-    tag = tag or image_tag(evaluator_id or fn.reward_spec.name)
+    tag = tag or image_tag(evaluator_id or reward_name(reward))
     context = docker_context(
-        fn, requirements=requirements, include=include, rk_agent=rk_agent, tag=tag
+        reward, requirements=requirements, include=include, rk_agent=rk_agent, tag=tag
     )
     directory = Path(output) if output else Path("rk-deploy", tag)
     tool = "docker" if shutil.which("docker") or not shutil.which("podman") else "podman"
     commands = [Command((tool, "build", "-t", tag, str(directory)))] if build else []
     run_line = f"{tool} run -p {DEFAULT_PORT}:{DEFAULT_PORT} -e {API_KEY_ENV} {tag}"
-    if dry_run:
-        show_files(context, directory, echo)
-    else:
-        context.write(directory)
-        echo(f"Wrote the build context for reward {context.reward_name!r} to {directory}/.")
+    write_or_show(context, directory, dry_run=dry_run, echo=echo)
     run_commands(
         commands,
         dry_run=dry_run,
@@ -196,7 +201,7 @@ def deploy_docker(
     return SelfHostDeployment(
         "docker",
         directory,
-        tuple(sorted(context.files)),
+        context.names,
         commands=tuple(c.shown() for c in commands),
         ran=bool(commands) and not dry_run,
         next_steps=(*steps, run_line),

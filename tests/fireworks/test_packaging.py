@@ -178,7 +178,7 @@ def test_secret_looking_files_of_an_included_folder_are_left_out(
     package = package_reward(f"{reward_file}::exact", directory="e", include=[data])
     assert "data/lexicon.txt" in package.files
     assert not any("fw-live-secret" in text for text in package.files.values())
-    assert sorted(Path(p).name for p in package.left_out) == sorted(
+    assert sorted(Path(p.path).name for p in package.left_out) == sorted(
         [".env", ".env.local", "server.pem", "deploy.key", "auth.ini", "credentials.json"]
     )
     named = package_reward(f"{reward_file}::exact", directory="e", include=[data / ".env"])

@@ -101,13 +101,23 @@ def test_the_handler_refuses_to_start_without_a_key(
 
 
 def test_the_template_reads_the_key_from_a_parameter_or_a_secret(rewards_file: Path) -> None:
-    files = lambda_context(f"{rewards_file}::exact").files
-    assert sorted(files) == [
-        "Dockerfile", "lambda_handler.py", "main.py", "my_rewards.py", "requirements.txt",
-        "template.yaml",
-    ]  # fmt: skip
-    assert files["requirements.txt"] == f"rk-agent[lambda]=={__version__}\n"
-    assert files["Dockerfile"].splitlines()[1] == "FROM public.ecr.aws/lambda/python:3.11"
+    context = lambda_context(f"{rewards_file}::exact")
+    files, wheel = context.files, f"wheels/rk_agent-{__version__}-py3-none-any.whl"
+    assert context.names == (
+        ".dockerignore", "Dockerfile", "lambda_handler.py", "main.py", "my_rewards.py",
+        "overrides.txt", "requirements.txt", "template.yaml", wheel,
+    )  # fmt: skip
+    # this checkout is no package index's rk-agent: the image installs a wheel of it
+    assert files["requirements.txt"] == f"rk-agent[lambda] @ ./{wheel}\n"
+    assert files["Dockerfile"].splitlines()[1:6] == [
+        "FROM public.ecr.aws/lambda/python:3.11",
+        "WORKDIR ${LAMBDA_TASK_ROOT}",
+        "COPY requirements.txt overrides.txt ./",
+        "COPY wheels/ ./wheels/",
+        "RUN pip install --no-cache-dir uv && uv pip install --system --no-cache -r "
+        "requirements.txt --overrides overrides.txt",
+    ]
+    assert "**/.env\n" in files[".dockerignore"]  # `COPY . ./` never takes a .env
     assert "          RK_AGENT_SERVER_API_KEY: !Ref ApiKey\n" in files["template.yaml"]
     secret = lambda_context(f"{rewards_file}::exact", api_key_secret="prod/reward-key").files
     assert (
@@ -152,7 +162,9 @@ def test_dry_run_shows_the_commands_with_the_key_redacted(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert stand_ins.calls() == [] and not out.exists()
-    assert f"--- {out / 'lambda_handler.py'}\n" in done.stdout
+    assert re.search(r"^  lambda_handler\.py  [\d,]+ bytes  sha256:[0-9a-f]{16}$", done.stdout,
+                     re.MULTILINE)  # fmt: skip
+    assert "from mangum import Mangum" not in done.stdout  # names, sizes, hashes: no contents
     assert done.stdout.splitlines()[-3:] == [
         f"$ cd {out} && sam build --template-file template.yaml",
         f"$ cd {out} && sam deploy --stack-name rk-reward-exact --resolve-s3 "

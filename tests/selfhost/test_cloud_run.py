@@ -7,10 +7,12 @@ Google Cloud cannot be reached here, so ``gcloud`` is the recording stand-in of 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+from rk_agent import __version__
 from tests.selfhost.conftest import StandIns
 
 KEY = "cloud-run-key-0123456789"
@@ -41,6 +43,8 @@ def test_deploys_the_build_context_with_the_key_from_secret_manager(
         "cwd": str(Path.cwd()),
     }]  # fmt: skip
     assert (out / "Dockerfile").is_file() and (out / "start.sh").is_file()
+    ignored = (out / ".gcloudignore").read_text().splitlines()  # gcloud uploads none of these
+    assert {".env", ".env.*", "*.pem", "id_rsa*", "token.*", ".aws"} <= set(ignored)
     assert done.stdout.splitlines()[-1] == f"Done: gcp-cloud-run deployment from {out}/."
 
 
@@ -68,9 +72,13 @@ def test_dry_run_prints_every_file_and_the_command_and_runs_nothing(
                   env=stand_ins.env())  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert stand_ins.calls() == [] and not out.exists()
-    for name in (".dockerignore", "Dockerfile", "main.py", "my_rewards.py", "requirements.txt",
-                 "start.sh"):  # fmt: skip
-        assert f"--- {out / name}\n" in done.stdout
+    listed = re.findall(r"^  (\S+)  [\d,]+ bytes  sha256:[0-9a-f]{16}$", done.stdout, re.MULTILINE)
+    assert listed == [
+        ".dockerignore", ".gcloudignore", "Dockerfile", "main.py", "my_rewards.py",
+        "overrides.txt", "requirements.txt", "start.sh",
+        f"wheels/rk_agent-{__version__}-py3-none-any.whl",
+    ]  # fmt: skip
+    assert "FROM python:3.11-slim" not in done.stdout  # never the files' contents
     assert done.stdout.splitlines()[-2:] == [
         f"$ gcloud run deploy rk-reward-exact --source {out} --region us-central1 --port 8080 "
         "--allow-unauthenticated --quiet --set-env-vars=RK_AGENT_SERVER_API_KEY=***",

