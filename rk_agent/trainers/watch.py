@@ -14,7 +14,8 @@ rows), feeds the alarms (`rk_agent.trainers.alarms`), and writes:
 - each alarm once, as a one-line warning on the ``rk_agent.trainers.watch`` logger, and to
   ``on_alarm`` (``rk-agent train`` keeps them in the run record).
 
-With ``stop_on_alarm`` the first alarm ends training after its step (`stopped_by`).
+With ``stop_on_alarm`` the first alarm ends training after its step (`stopped_by`); it is
+refused (`ConfigError`) when training runs in several processes, which would not agree.
 
 The reward of a row is TRL's: the weighted sum of the functions' scores, ``None`` ones left out
 (``None`` when every score is). Single-turn runs have no trajectories: then each function with
@@ -39,6 +40,7 @@ from typing import Any, cast
 
 from transformers import TrainerCallback
 
+from rk_agent.errors import ConfigError
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
 from rk_agent.trainers.alarms import Alarm, AlarmOptions, AlarmWatch
@@ -149,6 +151,16 @@ class WatchCallback(TrainerCallback):
         self.alarms = AlarmWatch(self.options)
         self.last: WatchSignals | None = None
         self.stopped_by: Alarm | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        processes = int(getattr(args, "world_size", 1) or 1)
+        if self.options.stop_on_alarm and processes > 1:
+            raise ConfigError(
+                f"stop_on_alarm (--stop-on-alarm) works in one training process, but this run "
+                f"has {processes}: each watches its own share of the batch, and one stopping "
+                "alone would leave the others waiting. Train without it (the alarms are still "
+                "raised and kept), or in one process."
+            )
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         batches = self.recorder.take()

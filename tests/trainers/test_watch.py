@@ -21,6 +21,7 @@ import pytest
 
 from rk_agent.envs.registry import make_env
 from rk_agent.envs.task import Task
+from rk_agent.errors import ConfigError
 from rk_agent.rollouts.stub_server import StubServer
 from rk_agent.trainers.alarms import AlarmKind, AlarmOptions
 from rk_agent.trainers.grpo import grpo_trainer
@@ -93,6 +94,18 @@ def test_the_recorder_keeps_each_batch_and_changes_nothing(tmp_path: Path) -> No
     # A step that reused an earlier generation adds no line.
     callback.on_step_end(args, *_state(2))
     assert len(read_watch(tmp_path)) == 1
+
+
+def test_stop_on_alarm_is_refused_in_several_processes() -> None:
+    callback = WatchCallback(WatchRecorder(), [], [], AlarmOptions(stop_on_alarm=True))
+    callback.on_train_begin(SimpleNamespace(world_size=1), *_state(0))
+    with pytest.raises(ConfigError, match=re.escape(
+        "stop_on_alarm (--stop-on-alarm) works in one training process, but this run has 2: "
+        "each watches its own share of the batch, and one stopping alone would leave the others "
+        "waiting. Train without it (the alarms are still raised and kept), or in one process."
+    )):  # fmt: skip
+        callback.on_train_begin(SimpleNamespace(world_size=2), *_state(0))
+    WatchCallback(WatchRecorder(), [], []).on_train_begin(SimpleNamespace(world_size=2), *_state(0))
 
 
 @pytest.mark.slow
