@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, RkAgentError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -197,11 +197,17 @@ def rollout(
             )
         placement = {k: overrides[k] for k in PLACEMENT_KEYS}
         overrides = {}
+    if resume is not None and _all_played(resume):
+        console.print(
+            f"{resume} is finished already: every episode of its config is there, nothing is "
+            f"left to play. See it with `rk-agent show {resume}`."
+        )
+        return
     run_config = load_rollout_config(config, overrides)
     with prepare_run(run_config, api_key=api_key, resume=resume, placement=placement) as run:
         _say_taken_over(run.run_dir, console)
-        console.print(describe_model(run), style="yellow" if run.uses_embedded_model else None)
         total = run.config.n * run.config.group_size
+        console.print(describe_model(run), style="yellow" if run.uses_embedded_model else None)
         console.print(
             f"{run.env_name}: {total} episodes ({run.config.n} tasks x {run.config.group_size}), "
             f"concurrency {run.config.concurrency}, writing to {run.run_dir.path}"
@@ -335,42 +341,53 @@ def show(
     ] = None,
 ) -> None:
     """Print a run's summary and render chosen episodes turn by turn (a training run: its
-    status and the alarms it raised)."""
+    status and the alarms it raised, then its episodes; a bare trajectories file: its
+    episodes)."""
+    from rk_agent.cli.console import make_console
+    from rk_agent.cli.render import render_summary, render_trajectory
     from rk_agent.cli.show_training import is_training_run
+    from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, RunDir, read_trajectories
+    from rk_agent.rollouts.summary import summarize
 
-    if is_training_run(run_dir):
-        from rk_agent.cli.console import make_console
-        from rk_agent.cli.show_training import render_training_run
-
-        render_training_run(run_dir, make_console())
-        return
     if limit < -1:
         raise ConfigError(f"--limit must be -1 (all), 0 or more, got {limit}.")
     if plot is not None:
         from rk_agent.rewards.plots import check_plot_path
 
         check_plot_path(plot)
-    from rk_agent.cli.console import make_console
-    from rk_agent.cli.render import render_summary, render_trajectory
-    from rk_agent.rollouts.run_dir import RunDir
-    from rk_agent.rollouts.summary import summarize
-
     console = make_console()
-    run = RunDir.open(run_dir)
-    trajectories = run.read_trajectories()
-    summary = summarize(trajectories, run.config.group_size, run.worker_failure_kinds())
-    render_summary(summary, console, title=str(run_dir))
-    note = _status_note(run)
-    if note is not None:
-        console.print(note, style="yellow")
+    run: RunDir | None = None
+    if is_training_run(run_dir):
+        from rk_agent.cli.show_training import render_training_run
+
+        render_training_run(run_dir, console)
+        if not (run_dir / TRAJECTORIES_FILE).is_file():
+            return  # an SFT run, or a GRPO run before its first episode
+        trajectories = read_trajectories(run_dir)
+    elif run_dir.is_file():
+        trajectories = read_trajectories(run_dir)
+    else:
+        run = RunDir.open(run_dir)
+        trajectories = run.read_trajectories()
     chosen = trajectories
     if episode:
         wanted = set(episode)
         chosen = [t for t in trajectories if t.id in wanted]
-        missing = wanted - {t.id for t in chosen}
+        missing = sorted(wanted - {t.id for t in chosen})
         if missing:
-            raise ConfigError(f"no episode {sorted(missing)} in {run_dir}; ids look like '0-0'.")
-    elif failed:
+            raise ConfigError(_no_episode(missing, trajectories, run_dir))
+    if run is not None:
+        group_size = run.config.group_size
+        worker_failures = run.worker_failure_kinds()
+    else:  # samples per task, as the episodes say
+        group_size = max((t.sample for t in trajectories), default=0) + 1
+        worker_failures = []
+    summary = summarize(trajectories, group_size, worker_failures)
+    render_summary(summary, console, title=str(run_dir))
+    note = _status_note(run) if run is not None else None
+    if note is not None:
+        console.print(note, style="yellow")
+    if not episode and failed:
         chosen = [t for t in trajectories if t.failure is not None]
         if not chosen:
             console.print(f"No failed episodes in {run_dir} ({len(trajectories)} episodes).")
@@ -384,6 +401,29 @@ def show(
         title = f"{trajectories[0].env} episodes in {run_dir.name}"
         written = plot_reward_histograms([t.episode for t in trajectories], plot, title=title)
         console.print(f"reward histograms: {written}", highlight=False)
+
+
+def _all_played(path: Path) -> bool:
+    """Whether the run directory holds every episode its config plans (read, not locked; a
+    path that is no run directory is left to `prepare_run` to refuse in its words)."""
+    from rk_agent.rollouts.run_dir import RunDir
+
+    try:
+        run = RunDir.open(path)
+        done = {t.id for t in run.read_trajectories()}
+    except RkAgentError:
+        return False
+    return len(done) >= run.config.n * run.config.group_size
+
+
+def _no_episode(missing: list[str], trajectories: list[Any], where: Path) -> str:
+    """The error for ``--episode`` ids a run does not have, with the ids it has."""
+    ids = [t.id for t in trajectories]
+    named = ", ".join(missing)
+    if not ids:
+        return f"no episode {named} in {where}: it holds no episodes yet."
+    held = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
+    return f"no episode {named} in {where}; it holds {held}."
 
 
 def _status_note(run: RunDir) -> str | None:

@@ -179,6 +179,12 @@ class RunDir:
         lock = RunLock.acquire(path / LOCK_FILE)
         if (path / TRAJECTORIES_FILE).exists() or (path / CONFIG_FILE).exists():
             lock.release()
+            manifest = cls(path, config).read_manifest()
+            if manifest is not None and manifest.status is RunStatus.FINISHED:
+                raise ConfigError(
+                    f"{path} already holds a finished run; see it with `rk-agent show {path}`, "
+                    "or choose another --output."
+                )
             raise ConfigError(
                 f"{path} already holds a run. Finish it with `--resume {path}`, or choose "
                 "another --output."

@@ -439,3 +439,37 @@ def test_a_crash_records_failed_with_the_error_and_the_run_resumes(tmp_path: Pat
     assert sorted(t["id"] for t in lines(run_dir)) == [f"{i}-0" for i in range(5)]
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["status"] == "finished" and "error" not in manifest
+
+
+def test_show_reads_a_bare_trajectories_file_and_names_missing_episodes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    played = rk("rollout", "--env", "tools", "--provider", "solver", "--n", "3",
+                "--output", str(run_dir))  # fmt: skip
+    assert played.returncode == 0, played.stderr
+    bare = rk("show", str(run_dir / "trajectories.jsonl"), "--episode", "1-0")
+    assert bare.returncode == 0, bare.stderr
+    assert "3 (3 tasks x 1)" in bare.stdout and "episode 1-0" in bare.stdout
+    missing = rk("show", str(run_dir), "--episode", "99-0")
+    assert missing.returncode == 2
+    assert missing.stdout == ""  # the error comes before anything is printed
+    assert missing.stderr.startswith(f"error: no episode 99-0 in {run_dir}; it holds ")
+    assert "['" not in missing.stderr  # no Python list
+
+
+def test_a_finished_run_says_so_on_resume_and_on_a_new_rollout(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = ("rollout", "--env", "tools", "--provider", "solver", "--n", "2")
+    assert rk(*args, "--output", str(run_dir)).returncode == 0
+    before = (run_dir / "trajectories.jsonl").read_text()
+    resumed = rk("rollout", "--resume", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr
+    assert " ".join(resumed.stdout.split()) == (
+        f"{run_dir} is finished already: every episode of its config is there, nothing is "
+        f"left to play. See it with `rk-agent show {run_dir}`."
+    )
+    again = rk(*args, "--output", str(run_dir))
+    assert again.returncode == 2
+    assert again.stderr.startswith(
+        f"error: {run_dir} already holds a finished run; see it with `rk-agent show {run_dir}`"
+    )
+    assert (run_dir / "trajectories.jsonl").read_text() == before

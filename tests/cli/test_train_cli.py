@@ -67,6 +67,12 @@ def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
     episodes = (out / "trajectories.jsonl").read_text().splitlines()
     assert len(episodes) == 4  # 2 episodes per step; the resumed run did not replay step 0
 
+    # `show` reads a training run's episodes too, after its status (as the docs promise).
+    shown = rk("show", str(out), "--limit", "1", env=_env(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    first_id = json.loads(episodes[0])["id"]
+    assert "episodes" in shown.stdout and f"episode {first_id}" in shown.stdout
+
 
 @pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
 def test_stop_on_alarm_ends_the_run_at_its_last_checkpoint_and_show_lists_the_alarm(
