@@ -33,20 +33,26 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["FD_RESERVE", "ConnectionLimits", "GuardedH11Protocol", "fd_headroom"]
+__all__ = ["BACKLOG", "FD_RESERVE", "ConnectionLimits", "GuardedH11Protocol", "fd_headroom"]
 
 logger = logging.getLogger("rk_agent.server")
 
 FD_RESERVE = 128
 """File descriptors left to the reward, its threads, logs and sandboxes (never given to clients)."""
 
+BACKLOG = 128
+"""The listen backlog, and so the most connections asyncio accepts in one go (uvicorn's 2048
+would let one burst of slow clients take 2048 descriptors before the cap could close any)."""
+
 
 def fd_headroom() -> int:
-    """Connections the soft file descriptor limit (``ulimit -n``) leaves room for."""
+    """Connections the soft file descriptor limit (``ulimit -n``) leaves room for: less the
+    reserve and two bursts of accepted connections (one not yet seen by the protocol, one
+    whose evicted connections close on the next turn of the loop)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return 1 << 20
-    return max(16, soft - FD_RESERVE)
+    return max(16, soft - FD_RESERVE - 2 * BACKLOG)
 
 
 class ConnectionLimits:

@@ -78,7 +78,12 @@ from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.rewards.remote import API_KEY_ENV
 from rk_agent.server._budget import ByteBudget
-from rk_agent.server._connections import ConnectionLimits, GuardedH11Protocol, fd_headroom
+from rk_agent.server._connections import (
+    BACKLOG,
+    ConnectionLimits,
+    GuardedH11Protocol,
+    fd_headroom,
+)
 from rk_agent.server._endpoints import (
     BatchRequest,
     BatchResponse,
@@ -443,7 +448,7 @@ def serve_rewards(
             ``header_timeout_s`` of the connection opening (or of the previous answer), its
             body within ``body_timeout_s`` of the head; else 408 and the connection closes.
         max_connections: open connections at most, lowered to fit the file descriptor limit
-            (``ulimit -n`` less 128); past it a new connection replaces the oldest one without
+            (``ulimit -n`` less 384); past it a new connection replaces the oldest one without
             a complete request head, or gets 503.
         log_level: uvicorn's log level.
         sandbox: for a reward that runs model code: ``"bwrap"`` (isolated, the default) or
@@ -520,7 +525,7 @@ def _uvicorn_config(app: Any, limits: ConnectionLimits, **options: Any) -> Any:
     """uvicorn's settings, with the guarded protocol (`rk_agent.server._connections`)."""
     import uvicorn
 
-    config = uvicorn.Config(app, http=GuardedH11Protocol, **options)
+    config = uvicorn.Config(app, http=GuardedH11Protocol, backlog=BACKLOG, **options)
     config.connection_limits = limits  # type: ignore[attr-defined]  # read by the protocol
     return config
 

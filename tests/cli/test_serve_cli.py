@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -53,14 +55,16 @@ def rk(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPro
 
 @contextmanager
 def running(
-    *args: str, env: dict[str, str] | None = None
+    *args: str, env: dict[str, str] | None = None, max_files: int | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
     """Start `rk-agent serve ARGS` on a free port; yield (base URL, process, its output lines)."""
     port = free_port()
     process = subprocess.Popen(
         [*RK_AGENT, "serve", *args, "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=env or dict(os.environ),
+        env=env or dict(os.environ), preexec_fn=None if max_files is None else (
+            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+        ),
     )  # fmt: skip
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stdout or []), daemon=True)
@@ -258,3 +262,72 @@ def test_sandbox_option_errors() -> None:
     assert typo.returncode == 2
     assert "unknown sandbox mode 'docker'" in typo.stderr
     assert "Serving" not in math.stdout + typo.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# Slow and many clients against the real command (issue 25 items 3 and 4): bounded in count
+
+
+def _raw_clients(url: str, count: int) -> list[socket.socket]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return [socket.create_connection((host, int(port)), timeout=10) for _ in range(count)]
+
+
+def test_slow_clients_do_not_exhaust_file_descriptors_or_flood_the_log() -> None:
+    # 512 file descriptors for the server (so 128 connections), 700 clients that never finish
+    # their request heads.
+    with running("format", max_files=512) as (url, _, lines):
+        slow = _raw_clients(url, 700)
+        try:
+            for sock in slow:
+                sock.sendall(b"POST /evaluate HTTP/1.1\r\nHost: rk\r\n")
+            during = [httpx.post(f"{url}/evaluate", json={"messages": CHAT}, timeout=10)
+                      for _ in range(5)]  # fmt: skip
+            for _ in range(50):  # requests that make uvicorn log, again and again
+                with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as bad:
+                    bad.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+                    bad.recv(1024)
+        finally:
+            for sock in slow:
+                sock.close()
+        after = httpx.post(f"{url}/evaluate", json={"messages": CHAT}, timeout=10)
+    output = "".join(lines)
+    assert [r.status_code for r in during] == [200] * 5  # the slow ones made room
+    assert after.status_code == 200
+    assert "Too many open files" not in output
+    assert output.count("closed the oldest connection without a complete request head") == 1
+    assert output.count("Invalid HTTP request received.") == 1
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_many_large_bodies_that_never_end_keep_memory_bounded() -> None:
+    # 40 clients each send all but the last byte of a 2 MiB body (80 MiB in all); the server
+    # reads what fits its 4 MiB budget and leaves the rest in the clients' sockets.
+    size = 2 * 1024 * 1024
+    args = ("format", "--max-body-mb", "2", "--body-budget-mb", "4", "--body-timeout", "60")
+    with running(*args) as (url, process, _):
+        at_rest = _rss_mb(process.pid)
+        clients = _raw_clients(url, 40)
+        try:
+            head = (
+                f"POST /evaluate HTTP/1.1\r\nHost: rk\r\nContent-Length: {size}\r\n\r\n"
+            ).encode()
+            body = b'{"messages": []}'.ljust(size)
+            for sock in clients:
+                sock.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    sock.send(head + body[:-1])  # what the socket takes without waiting
+            time.sleep(1.0)
+            small = httpx.post(f"{url}/evaluate", json={"messages": CHAT}, timeout=10)
+            loaded = _rss_mb(process.pid)
+        finally:
+            for sock in clients:
+                sock.close()
+    assert small.status_code == 200
+    assert loaded - at_rest < 40, (at_rest, loaded)  # 80 MiB were sent
