@@ -203,7 +203,7 @@ def rollout(
             f"left to play. See it with `rk-agent show {resume}`."
         )
         return
-    run_config = load_rollout_config(config, overrides)
+    run_config = load_rollout_config(config, overrides, flags=_FLAGS)
     with prepare_run(run_config, api_key=api_key, resume=resume, placement=placement) as run:
         _say_taken_over(run.run_dir, console)
         total = run.config.n * run.config.group_size

@@ -10,6 +10,7 @@ Main names: `RolloutConfig`, `FailurePolicy`, `load_rollout_config`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -128,16 +129,25 @@ seeds whatever they are)."""
 
 
 def load_rollout_config(
-    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    flags: Mapping[str, str] | None = None,
 ) -> RolloutConfig:
     """Read a YAML config (optional) and apply overrides (flags that were given).
 
     Nested keys can be overridden with dotted names (``{"sampling.temperature": 0.2}``); the
     environment's are flat, as in a file (``{"env": "math", "env_kwargs.retries": 2}``).
 
+    Args:
+        path: the YAML file, if any.
+        overrides: option -> value, from the command line (``None`` values are not given).
+        flags: option -> the flag it was typed as, where the two differ
+            (``{"episode_timeout_s": "--timeout"}``; others are ``--name-with-dashes``); with
+            it, a bad value given on the command line is named by its flag and value.
+
     Raises:
         ConfigError: the file cannot be read or parsed, or an option is unknown or invalid
-            (the message names the option).
+            (the message names the option, or the flag it was typed as).
     """
     data = {}
     if path is not None:  # its relative paths are read from its folder
@@ -150,6 +160,25 @@ def load_rollout_config(
     try:
         return RolloutConfig.model_validate(data)
     except ValidationError as exc:
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        if flags is not None:
+            typed = _typed_problems(exc, given, flags)
+            if typed is not None:
+                raise ConfigError(typed) from exc
         where = f" in {path}" if path else ""
         problems = validation_problems(exc, flat_location)
         raise ConfigError(f"invalid rollout config{where}: {problems}.") from exc
+
+
+def _typed_problems(
+    exc: ValidationError, given: Mapping[str, Any], flags: Mapping[str, str]
+) -> str | None:
+    """The problems as ``--flag VALUE: message``, when every one is about a flag given."""
+    problems = []
+    for error in exc.errors():
+        name = ".".join(str(p) for p in flat_location(error["loc"]))
+        if name not in given:
+            return None
+        flag = flags.get(name, "--" + name.replace("_", "-"))
+        problems.append(f"{flag} {given[name]}: {error['msg']}")
+    return "; ".join(problems) + "." if problems else None

@@ -473,3 +473,21 @@ def test_a_finished_run_says_so_on_resume_and_on_a_new_rollout(tmp_path: Path) -
         f"error: {run_dir} already holds a finished run; see it with `rk-agent show {run_dir}`"
     )
     assert (run_dir / "trajectories.jsonl").read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--timeout", "-5"], "error: --timeout -5.0: Input should be greater than 0."),
+        (["--temperature", "-1"],
+         "error: --temperature -1.0: Input should be greater than or equal to 0."),
+        (["--failure-policy", "nope"],
+         "error: --failure-policy nope: Input should be 'record', 'retry' or 'drop_group'."),
+        (["--n", "0"], "error: --n 0: Input should be greater than or equal to 1."),
+    ],
+)  # fmt: skip
+def test_a_bad_flag_is_named_as_typed(tmp_path: Path, flags: list[str], message: str) -> None:
+    out = rk("rollout", "--env", "tools", *flags, "--output", str(tmp_path / "run"))
+    assert out.returncode == 2
+    assert out.stderr.strip() == message
+    assert not (tmp_path / "run").exists()
