@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from figures import figure
+
 
 def _tiny_model(folder: Path) -> str:
     import torch
@@ -134,6 +136,11 @@ def main() -> None:
     print(f"signals of a 1,024-episode batch: {signals_1024 * 1000:.1f} ms")
     print(f"RESULT watch {cost * 1000:.3f} ms per step = {cost / step:.4%} of the step "
           "(target < 1%)")  # fmt: skip
+    label = "tiny model" if options.tiny else "embedded model"
+    share = cost / step * 100
+    figure(f"watch per GRPO step, share of the step ({label})", share, "%", "< 1 %", share < 1)
+    figure(f"watch per GRPO step ({label})", cost * 1000, "ms", "", None)
+    figure("watch signals of 1,024 episodes", signals_1024 * 1000, "ms", "", None)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ BENCHES = (
     Bench("bench_check"),
     Bench("bench_hf_batching", quick=("--rounds", "2")),
     Bench("bench_grpo_overhead", quick=("--tiny",)),
-    Bench("bench_watch"),
+    Bench("bench_watch", args=("--tiny",)),
     Bench("bench_mcp"),
 )
 
