@@ -60,21 +60,23 @@ def render_summary(summary: RunSummary, console: Console, title: str = "Summary"
     ]
     rows.extend((f"  {name}", _fmt(mean)) for name, mean in summary.metric_means.items())
     if summary.watch is not None and summary.watch.groups:
-        rows.extend(_watch_rows(summary.watch))
+        rows.extend(_watch_rows(summary.watch, summary.group_size))
     for name, text in rows:  # plain text: reward names and errors come from users
         table.add_row(Text(name), Text(text))
     console.print(table)
 
 
-def _watch_rows(w: WatchSignals) -> list[tuple[str, str]]:
+def _watch_rows(w: WatchSignals, group_size: int) -> list[tuple[str, str]]:
     """The watch's signals (what GRPO would learn from these groups), as summary rows."""
     shares = ", ".join(f"{name} {share:.2f}" for name, share in w.component_shares.items())
+    spread = (
+        f"{_fmt(w.zero_spread)} (all fail {_fmt(w.zero_spread_all_fail)}, "
+        f"all pass {_fmt(w.zero_spread_all_pass)})"
+        if group_size >= 2
+        else "- (one episode per task; --group-size 2 or more shows the spread)"
+    )
     return [
-        (
-            "zero-spread groups",
-            f"{_fmt(w.zero_spread)} (all fail {_fmt(w.zero_spread_all_fail)}, "
-            f"all pass {_fmt(w.zero_spread_all_pass)})",
-        ),
+        ("zero-spread groups", spread),
         ("reward spread in groups", _fmt(w.reward_group_std)),
         ("reward shares", shares or "-"),
         (
