@@ -124,12 +124,12 @@ def _inside(link: Path, roots: Sequence[Path], folder: Path) -> Path:
     real = link.resolve()
     if not real.exists():
         raise ConfigError(
-            f"cannot pack {link}: it is a symlink to {real}, which does not exist. Remove the "
-            "link or point it at a file."
+            f"expected {link} to lead to a file, but it is a symlink to {real}, which does not "
+            "exist. Remove the link or point it at a file."
         )
     if not any(real.is_relative_to(root) for root in roots):
         raise ConfigError(
-            f"cannot pack {link}: it is a symlink to {real}, outside the project ({roots[-1]}). "
-            f"Copy the file into the project, or remove the link from {folder}."
+            f"expected every file of {folder} inside the project ({roots[-1]}), but {link} is a "
+            f"symlink to {real}, outside it. Copy the file into the project, or remove the link."
         )
     return real

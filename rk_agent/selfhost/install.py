@@ -11,8 +11,9 @@ this rk-agent was installed (its ``direct_url.json``, PEP 610):
   so the image installs exactly the code that ran here. Wheels are cached by the package's
   content, so a second deploy of unchanged code builds nothing;
 - from a wheel file that still exists: that wheel is copied;
-- anything else (a Git URL, a remote archive): refused, with how to go on
-  (``--rk-agent-requirement``).
+- anything else (a Git URL, a remote archive, a wheel that is gone), or a folder where neither
+  uv nor pip can build: a wheel is packed from the installed files (the ``rk_agent`` folder and
+  the distribution's metadata), with no build tool.
 
 ``--rk-agent-requirement`` (``rk_agent=``) overrides all of this.
 
@@ -93,8 +94,8 @@ def rk_agent_install(extra: str = "", *, given: str | None = None) -> RkAgentIns
         given: the user's own requirement line (``--rk-agent-requirement``): used as is.
 
     Raises:
-        ConfigError: this rk-agent came from somewhere an image cannot reach (a Git URL, a
-            wheel that is gone), or its wheel could not be built.
+        ConfigError: rk-agent is neither installed nor in a source tree, or its wheel could
+            not be built.
     """
     if given:
         return RkAgentInstall(given, f"rk-agent: installed as you asked ({given}).")
@@ -107,13 +108,18 @@ def rk_agent_install(extra: str = "", *, given: str | None = None) -> RkAgentIns
         )
     kind, path = origin
     if kind == "wheel":
-        data, built = path.read_bytes(), path
+        data, file_name = path.read_bytes(), path.name
         what = f"a copy of {path}, the wheel it was installed from"
-    else:
+    elif kind == "folder" and _build_tool() is not None:
         built = _built_wheel(path)
-        data = built.read_bytes()
+        data, file_name = built.read_bytes(), built.name
         what = f"a wheel built from {path}, where it is installed from"
-    wheel_name = f"{WHEELS_DIR}/{built.name}"
+    else:
+        data, file_name = _repacked_wheel(path), f"rk_agent-{__version__}-py3-none-any.whl"
+        what = f"a wheel packed from the installed files in {path}"
+        if kind == "folder":
+            what += " (there is no uv or pip here to build one)"
+    wheel_name = f"{WHEELS_DIR}/{file_name}"
     return RkAgentInstall(
         f"{name} @ ./{wheel_name}",
         f"rk-agent: {what}, at {wheel_name} (rk-agent {__version__} here does not come from a "
@@ -124,13 +130,17 @@ def rk_agent_install(extra: str = "", *, given: str | None = None) -> RkAgentIns
 
 
 def _origin() -> tuple[str, Path] | None:
-    """``("folder", path)`` or ``("wheel", path)`` this rk-agent came from; None: an index."""
+    """Where this rk-agent came from; None: a package index.
+
+    ``("folder", project)``: a folder with ``pyproject.toml`` (a checkout, an editable
+    install); ``("wheel", file)``: a wheel file that still exists; ``("installed", package)``:
+    anything else (a Git URL, a remote archive), packed from the installed ``rk_agent`` folder.
+    """
     here = Path(sys.modules["rk_agent"].__file__ or "").resolve().parent
     try:
         dist = metadata.distribution("rk-agent")
     except metadata.PackageNotFoundError:
         dist = None
-    raw = dist.read_text("direct_url.json") if dist is not None else None
     if dist is None or not _same_install(dist, here):
         source = here.parent  # rk_agent imported from a source tree that is not installed
         if (source / "pyproject.toml").is_file():
@@ -139,6 +149,7 @@ def _origin() -> tuple[str, Path] | None:
             f"expected rk-agent to be installed, or a source tree with pyproject.toml above "
             f"{here}, but found neither. {_HINT}"
         )
+    raw = dist.read_text("direct_url.json")
     if raw is None:
         return None
     info = json.loads(raw)
@@ -148,11 +159,43 @@ def _origin() -> tuple[str, Path] | None:
         return "folder", path
     if path is not None and path.suffix == ".whl" and path.is_file():
         return "wheel", path
-    where = url if not path else f"{url} (no longer there)"
-    raise ConfigError(
-        f"expected this rk-agent to come from a package index, a folder or a wheel file, but "
-        f"it was installed from {where}, which an image cannot install from. {_HINT}"
-    )
+    return "installed", here
+
+
+def _repacked_wheel(where: Path) -> bytes:
+    """A wheel of the installed rk-agent: its ``rk_agent`` folder and its metadata.
+
+    ``where`` is the project folder (its ``rk_agent/`` is packed) or the installed package.
+    The wheel is reproducible (fixed times, sorted names) and its ``RECORD`` lists every file.
+    """
+    import base64
+    import io
+    import zipfile
+
+    package = where / "rk_agent" if (where / "rk_agent").is_dir() else where
+    dist = metadata.distribution("rk-agent")
+    info = f"rk_agent-{__version__}.dist-info"
+    entries = [
+        (f"rk_agent/{p.relative_to(package).as_posix()}", p.read_bytes())
+        for p in sorted(package.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    ]
+    for name in ("METADATA", "entry_points.txt"):
+        text = dist.read_text(name)
+        if text is not None:
+            entries.append((f"{info}/{name}", text.encode()))
+    wheel = "Wheel-Version: 1.0\nGenerator: rk-agent\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    entries.append((f"{info}/WHEEL", wheel.encode()))
+    record = []
+    for name, data in entries:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}\n")
+    entries.append((f"{info}/RECORD", "".join([*record, f"{info}/RECORD,,\n"]).encode()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in entries:
+            archive.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), data)
+    return out.getvalue()
 
 
 def _same_install(dist: metadata.Distribution, here: Path) -> bool:
@@ -192,15 +235,20 @@ def _built_wheel(source: Path) -> Path:
     return target
 
 
+def _build_tool() -> str | None:
+    """uv (on PATH, or the one running us: ``$UV``), else this interpreter's pip; None."""
+    uv = shutil.which("uv") or os.environ.get("UV")
+    if uv and Path(uv).is_file():
+        return uv
+    return "pip" if importlib.util.find_spec("pip") is not None else None
+
+
 def _build_command(source: Path, out: Path) -> list[str]:
-    uv = shutil.which("uv")
-    if uv:
-        return [uv, "build", "--wheel", "--quiet", "--out-dir", str(out), str(source)]
-    if importlib.util.find_spec("pip") is None:
-        raise ConfigError(
-            f"expected uv or pip to build a wheel of rk-agent from {source}, but neither is "
-            f"installed. Install uv (https://docs.astral.sh/uv/), or: {_HINT}"
-        )
+    tool = _build_tool()
+    if tool is None:  # _built_wheel is only called with a tool
+        raise ConfigError(f"expected uv or pip to build a wheel of rk-agent from {source}.")
+    if tool != "pip":
+        return [tool, "build", "--wheel", "--quiet", "--out-dir", str(out), str(source)]
     return [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)]
 
 

@@ -74,9 +74,21 @@ def test_a_symlink_out_of_the_project_is_refused_in_one_line(project: Path, tmp_
     link = project / "data" / "shared.txt"
     link.symlink_to(outside)
     message = (
-        f"cannot pack {link}: it is a symlink to {outside.resolve()}, outside the project "
-        f"({project.resolve()}). Copy the file into the project, or remove the link from "
-        f"{project / 'data'}."
+        f"expected every file of {project / 'data'} inside the project ({project.resolve()}), "
+        f"but {link} is a symlink to {outside.resolve()}, outside it. Copy the file into the "
+        "project, or remove the link."
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        package_reward(f"{project / 'my_rewards.py'}::exact", include=[project / "data"])
+
+
+def test_a_broken_symlink_is_one_line(project: Path) -> None:
+    link = project / "data" / "gone.txt"
+    link.symlink_to("nowhere.txt")
+    message = (
+        f"expected {link} to lead to a file, but it is a symlink to "
+        f"{(project / 'data' / 'nowhere.txt').resolve()}, which does not exist. Remove the link "
+        "or point it at a file."
     )
     with pytest.raises(ConfigError, match=re.escape(message)):
         package_reward(f"{project / 'my_rewards.py'}::exact", include=[project / "data"])

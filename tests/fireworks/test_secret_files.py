@@ -102,3 +102,11 @@ def test_the_secrets_rk_agent_knows_are_named_by_where_they_come_from(tmp_path: 
 def test_left_out_reads_as_path_and_reason() -> None:
     assert str(LeftOut("data/.env", "an .env file")) == "data/.env (an .env file)"
     assert ".env" in IGNORE_PATTERNS and ".aws/" in IGNORE_PATTERNS
+
+
+def test_the_docstring_examples_run() -> None:
+    import doctest
+
+    import rk_agent.fireworks.secret_files as module
+
+    assert doctest.testmod(module).failed == 0

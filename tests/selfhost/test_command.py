@@ -141,9 +141,9 @@ def test_a_symlink_out_of_the_project_is_one_line(rewards_file: Path, tmp_path: 
               "--include", str(data))  # fmt: skip
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        f"error: cannot pack {data / 'notes.txt'}: it is a symlink to {tmp_path / '.env'}, "
-        f"outside the project ({rewards_file.parent}). Copy the file into the project, or "
-        f"remove the link from {data}.\n"
+        f"error: expected every file of {data} inside the project ({rewards_file.parent}), but "
+        f"{data / 'notes.txt'} is a symlink to {tmp_path / '.env'}, outside it. Copy the file "
+        "into the project, or remove the link.\n"
     )
 
 

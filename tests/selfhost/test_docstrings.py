@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["context", "docker", "cloud_run", "aws_lambda", "tunnel", "command"]
+MODULES = ["context", "docker", "cloud_run", "aws_lambda", "tunnel", "command", "install"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -42,6 +42,11 @@ print(json.dumps({
     "scores": [main.REWARD(messages=chat, ground_truth=t).score for t in ("4", "5")],
 }))
 """
+WRITE = """
+from rk_agent.selfhost.docker import docker_context
+docker_context({reward!r}).write({out!r})
+print("{{}}")
+"""
 WHERE_FROM = """
 import hashlib, json
 from rk_agent.errors import ConfigError
@@ -68,6 +73,25 @@ def test_this_checkout_is_installed_as_a_wheel_built_from_it() -> None:
         assert "rk_agent/selfhost/install.py" in wheel.namelist()
     assert rk_agent_install("lambda").requirement == f"rk-agent[lambda] @ ./{WHEEL}"
     assert rk_agent_install().wheel == found.wheel  # unchanged code: the cached wheel
+
+
+def test_without_uv_or_pip_the_wheel_is_packed_from_the_installed_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("rk_agent.selfhost.install._build_tool", lambda: None)
+    found = rk_agent_install()
+    assert found.how.startswith(
+        f"rk-agent: a wheel packed from the installed files in {CHECKOUT} (there is no uv or "
+        f"pip here to build one), at {WHEEL} "
+    )
+    with zipfile.ZipFile(BytesIO(found.wheel)) as wheel:
+        names = wheel.namelist()
+        record = wheel.read(f"rk_agent-{__version__}.dist-info/RECORD").decode()
+        metadata = wheel.read(f"rk_agent-{__version__}.dist-info/METADATA").decode()
+    assert "rk_agent/selfhost/install.py" in names and not any(".pyc" in n for n in names)
+    assert "rk_agent/selfhost/install.py,sha256=" in record
+    assert f"Name: rk-agent\nVersion: {__version__}\n" in metadata
+    assert found.wheel == rk_agent_install().wheel  # reproducible
 
 
 def test_a_requirement_you_give_is_used_as_is(tmp_path: Path) -> None:
@@ -162,7 +186,7 @@ def test_metric_folders_build_and_score_the_same_way(
 
 @pytest.mark.slow
 def test_where_rk_agent_came_from_decides_what_the_next_context_installs(
-    built: tuple[Path, Path],
+    built: tuple[Path, Path], tmp_path: Path
 ) -> None:
     folder, python = built
     [dist_info] = python.parents[1].glob("lib/python*/site-packages/rk_agent-*.dist-info")
@@ -187,14 +211,24 @@ def test_where_rk_agent_came_from_decides_what_the_next_context_installs(
         assert out["how"] == (
             f"rk-agent: pinned rk-agent=={__version__} (this rk-agent came from a package index)."
         )
-        # installed from Git: refused, with the way out
+        # installed from Git: a wheel packed from the installed files, which builds and scores
         url = "git+https://example.com/rk-agent.git"
         direct_url.write_text(json.dumps({"url": url, "vcs_info": {"vcs": "git"}}))
-        assert _run(python, WHERE_FROM, folder)["error"] == (
-            "expected this rk-agent to come from a package index, a folder or a wheel file, but "
-            f"it was installed from {url}, which an image cannot install from. Pass "
-            "--rk-agent-requirement with a requirement the image can install (a published "
-            "version, e.g. 'rk-agent==0.1.0', or a wheel's URL)."
+        site = dist_info.parent
+        out = _run(python, WHERE_FROM, folder)
+        assert out["how"] == (
+            f"rk-agent: a wheel packed from the installed files in {site / 'rk_agent'}, at "
+            f"{WHEEL} (rk-agent {__version__} here does not come from a package index, so the "
+            "image installs this wheel, not a pin)."
         )
+        again = tmp_path / "again"
+        _run(
+            python,
+            WRITE.format(reward=f"{folder / 'my_rewards.py'}::exact", out=str(again)),
+            folder,
+        )
+        _install(again, python)
+        assert str(again / WHEEL) in direct_url.read_text()  # the packed wheel, installed
+        assert _run(python, SCORE, again)["scores"] == [1.0, 0.0]
     finally:
         direct_url.write_text(recorded)
