@@ -200,6 +200,8 @@ def package_reward(
     left_out: list[LeftOut] = []
     for extra in include:
         user.update(_included(Path(extra), source.root, left_out, known))
+    named = {Path(extra).resolve() for extra in include if not Path(extra).is_dir()}
+    left_out = [left for left in left_out if Path(left.path).resolve() not in named]
     needed = [*fn.reward_spec.requirements, *requirements]
     return _assemble(fn.reward_spec.name, source, user, left_out, directory, needed)
 

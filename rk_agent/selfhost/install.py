@@ -214,17 +214,21 @@ def _built_wheel(source: Path) -> Path:
     """A wheel of the project in ``source``, from the cache when its code is unchanged."""
     key = _content_key(source)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "rk-agent", "wheels")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home (a container, CI): a cache of this user's in /tmp
+        cache = Path(tempfile.gettempdir(), f"rk-agent-wheels-{os.getuid()}")
+        cache.mkdir(mode=0o700, exist_ok=True)
     folder = cache / key
     found = sorted(folder.glob("rk_agent-*.whl")) if folder.is_dir() else []
     if found:
         return found[0]
-    folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".build-") as out:
         command = _build_command(source, Path(out))
         done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
         wheels = sorted(Path(out).glob("rk_agent-*.whl"))
         if done.returncode != 0 or not wheels:
-            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1].strip()
             raise ConfigError(
                 f"could not build a wheel of rk-agent from {source} for the image "
                 f"(`{' '.join(command[:3])} ...` said: {last}). {_HINT}"

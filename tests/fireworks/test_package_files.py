@@ -98,6 +98,9 @@ def test_a_file_you_name_is_packed_unless_it_holds_a_key(project: Path) -> None:
     reward = f"{project / 'my_rewards.py'}::exact"
     named = package_reward(reward, include=[project / "data" / "token.txt"])
     assert named.files["data/token.txt"] == "abc\n" and named.left_out == ()
+    both = package_reward(reward, include=[project / "data", project / "data" / "token.txt"])
+    assert "data/token.txt" in both.files  # named on purpose: packed, so not listed as left out
+    assert not any(left.path.endswith("token.txt") for left in both.left_out)
     message = (
         f"expected {project / 'data' / 'client.py'} to hold no credentials, but it holds the "
         "value of $MY_SERVICE_API_KEY (line 1): a deploy would ship it. Read the key from an "

@@ -94,6 +94,17 @@ def test_without_uv_or_pip_the_wheel_is_packed_from_the_installed_files(
     assert found.wheel == rk_agent_install().wheel  # reproducible
 
 
+def test_a_read_only_cache_folder_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")  # no cache folder can be made under a file
+    uv_cache = subprocess.run(["uv", "cache", "dir"], capture_output=True, text=True, check=True)
+    monkeypatch.setenv("UV_CACHE_DIR", uv_cache.stdout.strip())  # uv's own cache stays usable
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    assert rk_agent_install().wheel_name == WHEEL
+
+
 def test_a_requirement_you_give_is_used_as_is(tmp_path: Path) -> None:
     given = "rk-agent @ https://example.com/rk_agent-0.1.0-py3-none-any.whl"
     assert rk_agent_install(given=given).requirement == given
