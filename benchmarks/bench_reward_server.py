@@ -1,14 +1,21 @@
-"""Reward server under load on loopback, against a bare FastAPI endpoint (the ceiling).
+"""Reward server under load on loopback, against reward-kit 0.4.1's server and a bare endpoint.
 
-Run: uv run python benchmarks/bench_reward_server.py [--requests 20000] [--concurrency 64]
+Run: uv run python benchmarks/bench_reward_server.py [--requests 20000] [--concurrency 64 256]
      [--rounds 3]
 
-Three servers, each a uvicorn process of its own with one worker and no access log:
+Four servers, each a uvicorn process of its own with one worker:
 
-- ``ceiling``: a bare FastAPI ``POST /evaluate`` that returns a constant;
-- ``reward``: ``rk-agent``'s reward server (`rk_agent.server.serve_rewards`) with a
-  trivial sync reward (exact match of the reply against ``ground_truth``), so every request
-  goes through validation, the thread pool and the `EvaluateResult` serialisation;
+- ``ceiling``: a bare FastAPI ``POST /evaluate`` that returns a constant, no access log (the
+  most one uvicorn worker serves here);
+- ``reward-kit``: reward-kit 0.4.1's ``create_app`` under uvicorn (its ``POST /reward``, no
+  access log), with the trivial reward as a plain function returning a dict (its fast path: a
+  ``@reward_function`` result is logged as a warning on every request). reward-kit is not a
+  dependency of rk-agent: it runs in an environment of its own made by ``uv run --no-project
+  --with reward-kit==0.4.1`` (``mcp<2``: its import needs an older ``mcp``);
+- ``reward``: rk-agent's reward server (`rk_agent.server.serve_rewards`) **with its defaults**
+  (threads, shedding, limits and logging as shipped) and a trivial sync reward (exact match
+  of the reply against ``ground_truth``), so every request goes through validation, the thread
+  pool and the `EvaluateResult` serialisation;
 - ``raising``: the same server with a reward that raises on every tenth request (those must
   come back as 200 with ``is_score_valid: false``; they count as successes).
 
@@ -16,17 +23,24 @@ The load generator is another process: ``--concurrency`` keep-alive connections 
 asyncio sockets, ``--requests`` requests in all, latency measured per request. The servers run
 one after the other, interleaved over ``--rounds`` rounds; the median round is reported. The
 CPU time of the load generator and of the server process is measured too: on a small machine
-the client may share the server's cores, and the server's CPU per request is the figure that
+the client shares the server's cores, and the server's CPU per request is the figure that
 does not depend on that.
 
-Targets (issue 5): reward server >= 80 % of the ceiling's throughput, p99 < 50 ms, zero failed
-requests, with and without the raising reward.
+``--pools`` measures instead what a call of the trivial reward costs through the server's
+thread pool and through a pool of worker processes (the process pool would let a hung reward be
+killed; issue 25 item 7): 20,000 calls, 64 in flight, from an asyncio loop; calls/s and CPU per
+call, the workers' CPU included.
+
+Targets (issue 25): the reward server with its defaults at least 2x reward-kit's requests/s at
+64 and at 256 connections, with no answer but 200 (issue 5's, kept: >= 80 % of the ceiling,
+p99 < 50 ms at 64 connections).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import socket
@@ -39,7 +53,9 @@ from typing import Any
 
 TARGET_RATIO = 0.80
 TARGET_P99_MS = 50.0
-KINDS = ("ceiling", "reward", "raising")
+TARGET_VS_REWARD_KIT = 2.0
+KINDS = ("ceiling", "reward-kit", "reward", "raising")
+REWARD_KIT = ["uv", "run", "--no-project", "--with", "reward-kit==0.4.1", "--with", "mcp<2"]
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "4"}]
 
 
@@ -59,13 +75,19 @@ def raising_match(response: str, ground_truth: str) -> float:
     return float(response.strip() == ground_truth)
 
 
-def serve(kind: str, port: int) -> None:
-    import logging
+def reward_kit_exact(messages: list[dict[str, Any]], ground_truth: Any = None, **_: Any) -> Any:
+    """The trivial reward in reward-kit's contract: a dict with the score."""
+    return {"score": float(messages[-1]["content"].strip() == ground_truth), "is_score_valid": True}
 
-    # The raising reward logs each failure with its traceback; the cost of formatting it stays
-    # in, but the lines go nowhere.
-    logging.getLogger("rk_agent").addHandler(logging.NullHandler())
-    logging.getLogger("rk_agent").propagate = False
+
+def serve(kind: str, port: int) -> None:
+    if kind == "reward-kit":
+        import uvicorn
+        from reward_kit.server import create_app
+
+        app = create_app(reward_kit_exact)
+        uvicorn.run(app, host="127.0.0.1", port=port, access_log=False, log_level="warning")
+        return
     if kind == "ceiling":
         import uvicorn
         from fastapi import FastAPI
@@ -85,7 +107,7 @@ def serve(kind: str, port: int) -> None:
     from rk_agent.server import serve_rewards
 
     reward = exact_match if kind == "reward" else raising_match
-    serve_rewards(reward, host="127.0.0.1", port=port, access_log=False, log_level="warning")
+    serve_rewards(reward, host="127.0.0.1", port=port)  # the defaults, logging included
 
 
 def free_port() -> int:
@@ -96,11 +118,12 @@ def free_port() -> int:
 
 def start_server(kind: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
+    python = [*REWARD_KIT, "python"] if kind == "reward-kit" else [sys.executable]
     process = subprocess.Popen(
-        [sys.executable, __file__, "--serve", kind, "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
+        [*python, __file__, "--serve", kind, "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120  # the first reward-kit run installs it
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
@@ -110,7 +133,17 @@ def start_server(kind: str) -> tuple[subprocess.Popen[bytes], int]:
                 raise RuntimeError(f"the {kind} server exited with {process.returncode}") from None
             time.sleep(0.1)
     process.kill()
-    raise RuntimeError(f"the {kind} server did not start within 30 s")
+    raise RuntimeError(f"the {kind} server did not start within 120 s")
+
+
+def server_pid(process: subprocess.Popen[bytes]) -> int:
+    """The process that serves: ``uv run`` starts the reward-kit server as its child."""
+    found = [
+        pid
+        for task in Path(f"/proc/{process.pid}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+    ]
+    return int(found[0]) if found else process.pid
 
 
 def cpu_seconds(pid: int) -> float:
@@ -123,17 +156,17 @@ def cpu_seconds(pid: int) -> float:
 # Load generator (its own process: `bench_reward_server.py --load PORT ...`)
 
 
-def request_bytes(port: int, ground_truth: str) -> bytes:
+def request_bytes(port: int, ground_truth: str, path: str = "/evaluate") -> bytes:
     body = json.dumps({"messages": MESSAGES, "ground_truth": ground_truth}).encode()
     head = (
-        f"POST /evaluate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 
 
-async def load(port: int, total: int, concurrency: int, raising: bool) -> dict[str, Any]:
-    normal, boom = request_bytes(port, "4"), request_bytes(port, "raise")
+async def load(port: int, total: int, concurrency: int, raising: bool, path: str) -> dict[str, Any]:
+    normal, boom = request_bytes(port, "4", path), request_bytes(port, "raise", path)
     latencies: list[float] = []
     counts = {"ok": 0, "invalid": 0, "failed": 0}
     failures: list[str] = []
@@ -186,10 +219,12 @@ async def load(port: int, total: int, concurrency: int, raising: bool) -> dict[s
     }
 
 
-def run_load(port: int, total: int, concurrency: int, raising: bool) -> dict[str, Any]:
+def run_load(
+    port: int, total: int, concurrency: int, raising: bool, path: str = "/evaluate"
+) -> dict[str, Any]:
     command = [
         sys.executable, __file__, "--load", str(port), "--requests", str(total),
-        "--concurrency", str(concurrency),
+        "--concurrency", str(concurrency), "--path", path,
     ] + (["--raising"] if raising else [])  # fmt: skip
     out = subprocess.run(command, capture_output=True, text=True, check=True)
     return dict(json.loads(out.stdout))
@@ -201,74 +236,198 @@ def run_load(port: int, total: int, concurrency: int, raising: bool) -> dict[str
 
 def measure(kind: str, total: int, concurrency: int) -> dict[str, Any]:
     process, port = start_server(kind)
+    path = "/reward" if kind == "reward-kit" else "/evaluate"
     try:
-        run_load(port, min(2000, total), concurrency, raising=False)  # warm up
-        server_cpu = cpu_seconds(process.pid)
-        figures = run_load(port, total, concurrency, raising=kind == "raising")
-        figures["server_cpu_s"] = cpu_seconds(process.pid) - server_cpu
+        run_load(port, min(2000, total), concurrency, raising=False, path=path)  # warm up
+        server = server_pid(process)
+        server_cpu = cpu_seconds(server)
+        figures = run_load(port, total, concurrency, raising=kind == "raising", path=path)
+        figures["server_cpu_s"] = cpu_seconds(server) - server_cpu
     finally:
         process.terminate()
         process.wait(timeout=30)
     return figures
 
 
+# --------------------------------------------------------------------------------------------
+# Threads or processes for the reward (`--pools`)
+
+
+async def _through_threads(calls: int, in_flight: int) -> float:
+    from rk_agent.server._endpoints import ThreadPool
+
+    pool = ThreadPool(min(32, (os.cpu_count() or 1) + 4))
+    call = functools.partial(exact_match, "4", "4")
+    await _drive(lambda: pool.submit(call), calls, in_flight)
+    pool.close()
+    return 0.0
+
+
+async def _through_processes(calls: int, in_flight: int) -> float:
+    from concurrent.futures import ProcessPoolExecutor
+
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
+        await asyncio.gather(
+            *(loop.run_in_executor(pool, exact_match, "4", "4") for _ in range(64))
+        )
+        workers = [p.pid for p in pool._processes.values()]
+        before = sum(cpu_seconds(pid) for pid in workers)
+        await _drive(lambda: loop.run_in_executor(pool, exact_match, "4", "4"), calls, in_flight)
+        return sum(cpu_seconds(pid) for pid in workers) - before
+
+
+def _pipe_worker(conn: Any) -> None:
+    while (args := conn.recv()) is not None:
+        conn.send(exact_match(*args))
+
+
+async def _through_pipes(calls: int, in_flight: int) -> float:
+    """The leanest process pool: one pipe per worker, calls pipelined, answers in order."""
+    import collections
+    import multiprocessing
+
+    loop = asyncio.get_running_loop()
+    workers = []
+    for _ in range(os.cpu_count() or 1):
+        ours, theirs = multiprocessing.get_context("fork").Pipe()
+        process = multiprocessing.get_context("fork").Process(
+            target=_pipe_worker, args=(theirs,), daemon=True
+        )
+        process.start()
+        waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+
+        def answered(conn: Any = ours, waiting: Any = waiting) -> None:
+            while conn.poll():
+                waiting.popleft().set_result(conn.recv())
+
+        loop.add_reader(ours.fileno(), answered)
+        workers.append((ours, process, waiting))
+    turn = [0]
+
+    def start() -> asyncio.Future[Any]:
+        conn, _, waiting = workers[turn[0] % len(workers)]
+        turn[0] += 1
+        future = loop.create_future()
+        waiting.append(future)
+        conn.send(("4", "4"))
+        return future
+
+    before = sum(cpu_seconds(p.pid) for _, p, _ in workers)
+    await _drive(start, calls, in_flight)
+    spent = sum(cpu_seconds(p.pid) for _, p, _ in workers) - before
+    for conn, process, _ in workers:
+        loop.remove_reader(conn.fileno())
+        conn.send(None)
+        process.join()
+    return spent
+
+
+async def _drive(start: Any, calls: int, in_flight: int) -> None:
+    left = [calls]
+
+    async def lane() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            await start()
+
+    await asyncio.gather(*(lane() for _ in range(in_flight)))
+
+
+def pools(calls: int = 20_000, in_flight: int = 64) -> None:
+    print(
+        f"the trivial reward, {calls} calls, {in_flight} in flight, {os.cpu_count()} CPUs: the "
+        "server's thread pool, a ProcessPoolExecutor, and one pipe per worker process"
+    )
+    kinds = (
+        ("threads", _through_threads), ("processes", _through_processes),
+        ("pipes", _through_pipes),
+    )  # fmt: skip
+    for name, run in kinds:
+        cpu, wall = time.process_time(), time.perf_counter()
+        workers_cpu = asyncio.run(run(calls, in_flight))
+        wall = time.perf_counter() - wall
+        cpu = time.process_time() - cpu + workers_cpu
+        print(
+            f"  {name:<10} {calls / wall:8.0f} calls/s  {1e6 * cpu / calls:5.0f} us CPU per call "
+            f"(workers {1e6 * workers_cpu / calls:.0f})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20_000)
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--load", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--path", default="/evaluate", help=argparse.SUPPRESS)
     parser.add_argument("--raising", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--pools", action="store_true", help="threads against processes")
     args = parser.parse_args()
+    if args.pools:
+        pools()
+        return
     if args.serve:
         serve(args.serve, args.port)
         return
     if args.load:
-        figures = asyncio.run(load(args.load, args.requests, args.concurrency, args.raising))
+        concurrency = args.concurrency[0]
+        figures = asyncio.run(load(args.load, args.requests, concurrency, args.raising, args.path))
         print(json.dumps(figures))
         return
 
     print(
-        f"{args.requests} requests, {args.concurrency} concurrent keep-alive clients, "
-        f"{args.rounds} round(s), {os.cpu_count()} CPUs; servers: 1 uvicorn worker each"
+        f"{args.requests} requests per run, {args.rounds} round(s), {os.cpu_count()} CPUs; "
+        "servers: 1 uvicorn worker each"
     )
-    rounds: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
-    for round_index in range(args.rounds):
+    verdicts: list[bool] = []
+    results: list[str] = []
+    for concurrency in args.concurrency:
+        print(f"\n{concurrency} concurrent keep-alive clients")
+        rounds: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+        for round_index in range(args.rounds):
+            for kind in KINDS:
+                figures = measure(kind, args.requests, concurrency)
+                rounds[kind].append(figures)
+                print(f"  round {round_index + 1} {kind:<10} {line(figures)}")
+        median = {kind: _median_round(rounds[kind]) for kind in KINDS}
+        print(f"median round at {concurrency}:")
         for kind in KINDS:
-            figures = measure(kind, args.requests, args.concurrency)
-            rounds[kind].append(figures)
-            print(f"  round {round_index + 1} {kind:<8} {line(figures)}")
-    median = {kind: _median_round(rounds[kind]) for kind in KINDS}
-    print("\nmedian round:")
-    ceiling = median["ceiling"]["rps"]
-    verdicts = []
-    for kind in KINDS:
+            print(f"  {kind:<10} {line(median[kind])}")
+        verdicts.append(_verdict(median, concurrency))
+        results += [
+            f"c{concurrency}_{k.replace('-', '_')}_rps={median[k]['rps']:.0f}" for k in KINDS
+        ]
+    print("RESULT " + " ".join(results) + f" targets_met={all(verdicts)}")
+
+
+def _verdict(median: dict[str, dict[str, Any]], concurrency: int) -> bool:
+    """Print the targets at one concurrency; whether all were met."""
+    ok = True
+    for kind in ("reward", "raising"):
         figures = median[kind]
-        print(f"  {kind:<8} {line(figures)}")
-        if kind == "ceiling":
-            continue
-        ratio = figures["rps"] / ceiling
-        ok = ratio >= TARGET_RATIO and figures["p99_ms"] < TARGET_P99_MS and not figures["failed"]
-        verdicts.append(ok)
+        times = figures["rps"] / median["reward-kit"]["rps"]
+        met = times >= TARGET_VS_REWARD_KIT and not figures["failed"]
+        extra = ""
+        if concurrency <= 64:  # issue 5's targets, kept at 64 connections
+            ratio = figures["rps"] / median["ceiling"]["rps"]
+            met = met and ratio >= TARGET_RATIO and figures["p99_ms"] < TARGET_P99_MS
+            extra = (
+                f", {ratio:.0%} of the ceiling (target >= {TARGET_RATIO:.0%}), p99 "
+                f"{figures['p99_ms']:.1f} ms (target < {TARGET_P99_MS:.0f} ms)"
+            )
         print(
-            f"           {ratio:.0%} of the ceiling (target >= {TARGET_RATIO:.0%}), "
-            f"p99 {figures['p99_ms']:.1f} ms (target < {TARGET_P99_MS:.0f} ms), "
-            f"failed {figures['failed']} (target 0), invalid results {figures['invalid']}"
-            f"{' (the raising tenth)' if kind == 'raising' else ''}: "
-            f"{'MET' if ok else 'NOT MET'}"
+            f"  {kind}: {times:.2f}x reward-kit (target >= {TARGET_VS_REWARD_KIT:g}x), "
+            f"non-2xx or wrong {figures['failed']} (target 0){extra}, invalid results "
+            f"{figures['invalid']}{' (the raising tenth)' if kind == 'raising' else ''}: "
+            f"{'MET' if met else 'NOT MET'}"
         )
         for failure in figures["failures"]:
             print(f"           e.g. {failure}")
-    print(
-        "RESULT "
-        + " ".join(
-            f"{kind}_rps={median[kind]['rps']:.0f} {kind}_p99_ms={median[kind]['p99_ms']:.1f}"
-            for kind in KINDS
-        )
-        + f" targets_met={all(verdicts)}"
-    )
+        ok = ok and met
+    return ok
 
 
 def line(figures: dict[str, Any]) -> str:
