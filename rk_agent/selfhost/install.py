@@ -7,9 +7,10 @@ this rk-agent was installed (its ``direct_url.json``, PEP 610):
   ``requirements.txt`` pins it (``rk-agent==0.1.0``);
 - from a folder (a checkout, ``uv sync``, ``pip install -e .``): a wheel is built from that
   folder (``uv build --wheel``, else ``pip wheel --no-deps``) and placed in the context under
-  ``wheels/``; ``requirements.txt`` names it (``rk-agent @ ./wheels/rk_agent-0.1.0-...whl``),
-  so the image installs exactly the code that ran here. Wheels are cached by the package's
-  content, so a second deploy of unchanged code builds nothing;
+  ``wheels/``; ``requirements.txt`` names it by path (``./wheels/rk_agent-0.1.0-...whl``, a
+  line pip and uv both read; ``[lambda]`` after it for an extra), so the image installs exactly
+  the code that ran here. Wheels are cached by the package's content, so a second deploy of
+  unchanged code builds nothing;
 - from a wheel file that still exists: that wheel is copied;
 - anything else (a Git URL, a remote archive, a wheel that is gone), or a folder where neither
   uv nor pip can build: a wheel is packed from the installed files (the ``rk_agent`` folder and
@@ -121,7 +122,7 @@ def rk_agent_install(extra: str = "", *, given: str | None = None) -> RkAgentIns
             what += " (there is no uv or pip here to build one)"
     wheel_name = f"{WHEELS_DIR}/{file_name}"
     return RkAgentInstall(
-        f"{name} @ ./{wheel_name}",
+        f"./{wheel_name}{f'[{extra}]' if extra else ''}",
         f"rk-agent: {what}, at {wheel_name} (rk-agent {__version__} here does not come from a "
         "package index, so the image installs this wheel, not a pin).",
         wheel_name,

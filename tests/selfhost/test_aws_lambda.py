@@ -108,7 +108,7 @@ def test_the_template_reads_the_key_from_a_parameter_or_a_secret(rewards_file: P
         "overrides.txt", "requirements.txt", "template.yaml", wheel,
     )  # fmt: skip
     # this checkout is no package index's rk-agent: the image installs a wheel of it
-    assert files["requirements.txt"] == f"rk-agent[lambda] @ ./{wheel}\n"
+    assert files["requirements.txt"] == f"./{wheel}[lambda]\n"
     assert files["Dockerfile"].splitlines()[1:6] == [
         "FROM public.ecr.aws/lambda/python:3.11",
         "WORKDIR ${LAMBDA_TASK_ROOT}",

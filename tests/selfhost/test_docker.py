@@ -47,7 +47,7 @@ def test_the_context_holds_the_reward_rk_agent_and_an_entry_command(rewards_file
         ".dockerignore", "Dockerfile", "main.py", "my_rewards.py", "overrides.txt",
         "requirements.txt", "start.sh", wheel,
     )  # fmt: skip
-    assert context.files["requirements.txt"] == f"rk-agent @ ./{wheel}\n"
+    assert context.files["requirements.txt"] == f"./{wheel}\n"
     assert context.files["overrides.txt"] == (
         "llama-cpp-python; sys_platform == 'never'\nllm; sys_platform == 'never'\n"
     )

@@ -63,7 +63,7 @@ else:
 
 def test_this_checkout_is_installed_as_a_wheel_built_from_it() -> None:
     found = rk_agent_install()
-    assert found.requirement == f"rk-agent @ ./{WHEEL}" and found.wheel_name == WHEEL
+    assert found.requirement == f"./{WHEEL}" and found.wheel_name == WHEEL
     assert found.how == (
         f"rk-agent: a wheel built from {CHECKOUT}, where it is installed from, at {WHEEL} "
         f"(rk-agent {__version__} here does not come from a package index, so the image "
@@ -71,7 +71,7 @@ def test_this_checkout_is_installed_as_a_wheel_built_from_it() -> None:
     )
     with zipfile.ZipFile(BytesIO(found.wheel)) as wheel:
         assert "rk_agent/selfhost/install.py" in wheel.namelist()
-    assert rk_agent_install("lambda").requirement == f"rk-agent[lambda] @ ./{WHEEL}"
+    assert rk_agent_install("lambda").requirement == f"./{WHEEL}[lambda]"
     assert rk_agent_install().wheel == found.wheel  # unchanged code: the cached wheel
 
 
@@ -204,7 +204,7 @@ def test_where_rk_agent_came_from_decides_what_the_next_context_installs(
     # installed from the context's wheel (PEP 610 records the file): the wheel is copied
     out = _run(python, WHERE_FROM, folder)
     wheel = folder / WHEEL
-    assert out["requirement"] == f"rk-agent @ ./{WHEEL}"
+    assert out["requirement"] == f"./{WHEEL}"
     copied = re.escape(WHEEL.split("/")[1])  # from this context's folder or a later one's
     assert re.fullmatch(
         rf"rk-agent: a copy of /\S+/{copied}, the wheel it was installed from, at "
