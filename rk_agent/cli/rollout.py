@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rk_agent.cli.invocation import command
 from rk_agent.errors import ConfigError, RkAgentError
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ def rollout(
     if resume is not None and _all_played(resume):
         console.print(
             f"{resume} is finished already: every episode of its config is there, nothing is "
-            f"left to play. See it with `rk-agent show {resume}`."
+            f"left to play. See it with `{command()} show {resume}`."
         )
         return
     run_config = load_rollout_config(config, overrides, flags=_FLAGS)
@@ -221,13 +222,13 @@ def rollout(
     if status is RunStatus.INTERRUPTED:
         console.print(
             f"Interrupted: finished episodes are saved. Resume with "
-            f"`rk-agent rollout --resume {run.run_dir.path}`.", style="yellow"
+            f"`{command()} rollout --resume {run.run_dir.path}`.", style="yellow"
         )  # fmt: skip
         raise typer.Exit(EXIT_INTERRUPTED)
     if summary.episodes and summary.failed == summary.episodes:
         kinds = ", ".join(f"{k} x{v}" for k, v in sorted(summary.failures.items()))
         console.print(
-            f"Every episode failed ({kinds}): see why with `rk-agent show {run.run_dir.path} "
+            f"Every episode failed ({kinds}): see why with `{command()} show {run.run_dir.path} "
             "--failed`.", style="red"
         )  # fmt: skip
         raise typer.Exit(EXIT_ALL_FAILED)
@@ -255,12 +256,13 @@ def _resources(specs: list[str] | None) -> dict[str, float] | None:
 
 def _next_steps(path: Path, env: str) -> str:
     """Where to go from a run of the embedded model (which solves next to nothing)."""
+    rk = command()
     return "\n".join([
         "Next steps:",
-        f"  rk-agent show {path} --limit 2    (what the model did, turn by turn)",
-        f"  rk-agent rollout --env {env} --policy solver --n 64 --output runs/demos",
-        "  rk-agent train sft --trajectories runs/demos    (a warm start from solved episodes)",
-        f"  rk-agent rollout --env {env} --base-url http://localhost:8000/v1 --model NAME    "
+        f"  {rk} show {path} --limit 2    (what the model did, turn by turn)",
+        f"  {rk} rollout --env {env} --policy solver --n 64 --output runs/demos",
+        f"  {rk} train sft --trajectories runs/demos    (a warm start from solved episodes)",
+        f"  {rk} rollout --env {env} --base-url http://localhost:8000/v1 --model NAME    "
         "(a real model: vLLM, SGLang, Ollama; or --provider fireworks|openai)",
     ])  # fmt: skip
 
@@ -432,7 +434,7 @@ def _status_note(run: RunDir) -> str | None:
 
     manifest = run.read_manifest()
     status = manifest.status if manifest is not None else None
-    resume = f"finish it with `rk-agent rollout --resume {run.path}`"
+    resume = f"finish it with `{command()} rollout --resume {run.path}`"
     if status is RunStatus.INTERRUPTED:
         return f"The run was interrupted (Ctrl-C); {resume}."
     if status is RunStatus.FAILED:

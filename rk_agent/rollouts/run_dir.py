@@ -182,8 +182,8 @@ class RunDir:
             manifest = cls(path, config).read_manifest()
             if manifest is not None and manifest.status is RunStatus.FINISHED:
                 raise ConfigError(
-                    f"{path} already holds a finished run; see it with `rk-agent show {path}`, "
-                    "or choose another --output."
+                    f"{path} already holds a finished run (every episode is there); choose "
+                    "another --output."
                 )
             raise ConfigError(
                 f"{path} already holds a run. Finish it with `--resume {path}`, or choose "

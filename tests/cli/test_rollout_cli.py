@@ -21,7 +21,8 @@ from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
 from rk_agent.rollouts.stub_server import StubServer
 
 SECRET = "sk-rollout-SECRET-0123456789abcdef"
-ENV = {**os.environ, "COLUMNS": "200"}
+# Started as `uv run` starts it: hints then say `uv run rk-agent` (tests/cli/test_invocation.py).
+ENV = {**os.environ, "COLUMNS": "200", "UV_RUN_RECURSION_DEPTH": "1"}
 
 
 def rk(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -126,7 +127,7 @@ def test_a_run_of_the_embedded_model_ends_with_the_next_steps(tmp_path: Path) ->
              "--output", str(run))  # fmt: skip
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    assert "Next steps:" in text and f"rk-agent show {run} --limit 2" in text
+    assert "Next steps:" in text and f"uv run rk-agent show {run} --limit 2" in text
     demos = tmp_path / "demos"
     suggested = rk("rollout", "--env", "tools", "--policy", "solver", "--n", "2",
                    "--output", str(demos))  # fmt: skip
@@ -148,8 +149,8 @@ def test_endpoint_failures_are_recorded_with_their_kind(tmp_path: Path) -> None:
     assert {t["stop_reason"] for t in trajectories} == {"error"}
     assert "model_error=2" in out.stdout
     assert (
-        f"Every episode failed (model_error x2): see why with `rk-agent show {tmp_path / 'run'} "
-        "--failed`." in " ".join(out.stdout.split())
+        "Every episode failed (model_error x2): see why with "
+        f"`uv run rk-agent show {tmp_path / 'run'} --failed`." in " ".join(out.stdout.split())
     )
 
 
@@ -237,7 +238,7 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> N
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
         assert process.returncode == 130, (stdout[-2000:], stderr)
-        assert "Resume with `rk-agent rollout --resume" in stdout
+        assert "Resume with `uv run rk-agent rollout --resume" in stdout
         finished = lines(run_dir)
         assert 3 <= len(finished) < 30
         assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
@@ -372,7 +373,7 @@ def test_one_writer_per_run_and_a_killed_one_is_taken_over(tmp_path: Path) -> No
         assert json.loads((run_dir / "run.json").read_text())["status"] == "running"
         shown = rk("show", str(run_dir), "--limit", "0")
         assert f"its process (pid {first.pid} on" in said(shown.stdout)
-        assert f"was killed; finish it with `rk-agent rollout --resume {run_dir}`" in said(
+        assert f"was killed; finish it with `uv run rk-agent rollout --resume {run_dir}`" in said(
             shown.stdout
         )
 
@@ -431,7 +432,7 @@ def test_a_crash_records_failed_with_the_error_and_the_run_resumes(tmp_path: Pat
         shown = rk("show", str(run_dir), "--limit", "0")
         assert (
             "The run failed: RuntimeError: simulated crash outside any episode; finish it with "
-            f"`rk-agent rollout --resume {run_dir}`." in said(shown.stdout)
+            f"`uv run rk-agent rollout --resume {run_dir}`." in said(shown.stdout)
         )
         resumed = rk("rollout", "--resume", str(run_dir))
         assert resumed.returncode == 0, resumed.stderr
@@ -464,12 +465,13 @@ def test_a_finished_run_says_so_on_resume_and_on_a_new_rollout(tmp_path: Path) -
     assert resumed.returncode == 0, resumed.stderr
     assert " ".join(resumed.stdout.split()) == (
         f"{run_dir} is finished already: every episode of its config is there, nothing is "
-        f"left to play. See it with `rk-agent show {run_dir}`."
+        f"left to play. See it with `uv run rk-agent show {run_dir}`."
     )
     again = rk(*args, "--output", str(run_dir))
     assert again.returncode == 2
-    assert again.stderr.startswith(
-        f"error: {run_dir} already holds a finished run; see it with `rk-agent show {run_dir}`"
+    assert again.stderr.strip() == (
+        f"error: {run_dir} already holds a finished run (every episode is there); choose "
+        "another --output."
     )
     assert (run_dir / "trajectories.jsonl").read_text() == before
 

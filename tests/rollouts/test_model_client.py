@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import doctest
+import re
 import socket
 import threading
 import urllib.parse
