@@ -6,7 +6,8 @@ Endpoints:
 - ``POST /reward``: the same (reward-kit's name for it);
 - ``POST /batch``: ``{"samples": [sample, ...]}`` -> ``{"results": [EvaluateResult, ...]}``,
   each sample scored on its own, concurrently;
-- ``GET /health``: ``{"status": "ok", "reward": name}``;
+- ``GET /health``: ``{"status": "ok", "reward": name}``; ``"degraded"`` with worker threads
+  stuck in the reward, **503** ``"unhealthy"`` once all are;
 - ``GET /docs``: the OpenAPI docs (schema at ``/openapi.json``).
 
 A sample has ``messages`` (OpenAI chat format), optional ``original_messages``, ``ground_truth``
@@ -30,7 +31,11 @@ What each failure gets:
 - a configured API key is missing or wrong: **401** (``/health`` and the docs stay open: they
   show the reward's name and the request schema, no data);
 - the body is larger than the limit: **413** (checked on ``Content-Length`` and while reading a
-  chunked body).
+  chunked body), and the connection closes;
+- a request head or body that does not arrive in time (`serve_rewards`' deadlines): **408**,
+  and the connection closes;
+- a sample would wait for a thread past ``max_wait_s`` (or has), the body budget stays full,
+  or every connection is busy: **503** with ``Retry-After: 1``.
 
 Sync rewards run in a thread pool (``threads`` workers), async ones on the event loop, so a
 slow reward does not hold up other requests. An async reward must not block (no
@@ -77,6 +82,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.rewards.remote import API_KEY_ENV
+from rk_agent.server._access import check_bind, tls_options
 from rk_agent.server._budget import ByteBudget
 from rk_agent.server._connections import (
     BACKLOG,
@@ -89,9 +95,9 @@ from rk_agent.server._endpoints import (
     BatchResponse,
     EvaluateRequest,
     RewardEndpoints,
-    Scorer,
 )
 from rk_agent.server._logs import AnswerLog, limit_server_logs
+from rk_agent.server._scorer import Scorer
 from rk_agent.types import EvaluateResult
 
 __all__ = [
@@ -285,59 +291,6 @@ def _check_limits(**seconds: float) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Running it
-
-
-def check_bind(host: str, api_key: str | None, allow_public: bool) -> None:
-    """Refuse a non-loopback address without a key, unless ``allow_public``.
-
-    Raises:
-        ConfigError: with the three ways out.
-    """
-    if api_key or allow_public or is_loopback(host):
-        return
-    raise ConfigError(
-        f"refusing to serve on {host} without an API key: anyone who can reach this machine "
-        f"could call the reward. Set a key with --api-key or {API_KEY_ENV} (clients send "
-        "'Authorization: Bearer <key>'), bind --host 127.0.0.1, or pass --allow-public "
-        "(allow_public=True) if the network is trusted."
-    )
-
-
-def tls_options(
-    cert: str | Path | None, key: str | Path | None, client_ca: str | Path | None = None
-) -> dict[str, Any]:
-    """uvicorn's TLS settings: HTTPS with ``cert``/``key``; mutual TLS with ``client_ca``.
-
-    With ``client_ca`` every client must present a certificate signed by that CA (the TLS
-    handshake fails otherwise, before any request is read). No setting at all gives ``{}``.
-
-    Raises:
-        ConfigError: ``cert`` without ``key`` (or the other way round), ``client_ca`` without
-            ``cert``, or a file that does not exist.
-
-    Example:
-        >>> tls_options(None, None)
-        {}
-    """
-    import ssl
-
-    if cert is None and key is None and client_ca is None:
-        return {}
-    if cert is None or key is None:
-        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key", "--tls-cert")
-        if cert is None and key is None:
-            given, missing = "--client-ca", "--tls-cert and --tls-key"
-        raise ConfigError(
-            f"{given} needs {missing} as well: HTTPS takes the server's certificate and its "
-            "private key (PEM files), and mutual TLS adds --client-ca."
-        )
-    for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--client-ca", client_ca)):
-        if path is not None and not Path(path).is_file():
-            raise ConfigError(f"{flag} {path}: expected a PEM file, but there is no such file.")
-    options: dict[str, Any] = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
-    if client_ca is not None:
-        options.update(ssl_ca_certs=str(client_ca), ssl_cert_reqs=ssl.CERT_REQUIRED)
-    return options
 
 
 @dataclass(frozen=True)
