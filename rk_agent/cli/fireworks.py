@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, UnknownNameError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -168,7 +168,12 @@ def deploy(
     """
     from rk_agent.cli.console import make_console
     from rk_agent.fireworks.evaluators import deploy_metric_folders, deploy_reward
+    from rk_agent.rewards.deploy_targets import deploy_target_names
 
+    if target not in deploy_target_names():
+        raise UnknownNameError(
+            "deploy target", target, deploy_target_names(), "Give one of them with --target."
+        )
     given = [*([reward] if reward is not None else []), *(more_folders or [])]
     reward, metrics_folders = _positionals(given, metrics_folders, "deploy")
     _one_reward_source(reward, metrics_folders, "deploy", "my_rewards.py::fn")

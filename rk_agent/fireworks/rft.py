@@ -203,10 +203,10 @@ class RFTJobConfig(ApiModel):
         """
         training = self.training
         if (training.base_model is None) == (training.warm_start_from is None):
+            got = "neither" if training.base_model is None else "both"
             raise ConfigError(
-                "an RFT job needs exactly one of base_model (--base-model) and warm_start_from; "
-                f"got base_model={training.base_model!r}, "
-                f"warm_start_from={training.warm_start_from!r}."
+                "an RFT job needs exactly one of --base-model (base_model, e.g. qwen3-0p6b) and "
+                f"--warm-start-from (warm_start_from, a fine-tune to continue); got {got}."
             )
         top = self.model_dump(
             mode="json", by_alias=True, exclude_none=True,

@@ -248,7 +248,7 @@ def test_bad_options_are_reported_before_anything_is_sent(
     assert isinstance(out.exception, ConfigError)
     assert str(out.exception).startswith("invalid RFT option: method: Input should be 'METHOD_")
     missing = rk("fireworks", "rft", "--from", str(run.path), "--reward", reward, env=env)
-    assert "needs exactly one of base_model (--base-model) and warm_start_from" in str(
+    assert "needs exactly one of --base-model (base_model, e.g. qwen3-0p6b) and " in str(
         missing.exception
     )
     assert fake.requests == []

@@ -152,11 +152,14 @@ def test_an_unknown_job(client: FireworksClient) -> None:
 
 
 def test_config_problems_are_found_before_sending() -> None:
-    message = "an RFT job needs exactly one of base_model (--base-model) and warm_start_from"
-    with pytest.raises(ConfigError, match=re.escape(message)):
+    message = (
+        "an RFT job needs exactly one of --base-model (base_model, e.g. qwen3-0p6b) and "
+        "--warm-start-from (warm_start_from, a fine-tune to continue); got "
+    )
+    with pytest.raises(ConfigError, match=re.escape(message + "neither.")):
         RFTJobConfig().job_body("d", "e")
     both = TrainingConfig(base_model="a", warm_start_from="accounts/me/models/b")
-    with pytest.raises(ConfigError, match=re.escape(message)):
+    with pytest.raises(ConfigError, match=re.escape(message + "both.")):
         RFTJobConfig(training=both).job_body("d", "e")
     with pytest.raises(ValidationError, match="response_candidates_count"):
         InferenceParameters(response_candidates_count=1)

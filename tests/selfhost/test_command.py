@@ -27,7 +27,7 @@ def test_an_unknown_target_gets_the_closest_name(rewards_file: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "error: unknown deploy target 'dokcer'. Did you mean 'docker'? Known deploy targets: "
-        "aws-lambda, docker, fireworks, gcp-cloud-run. Pass target=... with one of these names."
+        "aws-lambda, docker, fireworks, gcp-cloud-run. Give one of them with --target."
     )
 
 
