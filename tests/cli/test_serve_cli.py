@@ -140,10 +140,28 @@ def test_refuses_a_public_address_without_a_key() -> None:
         (["formt"], "error: unknown reward 'formt'. Did you mean 'format'?"),
         (["format", "--config", "r.yaml"], "error: give the reward to serve"),
         (["format", "--max-body-mb", "0"], "error: --max-body-mb must be > 0, got 0."),
+        (["format", "--max-wait", "0"], "error: --max-wait must be > 0 seconds, got 0."),
+        (["format", "--body-timeout", "-1"], "error: --body-timeout must be > 0 seconds, got -1."),
+        (["format", "--max-connections", "0"], "error: --max-connections must be >= 1, got 0."),
+        (
+            ["format", "--max-body-mb", "8", "--body-budget-mb", "4"],
+            "error: --body-budget-mb must be >= --max-body-mb (8), got 4: a body of the largest "
+            "size must fit.",
+        ),
         (["format", "--port", "-5"], "error: --port must be a TCP port from 1 to 65535, got -5."),
         (["format", "--port", "70000"], "error: --port must be a TCP port from 1 to 65535"),
     ],
-    ids=["unknown-name", "name-and-config", "body-limit", "negative-port", "port-too-big"],
+    ids=[
+        "unknown-name",
+        "name-and-config",
+        "body-limit",
+        "max-wait",
+        "body-timeout",
+        "max-connections",
+        "body-budget",
+        "negative-port",
+        "port-too-big",
+    ],
 )
 def test_bad_arguments_fail_before_serving(args: list[str], message: str) -> None:
     out = rk("serve", *args)

@@ -519,6 +519,20 @@ def test_settings_are_checked() -> None:
         create_app(exact, threads=0)
     with pytest.raises(ConfigError, match="workers > 1 start separate processes"):
         serve_rewards(exact, workers=2)
+    with pytest.raises(ConfigError, match=re.escape("max_wait_s must be > 0 seconds, got 0.")):
+        create_app(exact, max_wait_s=0)
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            "body_budget_bytes (100) must be >= max_body_bytes (200): a body of the largest size "
+            "must fit."
+        ),
+    ):
+        create_app(exact, max_body_bytes=200, body_budget_bytes=100)
+    with pytest.raises(ConfigError, match=re.escape("header_timeout_s must be > 0 seconds")):
+        serve_rewards(exact, header_timeout_s=-1)
+    with pytest.raises(ConfigError, match=re.escape("max_connections must be >= 1, got 0.")):
+        serve_rewards(exact, max_connections=0)
     with pytest.raises(UnknownNameError, match="Did you mean 'math'"):
         create_app("maht")
 
