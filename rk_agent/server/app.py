@@ -488,6 +488,7 @@ def _app_from_environment() -> FastAPI:
     raw = os.environ.get(_SETTINGS_ENV)
     if not raw:
         raise ConfigError(f"{_SETTINGS_ENV} is not set: start workers with serve_rewards().")
+    limit_server_logs()  # each worker is a fresh process
     app = _Settings(**json.loads(raw)).app()
     _freeze_heap()
     return app
