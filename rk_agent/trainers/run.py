@@ -122,20 +122,33 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         )
     fresh = not output_dir.exists()
     saved = save_train_config(config, output_dir)
-    say(f"run folder: {output_dir} (config: {saved.name})")
-    earlier = previous_run_note(output_dir)
-    if earlier is not None:
-        say(earlier)
-    if resumed_from is not None:
-        say(f"resuming from {resumed_from}")
+    earlier = previous_run_note(output_dir)  # before this run's record replaces it
     record = RunRecord.start()
     write_run_record(output_dir, record)
     try:
+        say(f"run folder: {output_dir} (config: {saved.name})")
+        if earlier is not None:
+            say(earlier)
+        if resumed_from is not None:
+            say(f"resuming from {resumed_from}")
         trainer = _grpo(config, args) if config.kind == "grpo" else _sft(config, args, say)
     except RkAgentError:
         if fresh:  # nothing trained: leave no empty run folder behind
             shutil.rmtree(output_dir, ignore_errors=True)
         raise
+    except KeyboardInterrupt:  # Ctrl-C while the model loads: nothing was trained
+        record = record.model_copy(update={"status": RunStatus.INTERRUPTED})
+        write_run_record(output_dir, record)
+        kept = last_checkpoint(output_dir)
+        say(
+            "interrupted before the first step: nothing was trained in this run"
+            + (f"; the last checkpoint is still {kept}." if kept is not None else ".")
+        )
+        return TrainOutcome(
+            output_dir=output_dir, final_model=None, global_step=0, resumed_from=resumed_from,
+            interrupted=True, log_history=[], peak_rss_bytes=peak_resident_bytes(),
+            step_rss_bytes={}, alarms=[], stopped_by=None, last_checkpoint=kept,
+        )  # fmt: skip
     from rk_agent.trainers.callbacks import RunRecordCallback, StepLines, attach
 
     recorder = RunRecordCallback(output_dir, record)
@@ -176,10 +189,16 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         )
     elif interrupted:
         recorder.finish(RunStatus.INTERRUPTED, step)
-        say(
-            f"interrupted at step {step}; checkpoints so far are kept in "
-            f"{output_dir}. Run the same command again to resume from the last one."
-        )
+        if kept is not None:
+            say(
+                f"interrupted at step {step}; the last checkpoint is {kept}. Run the same "
+                "command again to resume from it."
+            )
+        else:
+            say(
+                f"interrupted at step {step}, before the first checkpoint (every save_steps "
+                "steps): nothing was kept; the same command starts over."
+            )
     else:
         final = save_final(trainer, output_dir)
         recorder.finish(RunStatus.FINISHED, step)

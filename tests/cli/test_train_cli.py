@@ -301,3 +301,48 @@ def test_bad_input_is_one_line_before_torch_or_trl_is_imported(
     assert run.stderr == f"error: {message}\n"
     assert json.loads(run.stdout) == {"code": 2, "heavy": []}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]  # no run folder
+
+
+def _interrupt_when(line_starts: str, tmp_path: Path, model: Path, out: Path) -> tuple[int, str]:
+    """Start a long tiny GRPO run, Ctrl-C it when a stdout line starts with ``line_starts``;
+    its exit status and everything it printed."""
+    import signal
+
+    command = [sys.executable, "-u", "-m", "rk_agent", "train", "grpo", "--env", "guess",
+               "--model", str(model), "--output-dir", str(out), *TINY, "--save_steps", "1000",
+               "--max_steps", "500", "--n-tasks", "4", "--max-turns", "3",
+               "--no-wandb"]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(tmp_path)
+    )
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith(line_starts):
+            process.send_signal(signal.SIGINT)
+            break
+    rest, _ = process.communicate(timeout=120)
+    return process.returncode, "".join(seen) + rest
+
+
+@pytest.mark.slow  # trains a tiny model in a subprocess, twice: tens of seconds
+def test_ctrl_c_exits_130_and_says_truthfully_what_was_kept(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    out = tmp_path / "mid"
+    status, printed = _interrupt_when("step 2/", tmp_path, tiny_model_dir, out)
+    assert status == 130, printed[-2000:]
+    assert "terminate called" not in printed and "Traceback" not in printed
+    record = json.loads((out / "rk_agent_run.json").read_text())
+    assert record["status"] == "interrupted" and record["last_checkpoint"] is None
+    assert "before the first checkpoint (every save_steps steps): nothing was kept" in printed
+
+    early = tmp_path / "early"
+    status, printed = _interrupt_when("run folder:", tmp_path, tiny_model_dir, early)
+    assert status == 130, printed[-2000:]
+    assert "terminate called" not in printed and "Traceback" not in printed
+    assert json.loads((early / "rk_agent_run.json").read_text())["status"] == "interrupted"
+    assert "interrupted before the first step: nothing was trained" in printed or (
+        "interrupted at step" in printed  # the signal landed once training had begun
+    )
