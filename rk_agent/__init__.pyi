@@ -78,6 +78,9 @@ from rk_agent.rollouts.engine import (
 from rk_agent.rollouts.hf_policy import (
     HFPolicy as HFPolicy,
 )
+from rk_agent.rollouts.local_model import (
+    embedded_model_path as embedded_model_path,
+)
 from rk_agent.rollouts.openai_policy import (
     OpenAIPolicy as OpenAIPolicy,
 )
