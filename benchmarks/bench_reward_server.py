@@ -51,6 +51,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from figures import figure
+
 TARGET_RATIO = 0.80
 TARGET_P99_MS = 50.0
 TARGET_VS_REWARD_KIT = 2.0
@@ -418,6 +420,11 @@ def _verdict(median: dict[str, dict[str, Any]], concurrency: int) -> bool:
                 f", {ratio:.0%} of the ceiling (target >= {TARGET_RATIO:.0%}), p99 "
                 f"{figures['p99_ms']:.1f} ms (target < {TARGET_P99_MS:.0f} ms)"
             )
+        label = f"{kind} at {concurrency} connections"
+        figure(f"{label}: requests/s over reward-kit 0.4.1's, same run", times, "x",
+               f">= {TARGET_VS_REWARD_KIT:g}x", times >= TARGET_VS_REWARD_KIT)  # fmt: skip
+        figure(f"{label}: non-2xx or wrong answers", figures["failed"], "", "0",
+               not figures["failed"])  # fmt: skip
         print(
             f"  {kind}: {times:.2f}x reward-kit (target >= {TARGET_VS_REWARD_KIT:g}x), "
             f"non-2xx or wrong {figures['failed']} (target 0){extra}, invalid results "
