@@ -64,7 +64,9 @@ def parse_jsonl_line(path: str | Path, number: int, text: str) -> JsonlLine:
         return JsonlLine(
             number,
             error=DataError(
-                f"invalid JSON ({exc.msg} at column {exc.colno}): {text.strip()[:80]!r}",
+                # json's own "Invalid control character at" already ends in "at"
+                f"invalid JSON ({exc.msg.removesuffix(' at')} at column {exc.colno}): "
+                f"{text.strip()[:80]!r}",
                 path=str(path),
                 line=number,
             ),

@@ -31,3 +31,13 @@ def test_binary_file_raises(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(DataError, match="not UTF-8"):
         list(iter_jsonl(path))
+
+
+def test_a_control_character_is_named_once(tmp_path: Path) -> None:
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"broken\ttab": 1}\n')
+    (line,) = list(iter_jsonl(path))
+    assert line.error is not None
+    assert str(line.error) == (
+        f"{path}:1: invalid JSON (Invalid control character at column 9): '{{\"broken\\ttab\": 1}}'"
+    )
