@@ -43,6 +43,11 @@ Example:
 from __future__ import annotations
 
 import statistics
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["InlineBudget"]
 
@@ -97,6 +102,25 @@ class InlineBudget:
     def __repr__(self) -> str:
         state = "inline" if self.inline else "demoted" if self.demoted else "threaded"
         return f"InlineBudget({state}, mode={self.mode!r})"
+
+    def call(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``func(*args, **kwargs)`` in this thread, its time recorded as an inline call."""
+        started = time.perf_counter()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.record(time.perf_counter() - started, inline=True)
+
+    def off_thread(self, func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``func(*args, **kwargs)`` on the worker thread this is handed to, its wall time and
+        the thread's CPU time recorded as a call off the caller's thread (a call that outlives
+        its caller's timeout records when it ends: far over budget)."""
+        started, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            wall = time.perf_counter() - started
+            self.record(wall, inline=False, cpu_s=time.thread_time() - cpu)
 
     def record(self, seconds: float, *, inline: bool, cpu_s: float | None = None) -> None:
         """Take the wall time of one call (and, off the thread, the CPU time its thread used:

@@ -173,25 +173,13 @@ class Tool:
             return _run_coroutine(asyncio.wait_for(self.func(**arguments), self.timeout_s))
         budget = self._budget
         if budget.inline:
-            started = time.perf_counter()
-            try:
-                return self.func(**arguments)
-            finally:
-                budget.record(time.perf_counter() - started, inline=True)
-        future = _tool_pool().submit(self._timed, arguments)
+            return budget.call(self.func, **arguments)
+        future = _tool_pool().submit(budget.off_thread, self.func, **arguments)
         try:
             return future.result(timeout=self.timeout_s)
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
             raise TimeoutError from exc
-
-    def _timed(self, arguments: dict[str, Any]) -> Any:
-        started, cpu = time.perf_counter(), time.thread_time()
-        try:
-            return self.func(**arguments)
-        finally:  # a timed-out call records when it ends: far over budget
-            wall = time.perf_counter() - started
-            self._budget.record(wall, inline=False, cpu_s=time.thread_time() - cpu)
 
 
 @overload

@@ -181,30 +181,15 @@ async def _env_call(env: ChatEnv, method: str, *args: Any, **kwargs: Any) -> Any
     """``env.<method>(...)`` on a worker thread, or on the loop once the class's method has
     shown it is quick (see the module docstring)."""
     call = getattr(env, method)
-    mode = env.inline_steps
-    budget = None
-    if mode is None:
-        key = (type(env), method)
-        budget = _budgets.get(key) or _budgets.setdefault(key, InlineBudget())
-    if mode or (budget is not None and budget.inline):
-        started = time.perf_counter()
-        try:
+    if env.inline_steps is not None:  # the environment decided
+        if env.inline_steps:
             return call(*args, **kwargs)
-        finally:
-            if budget is not None:
-                budget.record(time.perf_counter() - started, inline=True)
-    if budget is None:
         return await asyncio.to_thread(call, *args, **kwargs)
-
-    def timed() -> Any:
-        started, cpu = time.perf_counter(), time.thread_time()
-        try:
-            return call(*args, **kwargs)
-        finally:
-            wall = time.perf_counter() - started
-            budget.record(wall, inline=False, cpu_s=time.thread_time() - cpu)
-
-    return await asyncio.to_thread(timed)
+    key = (type(env), method)
+    budget = _budgets.get(key) or _budgets.setdefault(key, InlineBudget())
+    if budget.inline:
+        return budget.call(call, *args, **kwargs)
+    return await asyncio.to_thread(budget.off_thread, call, *args, **kwargs)
 
 
 def step_turn(

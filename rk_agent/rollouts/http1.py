@@ -262,7 +262,6 @@ class Http1Pool:
         self.read_timeout_s = read_timeout_s
         self._slots = asyncio.Semaphore(limit)
         self._idle: list[_Connection] = []
-        self.opened = 0  # connections opened so far (tests, benchmarks)
 
     async def request(self, data: bytes) -> Reply:
         """Send one whole request (head and body, as bytes) and return its reply.
@@ -273,28 +272,33 @@ class Http1Pool:
             BadReply: a reply that is not HTTP/1.x.
         """
         async with self._slots:
-            for attempt in range(2):
-                connection, reused = await self._connection()
-                try:
-                    async with asyncio.timeout(self.read_timeout_s):
-                        reply = await connection.send(data)
-                except ServerDisconnected as lost:
-                    connection.close()
-                    if reused and not lost.answered and attempt == 0:
-                        continue  # it had closed while idle: once more on a new one
+            connection, reused = await self._connection()
+            try:
+                return await self._exchange(connection, data)
+            except ServerDisconnected as lost:
+                if not reused or lost.answered:
                     raise
-                except BaseException:
-                    connection.close()  # timed out, cancelled, garbled: never reused
-                    raise
-                if connection.reusable and not connection.closed:
-                    self._idle.append(connection)
-                else:
-                    connection.close()
-                return reply
-        raise AssertionError("unreachable")  # pragma: no cover
+            # It had closed while idle (no byte came back): once more, on a new connection.
+            connection, _ = await self._connection(fresh=True)
+            return await self._exchange(connection, data)
 
-    async def _connection(self) -> tuple[_Connection, bool]:
-        while self._idle:
+    async def _exchange(self, connection: _Connection, data: bytes) -> Reply:
+        """One request and its reply on ``connection``, which is kept if it can be reused."""
+        try:
+            async with asyncio.timeout(self.read_timeout_s):
+                reply = await connection.send(data)
+        except BaseException:
+            connection.close()  # lost, timed out, cancelled, garbled: never reused
+            raise
+        if connection.reusable and not connection.closed:
+            self._idle.append(connection)
+        else:
+            connection.close()
+        return reply
+
+    async def _connection(self, *, fresh: bool = False) -> tuple[_Connection, bool]:
+        """An idle connection (``True``: reused) unless ``fresh``, else a new one."""
+        while self._idle and not fresh:
             connection = self._idle.pop()
             transport = connection.transport
             if not connection.closed and transport is not None and not transport.is_closing():
@@ -302,7 +306,6 @@ class Http1Pool:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(self.connect_timeout_s):
             _, connection = await loop.create_connection(_Connection, self.host, self.port)
-        self.opened += 1
         return connection, False
 
     def close(self) -> None:

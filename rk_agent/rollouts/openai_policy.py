@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
-from rk_agent.openai_errors import NO_KEY, Endpoint, rejects_tools
+from rk_agent.openai_errors import NO_KEY, Endpoint, rejects_tools, server_message
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.rollouts.model_client import ModelClient, ssl_context
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
@@ -360,8 +360,6 @@ class OpenAIPolicy:
         )
 
     def _said(self, response: Any) -> str:
-        from rk_agent.openai_errors import server_message
-
         text = server_message(response.text, response.reason_phrase)
         return redact(text, [self._endpoint.key])[:300].strip() or "(no body)"
 

@@ -211,45 +211,38 @@ class ForwardProxy:
         self.sock.close()
 
 
-def test_the_environments_proxy_is_used(
-    server: StubServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    proxy = ForwardProxy()
-    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+@pytest.fixture
+def proxy(monkeypatch: pytest.MonkeyPatch) -> Iterator[ForwardProxy]:
+    """A forward proxy on loopback, named by ``HTTP_PROXY`` and nothing else."""
+    running = ForwardProxy()
+    monkeypatch.setenv("HTTP_PROXY", running.url)
     for name in ("NO_PROXY", "no_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
-    try:
-        reply = post(client_for(server.base_url))
-    finally:
-        proxy.close()
+    yield running
+    running.close()
+
+
+def test_the_environments_proxy_is_used(server: StubServer, proxy: ForwardProxy) -> None:
+    reply = post(client_for(server.base_url))
     assert reply["choices"][0]["message"]["content"] == "4"
     assert proxy.lines == [f"POST {server.base_url}/chat/completions HTTP/1.1"]
     assert len(server.chat_requests) == 1
 
 
 def test_no_proxy_naming_the_host_goes_direct(
-    server: StubServer, monkeypatch: pytest.MonkeyPatch
+    server: StubServer, proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proxy = ForwardProxy()
-    monkeypatch.setenv("HTTP_PROXY", proxy.url)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    for name in ("no_proxy", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    try:
-        reply = post(client_for(server.base_url))
-    finally:
-        proxy.close()
+    reply = post(client_for(server.base_url))
     assert reply["choices"][0]["message"]["content"] == "4"
     assert proxy.lines == []
 
 
 def test_the_proxy_is_resolved_once_when_the_session_opens(
-    server: StubServer, monkeypatch: pytest.MonkeyPatch
+    server: StubServer, proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Per request, aiohttp's trust_env read the environment and netrc on two worker threads.
-    proxy = ForwardProxy()
-    for name in ("HTTP_PROXY", "NO_PROXY", "no_proxy", "http_proxy"):
-        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("HTTP_PROXY")
     client = client_for(server.base_url)
 
     async def twice(c: ModelClient) -> list[Any]:
@@ -257,10 +250,7 @@ def test_the_proxy_is_resolved_once_when_the_session_opens(
         monkeypatch.setenv("HTTP_PROXY", proxy.url)  # too late for this session
         return [first, await c.request("POST", "/chat/completions", BODY)]
 
-    try:
-        replies = run(client, twice)
-    finally:
-        proxy.close()
+    replies = run(client, twice)
     assert len(replies) == 2 and proxy.lines == []
     assert len(server.chat_requests) == 2
 
