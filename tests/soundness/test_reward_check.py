@@ -196,15 +196,6 @@ def test_bad_input_says_what_was_expected(tmp_path: Path) -> None:
 
 # Every built-in reward but llm_judge, which needs a model endpoint to judge with.
 CHECKED = sorted(set(_BUILTINS) - {"llm_judge"})
-# Flagged by design, pinned here: cosine_length pays a wrong answer more the longer it is (its
-# open-r1 semantics: "keep thinking"), so padding beats a short wrong answer; tool_calls gives
-# partial credit (matches / calls made), so calling every tool earns 1/n where a wrong call
-# earns 0.
-BY_DESIGN = {
-    "cosine_length": {"refusal", "echo", "padding", "repetition", "restate", "two_answers",
-                      "unit_trick", "hedge_range"},
-    "tool_calls": {"call_every_tool"},
-}  # fmt: skip
 
 
 def test_every_builtin_reward_has_samples() -> None:
@@ -220,7 +211,7 @@ def test_every_builtin_reward_passes_its_own_check(name: str) -> None:
     report = check_reward(name, samples, **options)
     flagged = {f.probe for f in report.flags}
     assert all(f.kind is FlagKind.PROBE_ABOVE_WRONG for f in report.flags), report.flags
-    assert flagged == BY_DESIGN.get(name, set())
+    assert flagged == set()
     assert report.row("reference").invalid == 0
 
 

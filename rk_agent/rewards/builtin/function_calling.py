@@ -522,8 +522,12 @@ def tool_calls_match(
     ``true != 1`` (a string is not a number, whatever it spells). Arguments the model sent as
     broken JSON match nothing. Order-insensitive pairing (the default) finds the pairing with the
     most matches; with ``order_sensitive=True`` the i-th call is compared with the i-th expected.
-    The score is ``matches / max(len(expected), len(actual))``, so missing, extra and duplicated
-    calls all cost; no call expected and none made scores 1.0.
+    The score is ``(matches - extra) / len(expected)``, at least 0, where ``extra`` is how many
+    more calls were made than expected: a missing call costs its share, and each call too many
+    cancels a matching one, so calling every tool offered (or repeating a call) earns no partial
+    credit when at most half of them are wanted (``rk-agent check reward tool_calls`` plays
+    that policy). No call expected and none made scores 1.0; any call made when none was
+    expected scores 0.
 
     Args:
         messages: the conversation; the last assistant message's ``tool_calls`` are scored.
@@ -614,10 +618,13 @@ def _score_tool_calls(
         ),
         "arguments_match": _call_arguments_metric(arg_problems, len(same_name), n),
     }
-    score = matches / n if n else 1.0
+    extra = max(0, len(actual) - len(expected))
+    score = max(0, matches - extra) / len(expected) if expected else float(not actual)
     if n == 0:
         reason = "no call expected and none made"
     else:
         problems = [m.reason for m in metrics.values() if not m.success]
         reason = f"{matches} of {n} call(s) match" + "".join(f"; {p}" for p in problems)
+        if extra and matches:
+            reason += f"; {extra} call(s) too many cancel as many matches"
     return EvaluateResult(score=score, reason=reason, metrics=metrics)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from typing import Any, Literal
 
 from rk_agent.errors import ConfigError
@@ -22,7 +23,7 @@ from rk_agent.rewards.builtin._reply import last_reply, no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
-__all__ = ["cosine_length_reward", "count_length", "length_reward"]
+__all__ = ["cosine_length_reward", "count_length", "credited_working", "length_reward"]
 
 Unit = Literal["tokens", "chars"]
 Falloff = Literal["linear", "smooth"]
@@ -203,6 +204,58 @@ def _judge_correct(messages: list[Message], ground_truth: Any) -> tuple[bool | N
     return result.score >= 1.0 - 1e-9, "checked by the math reward"
 
 
+_MARK = re.compile(r"####|\\(?:boxed|fbox)(?![A-Za-z])")
+
+
+def _final_marks(text: str) -> list[int]:
+    """Where the marked final answers start: ``\\boxed{}``/``\\fbox{}`` and ``####`` lines.
+
+    A box on a ``####`` line is part of that line's answer (``#### \\boxed{4}`` is one answer).
+    """
+    marks: list[int] = []
+    for match in _MARK.finditer(text):
+        hash_line = bool(marks) and text.startswith("####", marks[-1])
+        if match.group() != "####" and hash_line and "\n" not in text[marks[-1] : match.start()]:
+            continue
+        marks.append(match.start())
+    return marks
+
+
+def _distinct_share(text: str) -> float:
+    """The share of distinct word trigrams in ``text`` (1.0 when it has fewer than three words)."""
+    words = text.split()
+    grams = list(zip(words, words[1:], words[2:], strict=False))
+    return len(set(grams)) / len(grams) if grams else 1.0
+
+
+def credited_working(text: str, unit: Unit = "chars") -> tuple[int, str]:
+    """The length a wrong answer is credited with by ``cosine_length``, and why.
+
+    The working is the text before the reply's one marked final answer (thinking included),
+    scaled by its share of distinct word trigrams; no marked answer, or several, earn 0.
+
+    Example:
+        >>> credited_working("2 + 2 makes 5.\\n#### 5")
+        (14, '14 chars of working before the answer')
+        >>> credited_working("#### 5\\n#### 5")[0], credited_working("I cannot say.")[0]
+        (0, 0)
+    """
+    end = text.rfind("</think>")
+    start = end + len("</think>") if end >= 0 else 0
+    if end < 0 and "<think>" in text:
+        return 0, "an unfinished <think> block: no length credit"
+    marks = _final_marks(text[start:])
+    if not marks:
+        return 0, "no marked final answer (\\boxed{} or ####): no length credit"
+    if len(marks) > 1:
+        return 0, f"{len(marks)} marked final answers: no length credit"
+    working = text[: start + marks[0]]
+    share = _distinct_share(working)
+    n = round(count_length(working, unit) * share)
+    why = f"{n} {unit} of working before the answer"
+    return n, why if share == 1.0 else f"{why} ({share:.0%} of its word trigrams distinct)"
+
+
 @reward_function(
     name="cosine_length",
     description="Cosine-scaled length reward: short right answers best, long wrong ones least bad.",
@@ -220,20 +273,35 @@ def cosine_length_reward(
     unit: Unit = "chars",
     **kwargs: Any,
 ) -> EvaluateResult:
-    """Reward right answers more when shorter, and penalise wrong answers less when longer.
+    """Reward right answers more when shorter; penalise wrong ones less when they work longer.
 
     With ``p = min(n / max_len, 1)`` the progress through the length budget and
     ``c = (1 + cos(pi p)) / 2`` (1 for an empty response, 0 at ``max_len``):
 
     * a correct answer scores ``min_value_correct + (max_value_correct - min_value_correct) c``,
-      from ``max_value_correct`` when empty down to ``min_value_correct`` at ``max_len``;
+      from ``max_value_correct`` when empty down to ``min_value_correct`` at ``max_len``, with
+      ``n`` the length of the whole reply;
     * a wrong answer scores ``max_value_wrong + (min_value_wrong - max_value_wrong) c``, from
       ``min_value_wrong`` (the strongest penalty) when short up to ``max_value_wrong`` at
       ``max_len``: a long attempt is penalised less, encouraging the model to keep thinking.
 
     The defaults are those of open-r1, and length is counted in characters as there. Unlike
-    open-r1, lengths past ``max_len`` are clipped to ``max_len`` (the cosine would otherwise
-    climb back up and reward running far over budget).
+    open-r1, a wrong answer's ``n`` counts only its *working*, so that the length credit cannot
+    be farmed (``rk-agent check reward cosine_length`` finds every one of these paid above an
+    honest wrong answer under open-r1's rule):
+
+    * the working is the text before the reply's final answer, which must be marked
+      (``\\boxed{}`` or ``####``) and given once: a reply with no marked answer (a refusal, an
+      echo of the question) or with several (two boxed answers, ``####`` lines repeated) earns no
+      length credit, and neither does anything written after the answer (padding) or inside
+      its slot (``#### 3 or 4``, a list of candidates);
+    * the working's length is scaled by its share of distinct word trigrams, the n-gram
+      repetition penalty of Yeo et al.: text repeated to fill the budget earns next to nothing.
+
+    Varied filler before the answer still counts as working: no length rule can tell it from
+    thinking. For a signal that pays wrong answers nothing for length, set
+    ``max_value_wrong=min_value_wrong``. Lengths past ``max_len`` are clipped to ``max_len``
+    (open-r1's cosine would climb back up and reward running far over budget).
 
     Args:
         messages: the conversation; the last assistant message is scored.
@@ -250,7 +318,8 @@ def cosine_length_reward(
 
     Returns:
         The score (in ``[min_value_wrong, max_value_correct]``), with the metrics ``length``
-        (``c``: 1 when empty, 0 at ``max_len``) and ``correct`` (1.0 or 0.0). Invalid when
+        (``c``: 1 when empty, 0 at ``max_len``; for a wrong answer, of its credited working,
+        the reason says why) and ``correct`` (1.0 or 0.0). Invalid when
         correctness is unknown: neither ``correct`` nor ``ground_truth`` given, or the math
         reward could not check the answer.
 
@@ -276,7 +345,12 @@ def cosine_length_reward(
             return EvaluateResult.invalid(how)
     else:
         correct, how = bool(correct), "given"
-    n = count_length(text, unit)
+    if correct:
+        n = count_length(text, unit)
+        counted = f"{n} {unit} of a budget of {max_len}"
+    else:
+        n, counted = credited_working(text, unit)
+        counted += f", of a budget of {max_len}"
     c = 0.5 * (1.0 + math.cos(math.pi * min(n / max_len, 1.0)))
     if correct:
         score = min_value_correct + (max_value_correct - min_value_correct) * c
@@ -285,9 +359,9 @@ def cosine_length_reward(
     verdict = "correct" if correct else "wrong"
     return EvaluateResult(
         score=score,
-        reason=f"{verdict} answer ({how}) of {n} {unit} of {max_len}: {score:.3f}",
+        reason=f"{verdict} answer ({how}): {counted}: {score:.3f}",
         metrics={
-            "length": MetricResult(score=c, reason=f"{n} {unit} of a budget of {max_len}"),
+            "length": MetricResult(score=c, reason=counted),
             "correct": MetricResult(score=float(correct), success=correct, reason=how),
         },
     )

@@ -355,10 +355,22 @@ def test_order_sensitive() -> None:
 def test_duplicate_and_extra_calls_are_penalised() -> None:
     expected = [{"name": "f", "arguments": {"x": 1}}]
     result = calls_score([tool_call("f", {"x": 1}), tool_call("f", {"x": 1}, "c2")], expected)
-    assert result.score == 0.5
+    assert result.score == 0.0  # the repeat cancels the match
     assert result.metrics["call_count_match"].score == 0.0
     assert result.metrics["call_count_match"].reason == "expected 1 call(s), got 2"
     assert result.metrics["names_match"].reason == "unexpected: f"
+    assert result.reason.endswith("; 1 call(s) too many cancel as many matches")
+
+
+def test_each_call_too_many_cancels_a_match_so_calling_every_tool_earns_nothing() -> None:
+    two = [{"name": "f", "arguments": {"x": 1}}, {"name": "g", "arguments": {}}]
+    right = [tool_call("f", {"x": 1}), tool_call("g", {}, "c2")]
+    assert calls_score(right, two).score == 1.0
+    assert calls_score(right[:1], two).score == 0.5  # a missing call costs its share
+    assert calls_score([*right, tool_call("h", {}, "c3")], two).score == 0.5
+    assert calls_score([*right, tool_call("h", {}, "c3"), tool_call("k", {}, "c4")], two).score == 0
+    every = [tool_call(name, {"x": 1}, f"c{name}") for name in ("f", "g", "h")]
+    assert calls_score(every, [{"name": "f", "arguments": {"x": 1}}]).score == 0.0
 
 
 def test_no_call_expected() -> None:

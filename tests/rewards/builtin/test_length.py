@@ -8,7 +8,12 @@ import re
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rewards.builtin.length import cosine_length_reward, count_length, length_reward
+from rk_agent.rewards.builtin.length import (
+    cosine_length_reward,
+    count_length,
+    credited_working,
+    length_reward,
+)
 
 
 def convo(response: str | None, **extra: object) -> list[dict[str, object]]:
@@ -155,9 +160,15 @@ def test_correct_answers_score_more_when_shorter_from_max_to_min() -> None:
     assert scores == sorted(scores, reverse=True)
 
 
-def test_wrong_answers_are_penalised_less_when_longer() -> None:
+def worked(n: int) -> str:
+    """A wrong answer with ``n`` characters of distinct working before its marked answer."""
+    working = " ".join(f"s{i:03d}" for i in range(n // 5 + 1))[:n]
+    return working[:-1] + "x\n#### 5" if working.endswith(" ") else working + "\n#### 5"
+
+
+def test_wrong_answers_are_penalised_less_when_they_work_longer() -> None:
     scores = [
-        cosine_length_reward(convo("x" * n), correct=False, max_len=100).score
+        cosine_length_reward(convo(worked(n)), correct=False, max_len=100).score
         for n in (0, 25, 50, 75, 100)
     ]
     assert scores[0] == pytest.approx(-1.0)
@@ -166,12 +177,46 @@ def test_wrong_answers_are_penalised_less_when_longer() -> None:
     assert scores == sorted(scores)
 
 
+def test_a_wrong_answer_is_credited_only_for_the_working_before_its_one_marked_answer() -> None:
+    def score(text: str) -> float:
+        return cosine_length_reward(convo(text), correct=False, max_len=100).score
+
+    # The cheats `rk-agent check reward cosine_length` plays, each at the floor.
+    assert score("I'm sorry, but I can't help with that request. " * 3) == -1.0  # no answer
+    assert score("#### 5\n" + " Let me double-check this." * 8) == -1.0  # padding after it
+    assert score("#### 5\n" * 20) == -1.0  # several answers
+    assert score("\\boxed{4} or \\boxed{5}") == -1.0
+    assert score("#### 2, 3, 4, 5, 6 (that is 4 in other units)") == -1.0  # all in the slot
+    # Thinking counts as working; a box on the #### line is the same answer.
+    thought = cosine_length_reward(convo(f"<think>{worked(35)[:35]}</think>#### \\boxed{{5}}"),
+                                   correct=False, max_len=100)  # fmt: skip
+    assert thought.score == pytest.approx(-0.75)
+    assert thought.metrics["length"].reason == (
+        "50 chars of working before the answer, of a budget of 100"
+    )
+    assert score("<think>" + worked(50)) == -1.0  # never finished thinking
+
+
+def test_repeated_working_earns_only_its_distinct_share() -> None:
+    once = "Two and two make five, I think.\n"
+    result = cosine_length_reward(convo(once * 12 + "#### 5"), correct=False, max_len=1000)
+    n, why = credited_working(once * 12 + "#### 5")
+    assert why == f"{n} chars of working before the answer (9% of its word trigrams distinct)"
+    assert n == round(len((once * 12).strip()) * 7 / 82)  # 7 distinct trigrams of 82
+    assert (
+        result.score
+        < cosine_length_reward(
+            convo(worked(len((once * 12).strip()))), correct=False, max_len=1000
+        ).score
+    )
+
+
 def test_lengths_past_max_len_are_clipped_instead_of_climbing_back_up() -> None:
     # Unclipped (as in open-r1) a correct answer of 2 * max_len would get the top reward again.
     at_budget = cosine_length_reward(convo("x" * 100), correct=True, max_len=100)
     double = cosine_length_reward(convo("x" * 200), correct=True, max_len=100)
     assert double.score == pytest.approx(at_budget.score) == pytest.approx(0.5)
-    wrong_double = cosine_length_reward(convo("x" * 200), correct=False, max_len=100)
+    wrong_double = cosine_length_reward(convo(worked(200)), correct=False, max_len=100)
     assert wrong_double.score == pytest.approx(-0.5)
 
 
@@ -198,11 +243,13 @@ def test_custom_values_and_token_unit() -> None:
 
 
 def test_metrics_expose_length_factor_and_correctness() -> None:
-    result = cosine_length_reward(convo("x" * 100), correct=False, max_len=100)
+    result = cosine_length_reward(convo(worked(100)), correct=False, max_len=100)
     assert result.metrics["length"].score == pytest.approx(0.0)
     assert result.metrics["correct"].score == 0.0
     assert result.metrics["correct"].success is False
-    assert result.reason == "wrong answer (given) of 100 chars of 100: -0.500"
+    assert result.reason == (
+        "wrong answer (given): 100 chars of working before the answer, of a budget of 100: -0.500"
+    )
 
 
 def test_unknown_correctness_is_invalid_not_a_silent_score() -> None:
