@@ -9,11 +9,13 @@ import typer
 from rk_agent import __version__
 from rk_agent.cli import (
     check,
+    compare,
     doctor,
     envs,
     fireworks,
     mcp,
     preview,
+    rescore,
     rewards,
     rollout,
     serve,
@@ -31,6 +33,8 @@ app = typer.Typer(
 )
 app.command(name="rollout")(rollout.rollout)
 app.command(name="show")(rollout.show)
+app.command(name="rescore")(rescore.rescore)
+app.command(name="compare")(compare.compare)
 app.add_typer(envs.app, name="envs")
 app.add_typer(rewards.app, name="rewards")
 app.command(name="preview")(preview.preview)

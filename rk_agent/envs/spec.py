@@ -56,6 +56,7 @@ __all__ = [
     "flat_location",
     "flatten_env_keys",
     "nest_env_keys",
+    "reward_names",
 ]
 
 ENV_KEYS: Mapping[str, str] = {
@@ -154,7 +155,7 @@ class EnvSpec(BaseModel):
         if self.max_turns is not None:
             kwargs["max_turns"] = self.max_turns
         if self.rewards:
-            names = _reward_names(self.rewards)
+            names = reward_names(self.rewards)
             loaded = [get_reward_function(spec) for spec in self.rewards]
             kwargs["episode_rewards"] = dict(zip(names, loaded, strict=True))
         if tasks is not None:
@@ -258,8 +259,16 @@ class EnvFactory:
         return f"EnvFactory({self.name!r})"
 
 
-def _reward_names(specs: list[str]) -> list[str]:
-    """Each reward under its function's name; a name two rewards share keeps the full spec."""
+def reward_names(specs: list[str]) -> list[str]:
+    """Each reward under its function's name; a name two rewards share keeps the full spec.
+
+    The names ``rewards`` get as an environment's episode rewards (and ``rk-agent rescore``
+    gives its reward).
+
+    Example:
+        >>> reward_names(["math", "my_rewards.py::exact"])
+        ['math', 'exact']
+    """
     short = [spec.rsplit("::", 1)[-1].rsplit(":", 1)[-1] or spec for spec in specs]
     counts = Counter(short)
     return [name if counts[name] == 1 else spec for name, spec in zip(short, specs, strict=True)]

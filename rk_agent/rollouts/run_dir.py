@@ -35,9 +35,10 @@ run still says ``running`` while no live process holds its lock (`RunDir.holder`
 naming the first. The OS releases the lock when its process dies, so a killed run is resumed
 without any clean-up.
 
-Main names: `RunDir`, `RunStatus`, `RunManifest`, `read_trajectories`, `append_trajectories`,
-`trajectory_line`, and the file names (`TRAJECTORIES_FILE`, `CONFIG_FILE`, `MANIFEST_FILE`,
-`SUMMARY_FILE`, `DROPPED_FILE`, `WORKER_FAILURES_FILE`, `LOCK_FILE`).
+Main names: `RunDir`, `RunStatus`, `RunManifest`, `read_trajectories`, `iter_trajectories`,
+`append_trajectories`, `trajectory_line`, and the file names (`TRAJECTORIES_FILE`,
+`CONFIG_FILE`, `MANIFEST_FILE`, `SUMMARY_FILE`, `DROPPED_FILE`, `WORKER_FAILURES_FILE`,
+`LOCK_FILE`).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ __all__ = [
     "RunManifest",
     "RunStatus",
     "append_trajectories",
+    "iter_trajectories",
     "read_trajectories",
     "trajectory_line",
 ]
@@ -403,11 +405,25 @@ def read_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
     """Every trajectory of a run directory or of a trajectories JSONL file, in file order.
 
     The rule for a torn last line, for invalid lines and for repeated ids is the module's (see
-    its docstring).
+    its docstring); `iter_trajectories` reads the same lines one at a time.
 
     Raises:
         ConfigError: the path does not exist, or is a directory without ``trajectories.jsonl``.
         DataError: a line is not UTF-8, not JSON or not a trajectory (``file:line`` named).
+    """
+    return list(iter_trajectories(source))
+
+
+def iter_trajectories(source: str | os.PathLike[str]) -> Iterator[Trajectory]:
+    """The trajectories of `read_trajectories`, yielded one line at a time (memory stays flat
+    on big runs: ``rk-agent rescore`` and ``rk-agent compare`` read this way).
+
+    The file is checked when this is called, before the first trajectory is asked for.
+
+    Raises:
+        ConfigError: the path does not exist, or is a directory without ``trajectories.jsonl``.
+        DataError: a line is not UTF-8, not JSON or not a trajectory (``file:line`` named),
+            raised when that line is reached.
     """
     path = Path(source)
     file = path / TRAJECTORIES_FILE if path.is_dir() else path
@@ -417,16 +433,39 @@ def read_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
             f"{path} {what}: expected a run directory made by `rk-agent rollout`, or a "
             "trajectories JSONL file."
         )
-    *complete, last = file.read_bytes().split(b"\n")
-    if last.strip() and not _is_torn(last):
-        complete.append(last)  # a whole line that lacks only its newline
-    out = [_parse_line(file, n, line) for n, line in enumerate(complete, start=1) if line.strip()]
-    if (file.parent / CONFIG_FILE).is_file():
-        out = _unique_ids(out, file)
-    return out
+    return _iter_lines(file, unique=(file.parent / CONFIG_FILE).is_file())
+
+
+def _iter_lines(file: Path, unique: bool) -> Iterator[Trajectory]:
+    seen: set[str] = set()
+    repeated = 0
+    with file.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            if not line.endswith(b"\n") and _is_torn(line):
+                break  # the torn last line
+            trajectory = _parse_line(file, number, line)
+            if unique:
+                if trajectory.id in seen:
+                    repeated += 1
+                    continue
+                seen.add(trajectory.id)
+            yield trajectory
+    if repeated:
+        logger.warning(
+            "%s: %d episode(s) appear more than once (two processes wrote this run at once, "
+            "before rk-agent locked run directories); each is counted once, the first kept.",
+            file,
+            repeated,
+        )
 
 
 def _parse_line(file: Path, number: int, line: bytes) -> Trajectory:
+    try:
+        return Trajectory.model_validate_json(line)
+    except ValidationError:
+        pass  # the slow path below says what is wrong, in the reader's words
     try:
         parsed = parse_jsonl_line(file, number, line.decode("utf-8"))
         if parsed.error is not None:  # not JSON, or not an object: named with file:line
@@ -439,23 +478,6 @@ def _parse_line(file: Path, number: int, line: bytes) -> Trajectory:
             else f"not a trajectory: {validation_problems(exc)}"
         )
         raise DataError(f"{problem}. {_LINE_HINT}", path=str(file), line=number) from exc
-
-
-def _unique_ids(trajectories: list[Trajectory], file: Path) -> list[Trajectory]:
-    seen: set[str] = set()
-    out = []
-    for trajectory in trajectories:
-        if trajectory.id not in seen:
-            seen.add(trajectory.id)
-            out.append(trajectory)
-    if len(out) < len(trajectories):
-        logger.warning(
-            "%s: %d episode(s) appear more than once (two processes wrote this run at once, "
-            "before rk-agent locked run directories); each is counted once, the first kept.",
-            file,
-            len(trajectories) - len(out),
-        )
-    return out
 
 
 def _is_torn(tail: bytes) -> bool:

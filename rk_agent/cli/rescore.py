@@ -1,0 +1,150 @@
+"""``rk-agent rescore``: score a run's stored episodes again with another reward, into a new run.
+
+The work is `rk_agent.rollouts.rescore.rescore`; this prints its progress, the new run's summary
+and how the figures moved against the source (plain text: reward names and errors come from
+users).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from rk_agent.cli.invocation import command
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rk_agent.rollouts.rescore import RescoreResult
+
+EXIT_INTERRUPTED = 130
+
+
+def rescore(
+    run: Annotated[
+        Path,
+        typer.Argument(
+            help="The run to rescore: a run directory made by `rk-agent rollout`, a training "
+            "run's folder or a trajectories JSONL file. It is only read."
+        ),
+    ],
+    reward: Annotated[
+        str,
+        typer.Option(
+            "--reward",
+            "-r",
+            help="The new episode reward: a registered name (see `rk-agent rewards list`), "
+            "'path/to/file.py::fn' or 'package.module:fn'.",
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The new run directory (default: RUN-rescored-<reward> beside RUN). It must "
+            "not exist.",
+        ),
+    ] = None,
+    kwargs: Annotated[
+        str | None,
+        typer.Option(
+            "--kwargs",
+            help="JSON object of options passed to the reward on every call, e.g. "
+            "'{\"max_length\": 200}'.",
+        ),
+    ] = None,
+    step_reward: Annotated[
+        str | None,
+        typer.Option(
+            "--step-reward",
+            help="Also score every turn again with this reward (default: the recorded step "
+            "rewards are kept).",
+        ),
+    ] = None,
+) -> None:
+    """Score every stored episode of a run again with another reward, without calling the model
+    or any tool, and write the result as a new run beside it (the source is never changed).
+
+    The new run names its source and the reward (with a SHA-256 of the reward's code) in
+    rescore.json; `rk-agent show`, `rk-agent compare` and the trainers read it like any run.
+    An episode the reward fails on is kept with an invalid score and its error.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rk_agent.cli.console import make_console
+    from rk_agent.cli.preview import _parse_kwargs  # one reading of --kwargs for every command
+    from rk_agent.cli.render import render_summary
+    from rk_agent.rollouts.rescore import rescore as rescore_run
+
+    bound = _parse_kwargs(kwargs)
+    console = make_console()
+    columns = (
+        TextColumn("rescoring", style="bold"), BarColumn(),
+        TextColumn("{task.completed} episodes", markup=False), TimeElapsedColumn(),
+    )  # fmt: skip
+    try:
+        with Progress(*columns, console=console, transient=True) as progress:
+            bar = progress.add_task("rescoring", total=None)
+            result = rescore_run(
+                run, reward, output=output, kwargs=bound, step_reward=step_reward,
+                on_episode=lambda _: progress.advance(bar),
+            )  # fmt: skip
+    except KeyboardInterrupt:
+        console.print(
+            "Interrupted: nothing was written (the partial output was removed); run the same "
+            "command again to rescore.",
+            style="yellow",
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    render_summary(result.summary, console, title=f"Summary of {result.output}")
+    _render_change(result, console)
+    console.print(_closing(result))
+
+
+def _fmt(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _render_change(result: RescoreResult, console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text("Change against the source"))
+    for name in ("figure", "source", "rescored", "change"):
+        table.add_column(name, justify="left" if name == "figure" else "right")
+    rows = [("mean episode reward", result.reward_mean), ("success rate", result.success_rate)]
+    rows.extend((f"  {name}", change) for name, change in result.components.items())
+    for name, change in rows:
+        table.add_row(
+            Text(name),
+            Text(_fmt(change.before)),
+            Text(_fmt(change.after)),
+            Text(_fmt(change.delta, signed=True)),
+        )
+    console.print(table)
+
+
+def _closing(result: RescoreResult) -> str:
+    record = result.record
+    lines = [
+        f"Rescored {record.rescored} of {record.episodes} episodes of {record.source} with "
+        f"{record.reward} (sha256 {(record.reward_sha256 or 'unavailable')[:12]}); wrote "
+        f"{result.output}."
+    ]
+    if record.unscored:
+        lines.append(
+            f"{record.unscored} episode(s) failed before they were scored and are copied as "
+            "they were."
+        )
+    if record.invalid:
+        lines.append(
+            f"The reward could not score {record.invalid} episode(s): their scores are invalid, "
+            f"with the error (see `{command()} show {result.output} --limit 0`)."
+        )
+    lines.append(f"Success: {record.success_rule}.")
+    return "\n".join(lines)
