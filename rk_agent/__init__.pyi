@@ -68,6 +68,9 @@ from rk_agent.rewards.stats import (
     normalize_rewards as normalize_rewards,
     reward_stats as reward_stats,
 )
+from rk_agent.rollouts.alarms import (
+    AlarmOptions as AlarmOptions,
+)
 from rk_agent.rollouts.config import (
     FailurePolicy as FailurePolicy,
     RolloutConfig as RolloutConfig,
@@ -119,9 +122,6 @@ from rk_agent.soundness.report import (
 )
 from rk_agent.soundness.reward_check import (
     check_reward as check_reward,
-)
-from rk_agent.trainers.alarms import (
-    AlarmOptions as AlarmOptions,
 )
 from rk_agent.trainers.config import (
     TrainConfig as TrainConfig,

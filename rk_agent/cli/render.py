@@ -11,7 +11,7 @@ from rk_agent.rollouts.summary import RunSummary
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.watch import WatchSignals
 
-__all__ = ["render_summary", "render_trajectory"]
+__all__ = ["render_alarms", "render_summary", "render_trajectory"]
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -64,6 +64,13 @@ def render_summary(summary: RunSummary, console: Console, title: str = "Summary"
     for name, text in rows:  # plain text: reward names and errors come from users
         table.add_row(Text(name), Text(text))
     console.print(table)
+    render_alarms(summary, console)
+
+
+def render_alarms(summary: RunSummary, console: Console) -> None:
+    """Print the alarms the run's signals raised, one warning line each (none: nothing)."""
+    for alarm in summary.alarms:
+        console.print(Text(f"warning: {alarm.message}", style="yellow"))
 
 
 def _watch_rows(w: WatchSignals, group_size: int) -> list[tuple[str, str]]:

@@ -3,7 +3,8 @@
 The episode counts and rates (failed, success, tool success, parse errors, turns, stop reasons)
 are `rk_agent.rollouts.stats.EpisodeStats`'s, the same definitions training logs use; ``watch``
 holds the signals GRPO training watches at every step (`rk_agent.rollouts.watch`: zero-spread
-groups, reward shares, distinct answers, truncation, NaN rewards), the run's tasks as groups.
+groups, reward shares, distinct answers, truncation, NaN rewards), the run's tasks as groups,
+and ``alarms`` the alarms those signals raise (`rk_agent.rollouts.alarms.batch_alarms`).
 
 Main names: `RunSummary`, `summarize`, `pass_at_k`.
 
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from rk_agent.rewards.stats import RewardStats, reward_stats
+from rk_agent.rollouts.alarms import Alarm, AlarmOptions, batch_alarms
 from rk_agent.rollouts.stats import EpisodeStats
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.watch import WatchSignals, outcome_of, trajectory_groups, watch_signals
@@ -87,21 +89,28 @@ class RunSummary(BaseModel):
     episode_wall_time: LatencyStats
     watch: WatchSignals | None = None
     """The watch's signals over the run, its tasks as GRPO groups (`rk_agent.rollouts.watch`)."""
+    alarms: list[Alarm] = Field(default_factory=list)
+    """The alarms the signals raise, read as one GRPO batch (`rk_agent.rollouts.alarms`)."""
 
 
 def summarize(
     trajectories: Sequence[Trajectory],
     group_size: int | None = None,
     worker_failures: Sequence[str] = (),
+    alarms: AlarmOptions | None = None,
 ) -> RunSummary:
     """Compute the `RunSummary` of a set of trajectories (and the kinds of the rollout workers
-    lost while playing them, `rk_agent.rollouts.run_dir.RunDir.worker_failure_kinds`)."""
+    lost while playing them, `rk_agent.rollouts.run_dir.RunDir.worker_failure_kinds`); the
+    alarms use the thresholds of ``alarms`` (default: the defaults)."""
     stats = EpisodeStats.of(trajectories)
     turns = [turn for t in trajectories for turn in t.turns]
     groups: dict[int, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         groups[t.task_index].append(t)
     size = group_size or max((len(g) for g in groups.values()), default=1)
+    watch = watch_signals(
+        [[outcome_of(t) for t in group] for group in trajectory_groups(trajectories)]
+    )
     return RunSummary(
         episodes=stats.episodes,
         failed=stats.failed,
@@ -127,9 +136,8 @@ def summarize(
         completion_tokens=sum(t.usage.completion_tokens for t in trajectories),
         model_latency=_latency([turn.model_latency_s for turn in turns]),
         episode_wall_time=_latency([t.wall_time_s for t in trajectories]),
-        watch=watch_signals(
-            [[outcome_of(t) for t in group] for group in trajectory_groups(trajectories)]
-        ),
+        watch=watch,
+        alarms=batch_alarms(watch, alarms, grouped=size >= 2) if trajectories else [],
     )
 
 

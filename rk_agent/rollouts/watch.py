@@ -7,7 +7,7 @@ effects, the figures that show it: how many groups have zero reward spread (spli
 all-fail and all-pass), the reward's and success's mean and spread, each reward component's
 share of the reward, how many distinct final answers each group gave, completion length and
 truncation, invalid and NaN rewards, and tool calls per episode. The training alarms
-(`rk_agent.trainers.alarms`) watch these figures from step to step; rollout summaries
+(`rk_agent.rollouts.alarms`) watch these figures from step to step; rollout summaries
 (`rk_agent.rollouts.summary`) carry them too.
 
 Definitions:

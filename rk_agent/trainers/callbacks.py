@@ -20,7 +20,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rk_agent.trainers.alarms import Alarm
+from rk_agent.rollouts.alarms import Alarm
 from rk_agent.trainers.run_record import (
     RunRecord,
     RunStatus,

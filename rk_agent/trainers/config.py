@@ -51,8 +51,8 @@ from rk_agent.envs.spec import (
     nest_env_keys,
 )
 from rk_agent.errors import ConfigError, did_you_mean
+from rk_agent.rollouts.alarms import AlarmOptions
 from rk_agent.secrets import redact, secret_values
-from rk_agent.trainers.alarms import AlarmOptions
 from rk_agent.trainers.sft_filter import SFT_FILTER_FIELDS, SFTFilter
 
 __all__ = [
@@ -123,7 +123,7 @@ class TrainConfig(EnvConfig):
             ``True`` requires one; ``False`` starts afresh; a path names the checkpoint.
         wandb: Weights & Biases logging.
         watch: GRPO's watch: the alarms' thresholds and ``stop_on_alarm``
-            (`rk_agent.trainers.alarms.AlarmOptions`).
+            (`rk_agent.rollouts.alarms.AlarmOptions`).
         trl: options of TRL's ``GRPOConfig`` / ``SFTConfig`` (``learning_rate``, ``max_steps``,
             ...); options left out get device defaults.
     """

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rk_agent.errors import RkAgentError
+from rk_agent.rollouts.alarms import Alarm
 from rk_agent.rollouts.local_model import DEFAULT_MODEL
-from rk_agent.trainers.alarms import Alarm
 from rk_agent.trainers.allocator import return_freed_memory
 from rk_agent.trainers.config import (
     TrainConfig,
@@ -68,7 +68,7 @@ class TrainOutcome:
         peak_rss_bytes: the process's peak resident memory (the whole process: a run in a
             process that did other work before reports that work's peak if it was higher).
         step_rss_bytes: resident memory after each optimizer step, by step.
-        alarms: the alarms the run raised (`rk_agent.trainers.alarms`).
+        alarms: the alarms the run raised (`rk_agent.rollouts.alarms`).
         stopped_by: the alarm that ended the run (``watch.stop_on_alarm``), if any.
         last_checkpoint: the newest checkpoint in ``output_dir`` when the run ended.
     """

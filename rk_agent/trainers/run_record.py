@@ -29,8 +29,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rk_agent.rollouts.alarms import Alarm
 from rk_agent.rollouts.run_lock import process_alive
-from rk_agent.trainers.alarms import Alarm
 from rk_agent.types import RunStatus
 
 __all__ = [
@@ -68,7 +68,7 @@ class RunRecord(BaseModel):
         peak_rss_bytes: the process's peak resident memory so far.
         machine_memory_bytes: the machine's physical memory.
         error: the exception that stopped a ``failed`` run.
-        alarms: the alarms the run raised (`rk_agent.trainers.alarms`), in order.
+        alarms: the alarms the run raised (`rk_agent.rollouts.alarms`), in order.
     """
 
     model_config = ConfigDict(extra="ignore")

@@ -5,7 +5,7 @@ each generation batch produced: every function's scores, and the episodes' `Traj
 (``trajectory`` column of the rk loop; TRL's loop hands them over through
 ``TRLEnvSpec.batch_hooks``). `WatchCallback` turns what was kept into one `WatchSignals` per
 optimizer step (`rk_agent.rollouts.watch`; groups are TRL's, ``num_generations`` consecutive
-rows), feeds the alarms (`rk_agent.trainers.alarms`), and writes:
+rows), feeds the alarms (`rk_agent.rollouts.alarms`), and writes:
 
 - ``<output_dir>/watch.jsonl`` (`rk_agent.trainers.watch_log`): one line per step, its
   signals and the alarms it raised;
@@ -41,9 +41,9 @@ from typing import Any, cast
 from transformers import TrainerCallback
 
 from rk_agent.errors import ConfigError
+from rk_agent.rollouts.alarms import Alarm, AlarmOptions, AlarmWatch
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
-from rk_agent.trainers.alarms import Alarm, AlarmOptions, AlarmWatch
 from rk_agent.trainers.watch_log import append_watch_line
 
 __all__ = ["WatchCallback", "WatchRecorder"]

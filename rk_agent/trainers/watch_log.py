@@ -1,7 +1,7 @@
 """The watch's file in a GRPO run's folder: ``watch.jsonl``, one line of signals per step.
 
 Each line is ``{"step": N, ...}`` with every `rk_agent.rollouts.watch.WatchSignals` figure and
-``"alarms"``: the alarms that step raised (`rk_agent.trainers.alarms.Alarm`, as JSON). It is
+``"alarms"``: the alarms that step raised (`rk_agent.rollouts.alarms.Alarm`, as JSON). It is
 light to read (no torch, no TRL), for ``rk-agent show``.
 
 Main names: `WATCH_FILE`, `append_watch_line`, `read_watch`.
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rk_agent.rollouts.alarms import Alarm
 from rk_agent.rollouts.watch import WatchSignals
-from rk_agent.trainers.alarms import Alarm
 
 __all__ = ["WATCH_FILE", "append_watch_line", "read_watch"]
 

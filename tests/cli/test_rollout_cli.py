@@ -96,12 +96,39 @@ def test_the_reference_solver_plays_without_a_model(tmp_path: Path, env_name: st
     watch = json.loads((tmp_path / "run" / "summary.json").read_text())["watch"]
     assert (watch["zero_spread"], watch["zero_spread_all_pass"]) == (1.0, 1.0)
     assert "one episode per task; --group-size 2 or more shows the spread" in out.stdout
+    assert "warning:" not in out.stdout  # nor does it raise the zero-spread alarm
     refused = rk("rollout", "--env", env_name, "--provider", "solver", "--model", "m",
                  "--output", str(tmp_path / "other"))  # fmt: skip
     assert refused.returncode == 2
     assert "--provider solver plays the environment's reference solver; leave out --model" in (
         refused.stderr
     )
+
+
+def test_a_rollout_raises_the_alarms_of_its_groups_and_show_lists_them(tmp_path: Path) -> None:
+    # The solver answers every sample of a task alike and right: as GRPO groups, nothing to
+    # learn from, which the summary says as the training watch would.
+    run = tmp_path / "run"
+    out = rk("rollout", "--env", "tools", "--provider", "solver", "--n", "3", "--group-size",
+             "2", "--output", str(run))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    zero_spread = (
+        "100% of groups had zero reward spread (0% all fail, 100% all pass): those groups "
+        "teach nothing. Try: easier tasks, more generations or partial credit when they all "
+        "fail; harder tasks when they all pass."
+    )
+    collapse = (
+        "in 100% of groups every episode gave the same final answer: the samples no longer "
+        "explore. Try: a higher temperature, more generations, a lower learning rate."
+    )
+    alarms = json.loads((run / "summary.json").read_text())["alarms"]
+    assert alarms == [
+        {"kind": "zero_spread", "step": None, "message": zero_spread},
+        {"kind": "answer_collapse", "step": None, "message": collapse},
+    ]
+    for shown in (out.stdout, rk("show", str(run), "--limit", "0").stdout):
+        flat = " ".join(shown.split())
+        assert f"warning: {zero_spread}" in flat and f"warning: {collapse}" in flat
 
 
 def test_show_limits_all_and_a_run_without_failures(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""Training alarms: the watch's signals turned into one-line warnings, once per condition.
+"""Alarms: the watch's signals turned into one-line warnings, once per condition.
 
 `AlarmWatch` is fed one `WatchSignals` per GRPO step (`rk_agent.rollouts.watch`) and raises an
-`Alarm` the first time each condition holds, naming the step and what to try:
+`Alarm` the first time each condition holds, naming the step and what to try; `batch_alarms`
+reads one batch alone (a rollout run, its tasks as groups: the conditions that need no history,
+each holding for that one batch):
 
 - **zero spread** (`AlarmKind.ZERO_SPREAD`): at least ``zero_spread_share`` of the groups have
   zero reward spread for ``zero_spread_steps`` steps in a row: those groups teach nothing.
@@ -9,7 +11,7 @@
   (shaping) rose while success fell by at least ``farming_min_drop`` (least-squares trends):
   the policy earns the bonus instead of solving the task.
 - **answer collapse** (`AlarmKind.ANSWER_COLLAPSE`): in at least ``collapse_share`` of the
-  groups every episode gave the same final answer, for ``collapse_steps`` steps in a row.
+  groups every episode gave the same final answer for ``collapse_steps`` steps in a row.
 - **NaN reward** (`AlarmKind.NAN_REWARD`): any reward came out NaN or infinite.
 - **dominant component** (`AlarmKind.DOMINANT_COMPONENT`): one component that is not the
   outcome makes up more than ``dominant_share`` of the reward.
@@ -19,7 +21,7 @@
 `AlarmOptions` holds the thresholds (``watch:`` in a train config, ``--alarm-*`` flags) and
 ``stop_on_alarm``.
 
-Main names: `AlarmOptions`, `AlarmKind`, `Alarm`, `AlarmWatch`.
+Main names: `AlarmOptions`, `AlarmKind`, `Alarm`, `AlarmWatch`, `batch_alarms`.
 
 Example:
     >>> from rk_agent.rollouts.watch import EpisodeOutcome, watch_signals
@@ -27,6 +29,8 @@ Example:
     >>> nan = EpisodeOutcome(reward=None, nan=True)
     >>> [a.kind.value for a in watch.observe(1, watch_signals([[nan, nan]]))]
     ['nan_reward']
+    >>> print(batch_alarms(watch_signals([[nan, nan]]))[0].message[:46])
+    2 of 2 rewards were NaN or infinite; TRL leave
 """
 
 from __future__ import annotations
@@ -39,9 +43,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rk_agent.rollouts.watch import STEP_REWARDS, WatchSignals
 
-__all__ = ["Alarm", "AlarmKind", "AlarmOptions", "AlarmWatch"]
+__all__ = ["Alarm", "AlarmKind", "AlarmOptions", "AlarmWatch", "batch_alarms"]
 
-_Check = Callable[[int, WatchSignals], "str | None"]
+_Check = Callable[[WatchSignals], "str | None"]
 
 
 class AlarmKind(str, Enum):
@@ -97,12 +101,13 @@ class Alarm(BaseModel):
 
     Attributes:
         kind: what it is about.
-        step: the optimizer step whose rollouts raised it (1-based, as TRL logs steps).
-        message: one line: the step, what was seen, and what to try.
+        step: the optimizer step whose rollouts raised it (1-based, as TRL logs steps);
+            ``None`` for a rollout run's alarms (`batch_alarms`).
+        message: one line: the step (if any), what was seen, and what to try.
     """
 
     kind: AlarmKind
-    step: int
+    step: int | None = None
     message: str
 
 
@@ -131,50 +136,39 @@ class AlarmWatch:
         for kind, check in self._checks():
             if kind in fired:
                 continue
-            message = check(step, signals)
+            message = check(signals)
             if message is not None:
                 new.append(Alarm(kind=kind, step=step, message=f"step {step}: {message}"))
         self.raised.extend(new)
         return new
 
     def _checks(self) -> list[tuple[AlarmKind, _Check]]:
+        o = self.options
         return [
-            (AlarmKind.NAN_REWARD, self._nan),
-            (AlarmKind.ZERO_SPREAD, self._zero_spread),
+            (AlarmKind.NAN_REWARD, _nan),
+            (AlarmKind.ZERO_SPREAD, self._held(o.zero_spread_steps, _zero_spread(o))),
             (AlarmKind.FARMING, self._farming),
-            (AlarmKind.ANSWER_COLLAPSE, self._collapse),
-            (AlarmKind.DOMINANT_COMPONENT, self._dominant),
-            (AlarmKind.TRUNCATION, self._truncation),
+            (AlarmKind.ANSWER_COLLAPSE, self._held(o.collapse_steps, _collapse(o))),
+            (AlarmKind.DOMINANT_COMPONENT, _dominant(o)),
+            (AlarmKind.TRUNCATION, _truncation(o)),
         ]
 
-    def _recent(self, steps: int) -> list[WatchSignals] | None:
-        return list(self._history)[-steps:] if len(self._history) >= steps else None
+    def _held(self, steps: int, check: _Check) -> _Check:
+        """``check``, raised only when it has held for the last ``steps`` steps in a row."""
 
-    def _nan(self, step: int, s: WatchSignals) -> str | None:
-        if not s.nan_rewards:
-            return None
-        return (
-            f"{s.nan_rewards} of {s.episodes} rewards were NaN or infinite; TRL leaves them out "
-            "of the advantages. Try: make the reward return a finite score, or an invalid "
-            "result (EvaluateResult(error=...)) when it cannot score."
-        )
+        def held(s: WatchSignals) -> str | None:
+            recent = list(self._history)[-steps:]
+            if len(recent) < steps or any(check(r) is None for r in recent):
+                return None
+            message = check(s)
+            return message and message.replace(_EVERY_STEP, f" for {steps} steps", 1)
 
-    def _zero_spread(self, step: int, s: WatchSignals) -> str | None:
+        return held
+
+    def _farming(self, s: WatchSignals) -> str | None:
         o = self.options
-        recent = self._recent(o.zero_spread_steps)
-        if recent is None or any((r.zero_spread or 0.0) < o.zero_spread_share for r in recent):
-            return None
-        return (
-            f"{s.zero_spread:.0%} of groups had zero reward spread for {o.zero_spread_steps} "
-            f"steps ({s.zero_spread_all_fail:.0%} all fail, {s.zero_spread_all_pass:.0%} all "
-            "pass): those groups teach nothing. Try: easier tasks, more generations or partial "
-            "credit when they all fail; harder tasks when they all pass."
-        )
-
-    def _farming(self, step: int, s: WatchSignals) -> str | None:
-        o = self.options
-        recent = self._recent(o.farming_window)
-        if recent is None:
+        recent = list(self._history)[-o.farming_window :]
+        if len(recent) < o.farming_window:
             return None
         shaping = [r.step_reward_mean for r in recent]
         success = [r.success_mean for r in recent]
@@ -191,25 +185,83 @@ class AlarmWatch:
             "steps a task needs, lower their weight, or train on the outcome alone."
         )
 
-    def _collapse(self, step: int, s: WatchSignals) -> str | None:
-        o = self.options
-        recent = self._recent(o.collapse_steps)
-        if recent is None or any(
-            r.single_answer_groups is None or r.single_answer_groups < o.collapse_share
-            for r in recent
-        ):
+
+def batch_alarms(
+    signals: WatchSignals, options: AlarmOptions | None = None, *, grouped: bool = True
+) -> list[Alarm]:
+    """The alarms one batch raises on its own: a rollout run's, its tasks as the groups.
+
+    Each condition that needs no history is checked once, as if it had held for its steps:
+    NaN rewards, zero spread and answer collapse (only when ``grouped``: with one episode per
+    task every group trivially has one answer and no spread), a dominant component, truncation.
+    Farming needs a trend over steps and is not checked.
+
+    Args:
+        signals: the batch's signals (`rk_agent.rollouts.watch.watch_signals`).
+        options: the thresholds; default: the defaults.
+        grouped: the batch has several episodes per task.
+    """
+    o = options or AlarmOptions()
+    checks: list[tuple[AlarmKind, _Check]] = [(AlarmKind.NAN_REWARD, _nan)]
+    if grouped:
+        checks += [(AlarmKind.ZERO_SPREAD, _zero_spread(o)),
+                   (AlarmKind.ANSWER_COLLAPSE, _collapse(o))]  # fmt: skip
+    checks += [(AlarmKind.DOMINANT_COMPONENT, _dominant(o)), (AlarmKind.TRUNCATION, _truncation(o))]
+    alarms = []
+    for kind, check in checks:
+        message = check(signals)
+        if message is not None:
+            alarms.append(Alarm(kind=kind, message=message.replace(_EVERY_STEP, "", 1)))
+    return alarms
+
+
+_EVERY_STEP = "{steps}"
+"""Where a condition that must hold for several steps says for how many."""
+
+
+def _nan(s: WatchSignals) -> str | None:
+    if not s.nan_rewards:
+        return None
+    return (
+        f"{s.nan_rewards} of {s.episodes} rewards were NaN or infinite; TRL leaves them out "
+        "of the advantages. Try: make the reward return a finite score, or an invalid "
+        "result (EvaluateResult(error=...)) when it cannot score."
+    )
+
+
+def _zero_spread(o: AlarmOptions) -> _Check:
+    def check(s: WatchSignals) -> str | None:
+        if (s.zero_spread or 0.0) < o.zero_spread_share:
+            return None
+        return (
+            f"{s.zero_spread:.0%} of groups had zero reward spread{_EVERY_STEP} "
+            f"({s.zero_spread_all_fail:.0%} all fail, {s.zero_spread_all_pass:.0%} all "
+            "pass): those groups teach nothing. Try: easier tasks, more generations or partial "
+            "credit when they all fail; harder tasks when they all pass."
+        )
+
+    return check
+
+
+def _collapse(o: AlarmOptions) -> _Check:
+    def check(s: WatchSignals) -> str | None:
+        if s.single_answer_groups is None or s.single_answer_groups < o.collapse_share:
             return None
         return (
             f"in {s.single_answer_groups:.0%} of groups every episode gave the same final "
-            f"answer, for {o.collapse_steps} steps: the samples no longer explore. Try: a "
-            "higher temperature, more generations, a lower learning rate."
+            f"answer{_EVERY_STEP}: the samples no longer explore. Try: a higher temperature, "
+            "more generations, a lower learning rate."
         )
 
-    def _dominant(self, step: int, s: WatchSignals) -> str | None:
+    return check
+
+
+def _dominant(o: AlarmOptions) -> _Check:
+    def check(s: WatchSignals) -> str | None:
         shares = {
             name: share
             for name, share in s.component_shares.items()
-            if name not in s.outcome_components and share > self.options.dominant_share
+            if name not in s.outcome_components and share > o.dominant_share
         }
         if not shares:
             return None
@@ -221,14 +273,20 @@ class AlarmWatch:
             "the policy learns that, not the task. Try: lower its weight or cap it."
         )
 
-    def _truncation(self, step: int, s: WatchSignals) -> str | None:
-        if s.truncated is None or s.truncated <= self.options.truncated_share:
+    return check
+
+
+def _truncation(o: AlarmOptions) -> _Check:
+    def check(s: WatchSignals) -> str | None:
+        if s.truncated is None or s.truncated <= o.truncated_share:
             return None
         return (
             f"{s.truncated:.0%} of completions were cut by a token limit: the reward scores "
             "unfinished work. Try: a larger --max_completion_length (or max tokens per turn), "
             "or fewer turns."
         )
+
+    return check
 
 
 def _trend(values: Sequence[float]) -> float:

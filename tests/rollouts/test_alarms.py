@@ -1,4 +1,4 @@
-"""The training alarms: each condition, its threshold, once per run, exact messages."""
+"""The alarms: each condition, its threshold, once per run, exact messages; a batch alone."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError
+from rk_agent.rollouts.alarms import AlarmKind, AlarmOptions, AlarmWatch, batch_alarms
 from rk_agent.rollouts.watch import STEP_REWARDS, WatchSignals
-from rk_agent.trainers.alarms import AlarmKind, AlarmOptions, AlarmWatch
 from rk_agent.trainers.config import load_train_config
 
 
@@ -110,7 +110,7 @@ def test_answer_collapse_needs_the_share_for_collapse_steps() -> None:
     watch = AlarmWatch(AlarmOptions(collapse_steps=2))
     assert _feed(watch, [collapsed, collapsed]) == [(2, "answer_collapse")]
     assert watch.raised[0].message == (
-        "step 2: in 50% of groups every episode gave the same final answer, for 2 steps: the "
+        "step 2: in 50% of groups every episode gave the same final answer for 2 steps: the "
         "samples no longer explore. Try: a higher temperature, more generations, a lower "
         "learning rate."
     )
@@ -149,6 +149,33 @@ def test_several_alarms_in_one_step_come_in_a_fixed_order() -> None:
         "dominant_component",
         "truncation",
     ]
+
+
+def test_a_batch_alone_raises_what_needs_no_history_without_a_step() -> None:
+    assert batch_alarms(_signals()) == []
+    everything = _signals(zero_spread=1.0, zero_spread_all_fail=1.0, single_answer_groups=1.0,
+                          nan_rewards=2, truncated=0.5, success_mean=0.0,
+                          component_shares={"answer": 0.1, STEP_REWARDS: 0.9})  # fmt: skip
+    alarms = batch_alarms(everything)
+    assert [a.kind for a in alarms] == [
+        AlarmKind.NAN_REWARD,
+        AlarmKind.ZERO_SPREAD,
+        AlarmKind.ANSWER_COLLAPSE,
+        AlarmKind.DOMINANT_COMPONENT,
+        AlarmKind.TRUNCATION,
+    ]  # farming needs a trend over steps
+    assert {a.step for a in alarms} == {None}
+    assert alarms[1].message.startswith(
+        "100% of groups had zero reward spread (100% all fail, 0% all pass): those groups"
+    )
+    # One episode per task: every group trivially has one answer and no spread.
+    ungrouped = batch_alarms(everything, grouped=False)
+    assert [a.kind for a in ungrouped] == [
+        AlarmKind.NAN_REWARD, AlarmKind.DOMINANT_COMPONENT, AlarmKind.TRUNCATION
+    ]  # fmt: skip
+    assert batch_alarms(everything, AlarmOptions(truncated_share=0.6))[-1].kind is not (
+        AlarmKind.TRUNCATION
+    )
 
 
 def test_alarm_options_are_train_config_options() -> None:
