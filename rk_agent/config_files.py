@@ -1,11 +1,12 @@
 """Reading YAML configuration files, with errors that name the file and the problem.
 
-Main names: `read_yaml_mapping`, `rebase_paths`, `validation_problems`, `apply_overrides`.
+Main names: `read_yaml_mapping`, `rebase_paths`, `validation_problems`, `flag_problems`,
+`apply_overrides`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,15 @@ from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError
 
-__all__ = ["apply_overrides", "read_yaml_mapping", "rebase_paths", "validation_problems"]
+__all__ = [
+    "apply_overrides",
+    "flag_problems",
+    "read_yaml_mapping",
+    "rebase_paths",
+    "validation_problems",
+]
+
+Locate = Callable[[tuple[int | str, ...]], tuple[int | str, ...]]
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
@@ -38,11 +47,10 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def validation_problems(
-    exc: ValidationError,
-    locate: Callable[[tuple[int | str, ...]], tuple[int | str, ...]] | None = None,
-) -> str:
+def validation_problems(exc: ValidationError, locate: Locate | None = None) -> str:
     """A pydantic error as one line: ``field.sub: message; other: message``.
+
+    A problem of the whole config (a check across fields) is its message alone.
 
     Args:
         exc: the error.
@@ -51,9 +59,52 @@ def validation_problems(
     """
     problems = []
     for error in exc.errors():
-        location = locate(error["loc"]) if locate is not None else error["loc"]
-        problems.append(f"{'.'.join(str(p) for p in location) or '(top)'}: {error['msg']}")
+        name = _name(error["loc"], locate)
+        problems.append(f"{name}: {error['msg']}" if name else error["msg"])
     return "; ".join(problems)
+
+
+def flag_problems(
+    exc: ValidationError,
+    given: Mapping[str, Any],
+    flags: Mapping[str, str],
+    locate: Locate | None = None,
+) -> str | None:
+    """The problems as ``--flag VALUE: message``, when every one is about an option typed as a
+    flag; ``None`` when one is not (then name the options with `validation_problems`).
+
+    Args:
+        exc: the error.
+        given: option -> value, for the options given as flags (dotted names for nested
+            ones, as `apply_overrides` takes them).
+        flags: option -> the flag it was typed as, where the two differ
+            (``{"episode_timeout_s": "--timeout"}``); any other option ``name_x`` is
+            ``--name-x``.
+        locate: as for `validation_problems`.
+
+    Example:
+        >>> from pydantic import BaseModel, Field
+        >>> class Run(BaseModel):
+        ...     episode_timeout_s: float = Field(gt=0)
+        >>> try:
+        ...     Run(episode_timeout_s=-5)
+        ... except ValidationError as exc:
+        ...     flag_problems(exc, {"episode_timeout_s": -5}, {"episode_timeout_s": "--timeout"})
+        '--timeout -5: Input should be greater than 0.'
+    """
+    problems = []
+    for error in exc.errors():
+        name = _name(error["loc"], locate)
+        if name not in given:
+            return None
+        flag = flags.get(name, "--" + name.replace("_", "-"))
+        problems.append(f"{flag} {given[name]}: {error['msg']}")
+    return "; ".join(problems) + "." if problems else None
+
+
+def _name(location: tuple[int | str, ...], locate: Locate | None) -> str:
+    """An error's location as the option's dotted name (``""`` for the whole config)."""
+    return ".".join(str(p) for p in (locate(location) if locate is not None else location))
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:

@@ -21,6 +21,20 @@ app = typer.Typer(
 
 _EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 
+# Config keys whose flag is named differently, for error messages
+# (`rk_agent.config_files.flag_problems`; any other key `name_x` is `--name-x`).
+_FLAGS = {
+    "rewards": "--reward", "multi_turn": "--single-turn", "wandb.enabled": "--wandb",
+    "watch.stop_on_alarm": "--stop-on-alarm", "watch.zero_spread_share": "--alarm-zero-spread",
+    "watch.zero_spread_steps": "--alarm-zero-spread-steps",
+    "watch.farming_window": "--alarm-farming-window",
+    "watch.farming_min_drop": "--alarm-farming-drop", "watch.collapse_share": "--alarm-collapse",
+    "watch.dominant_share": "--alarm-dominant-share",
+    "watch.truncated_share": "--alarm-truncated", "sft_filter.min_reward": "--min-reward",
+    "sft_filter.success_only": "--include-unsuccessful",
+    "sft_filter.max_per_task": "--max-per-task",
+}  # fmt: skip
+
 ConfigOpt = Annotated[
     str | None,
     typer.Option("--config", "-c", help="YAML train config (configs/train/*.yaml)."),
@@ -91,7 +105,7 @@ def _train(
     config_cls = schema_class(kind)
     _check_typos(ctx, kind, set(trl_fields(config_cls)))
     trl_overrides = parse_cli_overrides(list(ctx.args), config_cls)
-    resolved = load_train_config(config, {"kind": kind, **overrides}, trl_overrides)
+    resolved = load_train_config(config, {"kind": kind, **overrides}, trl_overrides, _FLAGS)
     check_train_inputs(resolved)
     from rk_agent.trainers.allocator import return_freed_memory
 

@@ -24,6 +24,7 @@ from pydantic import (
 
 from rk_agent.config_files import (
     apply_overrides,
+    flag_problems,
     read_yaml_mapping,
     rebase_paths,
     validation_problems,
@@ -162,23 +163,9 @@ def load_rollout_config(
     except ValidationError as exc:
         given = {k: v for k, v in (overrides or {}).items() if v is not None}
         if flags is not None:
-            typed = _typed_problems(exc, given, flags)
+            typed = flag_problems(exc, given, flags, flat_location)
             if typed is not None:
                 raise ConfigError(typed) from exc
         where = f" in {path}" if path else ""
         problems = validation_problems(exc, flat_location)
         raise ConfigError(f"invalid rollout config{where}: {problems}.") from exc
-
-
-def _typed_problems(
-    exc: ValidationError, given: Mapping[str, Any], flags: Mapping[str, str]
-) -> str | None:
-    """The problems as ``--flag VALUE: message``, when every one is about a flag given."""
-    problems = []
-    for error in exc.errors():
-        name = ".".join(str(p) for p in flat_location(error["loc"]))
-        if name not in given:
-            return None
-        flag = flags.get(name, "--" + name.replace("_", "-"))
-        problems.append(f"{flag} {given[name]}: {error['msg']}")
-    return "; ".join(problems) + "." if problems else None

@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +39,7 @@ from pydantic_core import PydanticCustomError
 
 from rk_agent.config_files import (
     apply_overrides,
+    flag_problems,
     read_yaml_mapping,
     rebase_paths,
     validation_problems,
@@ -168,6 +170,7 @@ def load_train_config(
     path: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
     trl_overrides: dict[str, Any] | None = None,
+    flags: Mapping[str, str] | None = None,
 ) -> TrainConfig:
     """Read a YAML config (optional), apply flag overrides, and check every option's value.
 
@@ -185,6 +188,10 @@ def load_train_config(
         trl_overrides: TRL options from extra flags (`rk_agent.trainers.trl_args.
             parse_cli_overrides`), applied over the file's ``trl:`` section. An
             ``output_dir`` here moves to the top level.
+        flags: option -> the flag it was typed as, where the two differ
+            (``{"watch.zero_spread_share": "--alarm-zero-spread"}``; others are
+            ``--name-with-dashes``); with it, a bad value given on the command line is named
+            by its flag and value (`rk_agent.config_files.flag_problems`).
 
     Raises:
         ConfigError: the file cannot be read or parsed, an option is unknown (with "did you
@@ -219,6 +226,10 @@ def load_train_config(
     try:
         config = TrainConfig.model_validate(data)
     except ValidationError as exc:
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        typed = flag_problems(exc, given, flags, flat_location) if flags is not None else None
+        if typed is not None:
+            raise ConfigError(typed) from exc
         problems = validation_problems(exc, flat_location)
         if any(error["loc"][:1] == ("sft_filter",) for error in exc.errors()):
             problems += f". sft_filter takes: {SFT_FILTER_FIELDS}"
@@ -318,7 +329,8 @@ def resume_checkpoint(config: TrainConfig) -> Path | None:
         if not path.is_dir():
             raise ConfigError(
                 f"resume: checkpoint {resume!r} does not exist; give a checkpoint-<step> "
-                "folder, 'auto' (the last one in output_dir, if any) or false."
+                "folder, 'auto' (the last one in output_dir, if any) or false "
+                "(--resume false)."
             )
         return path
     found = last_checkpoint(str(config.output_dir))

@@ -261,9 +261,12 @@ BAD_INPUT = [
      "unknown environment 'toolz'. Did you mean 'tools'? Known environments: code, guess, math, "
      "mcp_tools, tools. Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "
      "'package.module:Class' or 'path/to/file.py::Class'."),
-    (("grpo", "--n-tasks", "0"),
-     "invalid train config: n_tasks: Input should be greater than or equal to 1."),
-    (("grpo", "--loop", "tlr"), "invalid train config: loop: Input should be 'rk' or 'trl'."),
+    (("grpo", "--n-tasks", "0"), "--n-tasks 0: Input should be greater than or equal to 1."),
+    (("grpo", "--loop", "tlr"), "--loop tlr: Input should be 'rk' or 'trl'."),
+    (("grpo", "--max-turns", "0"), "--max-turns 0: Input should be greater than or equal to 1."),
+    (("grpo", "--alarm-zero-spread", "2", "--alarm-truncated", "-1"),
+     "--alarm-zero-spread 2.0: Input should be less than or equal to 1; --alarm-truncated -1.0: "
+     "Input should be greater than or equal to 0."),
     (("grpo", "--config", "missing.yaml"),
      "cannot read config missing.yaml: No such file or directory"),
     (("grpo", "--tasks", "missing.jsonl"),
@@ -274,18 +277,15 @@ BAD_INPUT = [
      "runs/<run>/final) or a Hugging Face hub id (org/name)."),
     (("grpo", "--resume", "nope"),
      "resume: checkpoint 'nope' does not exist; give a checkpoint-<step> folder, 'auto' (the "
-     "last one in output_dir, if any) or false."),
+     "last one in output_dir, if any) or false (--resume false)."),
     (("sft",),
-     "invalid train config: (top): sft needs trajectories: a rollout run directory or a "
+     "invalid train config: sft needs trajectories: a rollout run directory or a "
      "trajectories JSONL file (--trajectories RUN_DIR)."),
     (("sft", "--trajectories", "missing/"),
      "trajectories: missing/ does not exist; give a run folder made by `rk-agent rollout` or a "
      "trajectories JSONL file (--trajectories RUN_DIR)."),
     (("sft", "--trajectories", "t.jsonl", "--max-per-task", "0"),
-     "invalid train config: sft_filter.max_per_task: Input should be greater than or equal to "
-     "1. sft_filter takes: success_only (true or false), min_reward (a number, or null for "
-     "none), drop_failed (true or false), max_per_task (an integer of at least 1, or null for "
-     "no limit)."),
+     "--max-per-task 0: Input should be greater than or equal to 1."),
 ]  # fmt: skip
 
 

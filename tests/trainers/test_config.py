@@ -83,7 +83,7 @@ def test_output_dir_from_trl_moves_to_the_top(tmp_path: Path) -> None:
          "wandb.project, wandb.mode."),
         ({"kind": "ppo"}, {}, "invalid train config: kind: Input should be 'grpo' or 'sft'."),
         ({}, {}, "invalid train config: kind: Field required."),
-        ({"kind": "sft"}, {}, "invalid train config: (top): sft needs trajectories: a rollout "
+        ({"kind": "sft"}, {}, "invalid train config: sft needs trajectories: a rollout "
          "run directory or a trajectories JSONL file (--trajectories RUN_DIR)."),
         ({"kind": "grpo", "wandb.mode": "cloud"}, {}, "invalid train config: wandb.mode: Input "
          "should be 'online', 'offline' or 'disabled'."),
