@@ -16,6 +16,7 @@ from rk_agent.cli.invocation import command
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress
 
     from rk_agent.rollouts.rescore import RescoreResult
 
@@ -81,27 +82,40 @@ def rescore(
 
     bound = _parse_kwargs(kwargs)
     console = make_console()
-    columns = (
+    progress = Progress(
         TextColumn("rescoring", style="bold"), BarColumn(),
         TextColumn("{task.completed} episodes", markup=False), TimeElapsedColumn(),
+        console=console, transient=True,
     )  # fmt: skip
+    bar = progress.add_task("rescoring", total=None)
+
+    def advance(_: object) -> None:
+        if not progress.live.is_started:  # shown once episodes flow: bad input prints nothing
+            progress.start()
+        progress.advance(bar)
+
     try:
-        with Progress(*columns, console=console, transient=True) as progress:
-            bar = progress.add_task("rescoring", total=None)
-            result = rescore_run(
-                run, reward, output=output, kwargs=bound, step_reward=step_reward,
-                on_episode=lambda _: progress.advance(bar),
-            )  # fmt: skip
+        result = rescore_run(
+            run, reward, output=output, kwargs=bound, step_reward=step_reward, on_episode=advance
+        )
     except KeyboardInterrupt:
+        _stop(progress)
         console.print(
             "Interrupted: nothing was written (the partial output was removed); run the same "
             "command again to rescore.",
             style="yellow",
         )
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        _stop(progress)
     render_summary(result.summary, console, title=f"Summary of {result.output}")
     _render_change(result, console)
     console.print(_closing(result))
+
+
+def _stop(progress: Progress) -> None:
+    if progress.live.is_started:
+        progress.stop()
 
 
 def _fmt(value: float | None, signed: bool = False) -> str:

@@ -282,7 +282,9 @@ def _read(path: str | Path) -> _Run:
             kind = t.task.metadata.get("kind")
             task = tasks[t.task.id] = _Task(_prompt(t), kind if isinstance(kind, str) else None)
         task.samples.append((t.task_index, t.sample, _episode(t)))
-    return _Run(str(path), tasks, episodes)
+    # in task order, not in the order episodes finished
+    ordered = sorted(tasks.items(), key=lambda item: min(s[0] for s in item[1].samples))
+    return _Run(str(path), dict(ordered), episodes)
 
 
 def _prompt(t: Trajectory) -> str:
