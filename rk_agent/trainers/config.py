@@ -120,7 +120,8 @@ class TrainConfig(EnvConfig):
         n_tasks: training tasks, drawn with seeds ``seed`` .. ``seed + n_tasks - 1``.
         trajectories: SFT's source: a rollout run directory or a trajectories JSONL file.
         sft_filter: which trajectories SFT keeps (`SFTFilter`).
-        output_dir: the run directory (default ``runs/train-<kind>-<env>-<timestamp>``).
+        output_dir: the run directory (default ``runs/train-<kind>-<env>-<timestamp>``, where
+            SFT's ``<env>`` is the one its trajectories were played in).
         resume: ``"auto"`` resumes from the last checkpoint in ``output_dir`` if there is one;
             ``True`` requires one; ``False`` starts afresh; a path names the checkpoint.
         wandb: Weights & Biases logging.
@@ -156,8 +157,27 @@ class TrainConfig(EnvConfig):
             )
         if self.output_dir is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-            self.output_dir = f"runs/train-{self.kind}-{_slug(self.env.name)}-{stamp}"
+            env = self.env.name if self.kind == "grpo" else _played_env(str(self.trajectories))
+            self.output_dir = f"runs/train-{self.kind}-{_slug(env)}-{stamp}"
         return self
+
+
+def _played_env(trajectories: str) -> str:
+    """The environment SFT's trajectories were played in, as their first one records it; the
+    file's (or run folder's) name when that cannot be read (the preflight then says why)."""
+    import json
+
+    from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
+
+    path = Path(trajectories).expanduser()
+    file = path / TRAJECTORIES_FILE if path.is_dir() else path
+    try:
+        with file.open(encoding="utf-8") as lines:
+            first = next((line for line in lines if line.strip()), "")
+        env = json.loads(first).get("env") if first else None
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        env = None
+    return env if isinstance(env, str) and env else (path.stem or path.resolve().name)
 
 
 def _slug(env: str) -> str:

@@ -1,10 +1,10 @@
 """Checks of what a train config points at, made before a training run loads anything heavy.
 
 `rk_agent.trainers.config.load_train_config` checks the values of the options; this module
-checks that what they name exists: the task file, the trajectories, a model that is a local
-folder, the checkpoint to resume from, the reward names and the environment. It imports
-neither torch nor TRL; the environment and reward registries (Gymnasium) come last, as the
-slowest part.
+checks that what they name exists: the task file, the trajectories (and that some pass the SFT
+filter), a model that is a local folder, the checkpoint to resume from, the reward names and
+the environment. It imports neither torch nor TRL; the environment and reward registries
+(Gymnasium) come last, as the slowest part.
 
 Main names: `check_train_inputs`.
 
@@ -29,7 +29,9 @@ def check_train_inputs(config: TrainConfig) -> None:
     """Check that the files, folders and names ``config`` refers to exist.
 
     - ``tasks`` (GRPO): an existing file.
-    - ``trajectories`` (SFT): a JSONL file, or a folder holding ``trajectories.jsonl``.
+    - ``trajectories`` (SFT): a JSONL file, or a folder holding ``trajectories.jsonl``, with
+      at least one trajectory that passes ``sft_filter``
+      (`rk_agent.trainers.sft_data.select_for_sft`).
     - ``model``: when it looks like a local path (``./m``, ``/m``, ``~/m``, ``runs/x/final``, or
       ``a/b`` where ``a`` is a local folder), an existing folder; anything else is a hub id.
     - ``resume``: a checkpoint folder that exists, or ``true`` with a checkpoint in
@@ -39,12 +41,16 @@ def check_train_inputs(config: TrainConfig) -> None:
 
     Raises:
         ConfigError: the first of these that fails, naming the option and how to fix it
-            (`UnknownNameError` with "did you mean" for an unknown env or reward).
+            (`UnknownNameError` with "did you mean" for an unknown env or reward; `DataError`
+            for trajectories that cannot be read or that the filter leaves none of).
     """
     if config.kind == "grpo" and config.env.tasks is not None:
         _check_tasks(config.env.tasks)
     if config.kind == "sft":
         _check_trajectories(str(config.trajectories))
+        from rk_agent.trainers.sft_data import select_for_sft
+
+        select_for_sft(str(config.trajectories), config.sft_filter)  # some pass the filter
     if config.model is not None:
         _check_model(config.model)
     resume_checkpoint(config)

@@ -22,8 +22,8 @@ rows, so a tool call's ``{"a": 1}`` next to another's ``{"b": 2}`` would come ba
 unit off in its last digit).
 
 Main names: `SFTFilter`, `DropReason`, `SelectionReport`, `SFTData`, `load_trajectories`,
-`select_trajectories`, `training_messages`, `build_sft_data`, `sft_dataset` (`SFTFilter` is
-defined in `rk_agent.trainers.sft_filter`, a light module a train config reads).
+`select_trajectories`, `select_for_sft`, `training_messages`, `build_sft_data`, `sft_dataset`
+(`SFTFilter` is defined in `rk_agent.trainers.sft_filter`, a light module a train config reads).
 
 Example::
 
@@ -61,6 +61,7 @@ __all__ = [
     "SelectionReport",
     "build_sft_data",
     "load_trajectories",
+    "select_for_sft",
     "select_trajectories",
     "sft_dataset",
     "training_messages",
@@ -240,13 +241,31 @@ def build_sft_data(
         DataError: the source is unreadable or empty, or no trajectory passed the filter.
         NotAvailableError: the installed ``datasets`` is older than 4.7.
     """
+    kept, report = select_for_sft(source, filter)
+    config = _run_config(Path(source)) if isinstance(source, (str, os.PathLike)) else None
+    tools_of = _tool_lookup(kept, tools, config)
+    return SFTData(dataset=_to_dataset(kept, tools_of), report=report)
+
+
+def select_for_sft(
+    source: Source, filter: SFTFilter | None = None
+) -> tuple[list[Trajectory], SelectionReport]:
+    """The trajectories of ``source`` that pass ``filter``, and the counts; at least one.
+
+    What `build_sft_data` trains on, and what ``rk-agent train sft`` checks before it loads
+    anything heavy (`rk_agent.trainers.preflight`). Light: no torch, no datasets.
+
+    Raises:
+        ConfigError: the source does not exist.
+        DataError: the source is unreadable or empty, or no trajectory passed the filter (the
+            message says how many were read, the filter, why each was dropped and how to
+            loosen it).
+    """
     rules = filter or SFTFilter()
     where: str | None = None
-    config: RolloutConfig | None = None
     if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        trajectories = load_trajectories(path)
-        where, config = str(path), _run_config(path)
+        trajectories = load_trajectories(source)
+        where = str(source)
     else:
         trajectories = list(source)
     if not trajectories:
@@ -259,12 +278,26 @@ def build_sft_data(
     if not kept:
         raise DataError(
             f"0 of {report.total} trajectories passed the filter ({rules.describe()}): "
-            f"{report.reasons()}. Lower the threshold, relax the filter, or collect more "
-            "episodes.",
+            f"{report.reasons()}. {_loosen(report, rules)}",
             path=where,
         )
-    tools_of = _tool_lookup(kept, tools, config)
-    return SFTData(dataset=_to_dataset(kept, tools_of), report=report)
+    return kept, report
+
+
+def _loosen(report: SelectionReport, rules: SFTFilter) -> str:
+    """How to keep more of them: one hint for each reason that dropped some."""
+    hints = {
+        DropReason.FAILED: "sft_filter: {drop_failed: false} in a --config keeps episodes that "
+        "recorded a failure",
+        DropReason.UNSUCCESSFUL: "--include-unsuccessful (sft_filter.success_only: false) keeps "
+        "unsolved episodes",
+        DropReason.NO_REWARD: "leaving out --min-reward keeps episodes without a valid reward",
+        DropReason.LOW_REWARD: f"a --min-reward below {rules.min_reward} keeps lower-scoring "
+        "episodes",
+    }
+    given = [hint for reason, hint in hints.items() if report.dropped.get(reason)]
+    more = "collect more episodes (solved ones: `rk-agent rollout --provider solver`)"
+    return f"To keep more: {'; '.join([*given, more])}." if given else f"To keep some, {more}."
 
 
 def sft_dataset(

@@ -303,6 +303,39 @@ def test_bad_input_is_one_line_before_torch_or_trl_is_imported(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]  # no run folder
 
 
+def _unsolved(env: str, count: int) -> str:
+    """``count`` unsolved one-turn trajectories of ``env``, as JSONL."""
+    from rk_agent.rollouts.trajectory import Trajectory
+
+    return "".join(
+        Trajectory.model_validate({
+            "id": f"{i}-0", "task_index": i, "sample": 0, "env": env, "model": "m",
+            "task": {"id": f"t{i}", "messages": [{"role": "user", "content": "q"}]},
+            "turns": [{"index": 0, "assistant": {"role": "assistant", "content": "7"}}],
+            "success": False, "stop_reason": "answered",
+        }).model_dump_json() + "\n"
+        for i in range(count)
+    )  # fmt: skip
+
+
+def test_sft_with_nothing_passing_its_filter_stops_before_loading_or_naming_a_run(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "episodes.jsonl").write_text(_unsolved("shop_env.py::ShopEnv", 3))
+    run = subprocess.run(
+        [sys.executable, "-c", ENTRY, json.dumps(["train", "sft", "-t", "episodes.jsonl"])],
+        capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.stderr == (
+        "error: episodes.jsonl: 0 of 3 trajectories passed the filter (success_only=True, "
+        "min_reward=None, drop_failed=True, max_per_task=None): 3 unsuccessful. To keep more: "
+        "--include-unsuccessful (sft_filter.success_only: false) keeps unsolved episodes; "
+        "collect more episodes (solved ones: `rk-agent rollout --provider solver`).\n"
+    )
+    assert json.loads(run.stdout) == {"code": 2, "heavy": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.jsonl"]  # no run folder
+
+
 def _interrupt_when(line_starts: str, tmp_path: Path, model: Path, out: Path) -> tuple[int, str]:
     """Start a long tiny GRPO run, Ctrl-C it when a stdout line starts with ``line_starts``;
     its exit status and everything it printed."""

@@ -3,6 +3,7 @@ and the bundled train and accelerate configs."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -56,14 +57,29 @@ def test_paths_in_a_train_config_are_read_from_its_folder(
 
 
 @pytest.mark.parametrize(
-    ("kind", "env", "name"),
-    [("grpo", "tools", "train-grpo-tools"), ("grpo", "my_pkg.envs:Maze-v1", "train-grpo-Maze-v1"),
-     ("sft", "envs/my_env.py::My Env", "train-sft-My-Env")],
+    ("env", "name"),
+    [("tools", "train-grpo-tools"), ("my_pkg.envs:Maze-v1", "train-grpo-Maze-v1"),
+     ("envs/my_env.py::My Env", "train-grpo-My-Env")],
 )  # fmt: skip
-def test_default_output_dir_names_kind_and_env(kind: str, env: str, name: str) -> None:
-    config = TrainConfig(kind=kind, env=env, trajectories="t")  # type: ignore[arg-type]
+def test_default_output_dir_names_kind_and_env(env: str, name: str) -> None:
+    config = TrainConfig(kind="grpo", env=env)  # type: ignore[arg-type]
     assert re.fullmatch(rf"runs/{re.escape(name)}-\d{{8}}-\d{{6}}", str(config.output_dir))
     assert TrainConfig(kind="sft", trajectories="t", output_dir="here").output_dir == "here"
+
+
+def test_sft_s_default_output_dir_names_the_env_its_trajectories_were_played_in(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "shop-run"
+    run.mkdir()
+    line = {"id": "0-0", "env": "envs/shop_env.py::ShopEnv", "model": "m"}
+    (run / "trajectories.jsonl").write_text("\n" + json.dumps(line) + "\n")
+    for source in (run, run / "trajectories.jsonl"):
+        config = TrainConfig(kind="sft", trajectories=str(source))
+        assert re.fullmatch(r"runs/train-sft-ShopEnv-\d{8}-\d{6}", str(config.output_dir))
+    # Unreadable trajectories (the preflight says why): the folder is named after the source.
+    config = TrainConfig(kind="sft", trajectories=str(tmp_path / "missing-run"))
+    assert re.fullmatch(r"runs/train-sft-missing-run-\d{8}-\d{6}", str(config.output_dir))
 
 
 def test_output_dir_from_trl_moves_to_the_top(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rk_agent.errors import ConfigError, EnvLoadError, UnknownNameError
+from rk_agent.errors import ConfigError, DataError, EnvLoadError, UnknownNameError
 from rk_agent.trainers.config import TrainConfig
 from rk_agent.trainers.preflight import check_train_inputs
 
@@ -33,7 +33,7 @@ def test_good_inputs_pass(tmp_path: Path) -> None:
     tasks.write_text('{"prompt": "2+2?", "answer": "4"}\n')
     run = tmp_path / "rollout"
     run.mkdir()
-    (run / "trajectories.jsonl").write_text("")
+    (run / "trajectories.jsonl").write_text(_episode(success=True))
     model = tmp_path / "model"
     model.mkdir()
     check_train_inputs(grpo(tmp_path))
@@ -42,6 +42,38 @@ def test_good_inputs_pass(tmp_path: Path) -> None:
     check_train_inputs(grpo(tmp_path, model="HuggingFaceTB/SmolLM2-135M-Instruct"))
     check_train_inputs(sft(tmp_path, run, sft_filter={"max_per_task": 2}))
     check_train_inputs(sft(tmp_path, run / "trajectories.jsonl"))
+
+
+def _episode(*, success: bool) -> str:
+    """One played episode (one turn), as a line of trajectories.jsonl."""
+    from rk_agent.rollouts.trajectory import Trajectory
+
+    return Trajectory.model_validate({
+        "id": "0-0", "task_index": 0, "sample": 0, "env": "math", "model": "m",
+        "task": {"id": "t0", "messages": [{"role": "user", "content": "2+2?"}]},
+        "turns": [{"index": 0, "assistant": {"role": "assistant", "content": "4"}}],
+        "success": success, "stop_reason": "answered",
+    }).model_dump_json() + "\n"  # fmt: skip
+
+
+def test_sft_needs_a_trajectory_that_passes_its_filter(tmp_path: Path) -> None:
+    episodes = tmp_path / "episodes.jsonl"
+    episodes.write_text("")
+    fails(
+        sft(tmp_path, episodes),
+        f"{episodes}: no trajectories to train on (the run is empty). Collect episodes with "
+        "`rk-agent rollout` first.",
+        DataError,
+    )
+    episodes.write_text(_episode(success=True))
+    fails(
+        sft(tmp_path, episodes, sft_filter={"min_reward": 0.5}),
+        f"{episodes}: 0 of 1 trajectories passed the filter (success_only=True, min_reward=0.5, "
+        "drop_failed=True, max_per_task=None): 1 without a valid reward. To keep more: leaving "
+        "out --min-reward keeps episodes without a valid reward; collect more episodes (solved "
+        "ones: `rk-agent rollout --provider solver`).",
+        DataError,
+    )
 
 
 def test_tasks_must_be_a_file(tmp_path: Path) -> None:

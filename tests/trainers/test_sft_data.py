@@ -277,7 +277,10 @@ def test_a_filter_that_keeps_nothing_says_why(run: Path) -> None:
     assert str(error.value) == (
         f"{run}: 0 of 8 trajectories passed the filter (success_only=True, min_reward=2.0, "
         "drop_failed=True, max_per_task=None): 2 failed, 2 unsuccessful, 4 below min_reward. "
-        "Lower the threshold, relax the filter, or collect more episodes."
+        "To keep more: sft_filter: {drop_failed: false} in a --config keeps episodes that "
+        "recorded a failure; --include-unsuccessful (sft_filter.success_only: false) keeps "
+        "unsolved episodes; a --min-reward below 2.0 keeps lower-scoring episodes; collect more "
+        "episodes (solved ones: `rk-agent rollout --provider solver`)."
     )
 
 
