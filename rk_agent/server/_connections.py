@@ -2,8 +2,8 @@
 
 uvicorn (0.54) sets no deadline on a request head or body: a client that connects and sends
 part of a head holds its socket, and its file descriptor, for as long as it likes, and
-``limit_concurrency`` only answers 503 once a whole head has arrived. `GuardedH11Protocol`
-(uvicorn's h11 protocol with three additions) closes that gap:
+``limit_concurrency`` only answers 503 once a whole head has arrived.
+`GuardedHttpToolsProtocol` (uvicorn's httptools protocol with three additions) closes that gap:
 
 - a deadline for each request: its head must arrive within ``header_timeout_s`` of the
   connection opening (or of the previous answer on a kept-alive connection), and its body
@@ -19,7 +19,9 @@ The app sees none of this: a cut connection is a disconnect.
 
 Main names:
     ConnectionLimits: the settings, and the connections waiting for a head.
-    GuardedH11Protocol: the protocol class given to uvicorn (``Config(http=...)``).
+    GuardedHttpToolsProtocol: the protocol class given to uvicorn (``Config(http=...)``);
+        httptools rather than h11, whose pure-Python parsing was the server's largest cost
+        per request.
     fd_headroom: how many connections the file descriptor limit leaves room for.
 """
 
@@ -31,9 +33,15 @@ import logging
 import resource
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["BACKLOG", "FD_RESERVE", "ConnectionLimits", "GuardedH11Protocol", "fd_headroom"]
+__all__ = [
+    "BACKLOG",
+    "FD_RESERVE",
+    "ConnectionLimits",
+    "GuardedHttpToolsProtocol",
+    "fd_headroom",
+]
 
 logger = logging.getLogger("rk_agent.server")
 
@@ -56,7 +64,7 @@ def fd_headroom() -> int:
 
 
 class ConnectionLimits:
-    """The settings of `GuardedH11Protocol` (one per server, on its uvicorn ``Config``)."""
+    """The settings of `GuardedHttpToolsProtocol` (one per server, on its uvicorn ``Config``)."""
 
     def __init__(
         self, *, header_timeout_s: float, body_timeout_s: float, max_connections: int
@@ -65,7 +73,7 @@ class ConnectionLimits:
         self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
         # Connections waiting for a request head, oldest first (dicts keep insertion order).
-        self.waiting: dict[GuardedH11Protocol, None] = {}
+        self.waiting: dict[_Guard, None] = {}
 
     def __getstate__(self) -> dict[str, Any]:  # uvicorn's workers get a pickled Config
         return {**self.__dict__, "waiting": {}}
@@ -86,21 +94,29 @@ def _raw(template: bytes, detail: str) -> bytes:
     return template % (len(body), body)
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with request deadlines and a connection cap (module docstring).
+class _Guard:
+    """Request deadlines and a connection cap over a uvicorn HTTP protocol (module docstring).
 
-    Reads its `ConnectionLimits` from ``config.connection_limits``.
+    Mixed in before a uvicorn protocol class (h11's and httptools' share what it uses):
+    ``connections``, ``cycle`` (``more_body``, ``response_started``, ``response_complete``,
+    ``keep_alive``), ``transport``, ``loop`` and ``on_response_complete``. Reads its
+    `ConnectionLimits` from ``config.connection_limits``.
     """
 
+    connections: set[Any]
+    cycle: Any
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+
     def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
-        super().__init__(config, *args, **kwargs)
+        super().__init__(config, *args, **kwargs)  # type: ignore[call-arg]
         self.limits: ConnectionLimits = config.connection_limits
         self._deadline: asyncio.TimerHandle | None = None
-        self._armed_for: object = None  # the request cycle current when the deadline was set
+        self._armed_for: Any = None  # the request cycle current when the deadline was set
         self._waiting_for_head = True
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
         if len(self.connections) > self.limits.max_connections:
             waiting = self.limits.waiting
             if not waiting:
@@ -121,14 +137,15 @@ class GuardedH11Protocol(H11Protocol):
         self._arm(head=True)
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
+        super().data_received(data)  # type: ignore[misc]
         if self._deadline is None:
             return
-        if self._armed_for is not self.cycle:  # a new request head arrived: its deadline is met
+        cycle: Any = self.cycle
+        if self._armed_for is not cycle:  # a new request head arrived: its deadline is met
             self._disarm()
-            if self.cycle is not None and self.cycle.more_body:
+            if cycle is not None and cycle.more_body:
                 self._arm(head=False)  # the body's starts now
-        elif not self._waiting_for_head and not self.cycle.more_body:
+        elif not self._waiting_for_head and not cycle.more_body:
             self._disarm()  # the body is complete
 
     def on_response_complete(self) -> None:
@@ -136,13 +153,13 @@ class GuardedH11Protocol(H11Protocol):
         if not closing:
             self._disarm()
             self._arm(head=True)  # the next request's head
-        super().on_response_complete()
+        super().on_response_complete()  # type: ignore[misc]
         if not closing and self._armed_for is not self.cycle:
             self._disarm()  # a pipelined request was waiting: its head is in already
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def _arm(self, *, head: bool) -> None:
         self._armed_for = self.cycle
@@ -180,3 +197,7 @@ class GuardedH11Protocol(H11Protocol):
         if cycle is not None:
             cycle.keep_alive = False
         self.transport.close()
+
+
+class GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):  # type: ignore[misc]
+    """uvicorn's httptools protocol with request deadlines and a connection cap."""

@@ -87,7 +87,7 @@ from rk_agent.server._budget import ByteBudget
 from rk_agent.server._connections import (
     BACKLOG,
     ConnectionLimits,
-    GuardedH11Protocol,
+    GuardedHttpToolsProtocol,
     fd_headroom,
 )
 from rk_agent.server._endpoints import (
@@ -478,7 +478,7 @@ def _uvicorn_config(app: Any, limits: ConnectionLimits, **options: Any) -> Any:
     """uvicorn's settings, with the guarded protocol (`rk_agent.server._connections`)."""
     import uvicorn
 
-    config = uvicorn.Config(app, http=GuardedH11Protocol, backlog=BACKLOG, **options)
+    config = uvicorn.Config(app, http=GuardedHttpToolsProtocol, backlog=BACKLOG, **options)
     config.connection_limits = limits  # type: ignore[attr-defined]  # read by the protocol
     return config
 
