@@ -25,8 +25,10 @@ The new directory holds ``config.yaml`` (the source's, its ``rewards`` set to th
 the source, the reward, the SHA-256 of its source code, the counts). It is written in a hidden
 ``.NAME.partial`` folder beside it and renamed when complete, so a folder named ``NAME`` is
 always a whole rescore; an interrupted or failed rescore removes its partial folder. The source
-is only read. Memory stays flat on big runs: episodes are read and written a batch at a time,
-and the summary keeps of each episode only what it counts (no messages).
+is only read. Episodes are read one line at a time and written a batch at a time; the summary
+(`rk_agent.rollouts.summary.summarize` takes every episode at once) keeps a slim copy of each
+(no messages, no token ids), so memory still grows with the run: about 17 kB an episode of the
+``tools`` env (``benchmarks/bench_rescore.py``).
 
 Main names: `rescore`, `RescoreResult`, `RescoreRecord`, `ScoreChange`, `RESCORE_FILE`.
 
