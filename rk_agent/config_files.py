@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, sentence
 
 __all__ = [
     "apply_overrides",
@@ -99,7 +99,7 @@ def flag_problems(
             return None
         flag = flags.get(name, "--" + name.replace("_", "-"))
         problems.append(f"{flag} {given[name]}: {error['msg']}")
-    return "; ".join(problems) + "." if problems else None
+    return sentence("; ".join(problems)) if problems else None
 
 
 def _name(location: tuple[int | str, ...], locate: Locate | None) -> str:

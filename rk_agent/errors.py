@@ -54,6 +54,7 @@ __all__ = [
     "UnknownNameError",
     "WorkerError",
     "did_you_mean",
+    "sentence",
 ]
 
 
@@ -276,3 +277,15 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def sentence(text: str) -> str:
+    """``text`` ended as a sentence: a ``.`` added unless it already ends in ``.``, ``?`` or ``!``
+    (a message that ends in "Did you mean 'x'?" gets no second stop).
+
+    Example:
+        >>> sentence("unknown key 'comand'. Did you mean 'command'?"), sentence("no key")
+        ("unknown key 'comand'. Did you mean 'command'?", 'no key.')
+    """
+    text = text.rstrip()
+    return text if text.endswith((".", "?", "!")) else f"{text}."

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 from rk_agent.errors import EnvLoadError, LoadError, RewardLoadError, did_you_mean
 
 __all__ = ["is_import_spec", "load_object"]
+
+_LISTED = 20  # names listed when the one asked for is missing
 
 
 def is_import_spec(spec: str) -> bool:
@@ -42,9 +45,11 @@ def load_object(spec: str, *, kind: str = "object") -> Any:
     if "::" in spec:
         path_text, _, attr = spec.partition("::")
         module = _load_file(path_text, spec, kind)
+        where = repr(path_text)  # the file as the user named it, not its module's inner name
     elif ":" in spec:
         module_name, _, attr = spec.partition(":")
         module = _load_module(module_name, spec, kind)
+        where = f"module {module_name!r}"
     else:
         raise _load_error(kind)(
             f"cannot load {kind} {spec!r}: expected 'package.module:name' or 'file.py::name'."
@@ -52,15 +57,52 @@ def load_object(spec: str, *, kind: str = "object") -> Any:
     if not attr:
         raise _load_error(kind)(f"cannot load {kind} {spec!r}: the name after ':' is empty.")
     obj: Any = module
-    for part in attr.split("."):
+    for depth, part in enumerate(attr.split(".")):
         if not hasattr(obj, part):
+            if depth == 0:
+                raise _load_error(kind)(_not_defined(spec, kind, where, part, module))
             public = [n for n in dir(obj) if not n.startswith("_")]
             raise _load_error(kind)(
-                f"cannot load {kind} {spec!r}: {getattr(module, '__name__', module)!r} has no "
+                f"cannot load {kind} {spec!r}: {'.'.join(attr.split('.')[:depth])!r} has no "
                 f"attribute {part!r}.{did_you_mean(part, public)}"
             )
         obj = getattr(obj, part)
     return obj
+
+
+def _not_defined(spec: str, kind: str, where: str, name: str, module: Any) -> str:
+    """The user's file or module has no ``name``: say which names of the kind it does have."""
+    offered = _offered(module, kind)
+    what = {"reward": "functions", "environment": "classes"}.get(kind, "names")
+    shown = ", ".join(offered[:_LISTED]) + (
+        f" and {len(offered) - _LISTED} more" if len(offered) > _LISTED else ""
+    )
+    listing = f"It defines these {what}: {shown}." if offered else f"It defines no {what}."
+    return (
+        f"cannot load {kind} {spec!r}: {where} has no {name!r}.{did_you_mean(name, offered)} "
+        f"{listing}"
+    )
+
+
+def _offered(module: Any, kind: str) -> list[str]:
+    """The public names a module defines that could be a ``kind``: for an environment its own
+    classes; for a reward its own functions and the callable objects it holds (a
+    ``RewardFunction(...)``); else everything of its own. Imported names are left out."""
+    names = []
+    for name, obj in vars(module).items():
+        if name.startswith("_") or inspect.ismodule(obj):
+            continue
+        own = getattr(obj, "__module__", None) == module.__name__
+        if kind == "environment":
+            keep = own and inspect.isclass(obj)
+        elif kind == "reward":
+            plain = inspect.isfunction(obj) or inspect.isbuiltin(obj)
+            keep = callable(obj) and not inspect.isclass(obj) and (own or not plain)
+        else:
+            keep = own
+        if keep:
+            names.append(name)
+    return sorted(names)
 
 
 def _load_error(kind: str) -> type[LoadError]:

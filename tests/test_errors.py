@@ -15,6 +15,7 @@ from rk_agent.errors import (
     RkAgentError,
     UnknownNameError,
     did_you_mean,
+    sentence,
 )
 
 
@@ -62,3 +63,12 @@ def test_errors_pickle_with_their_attributes(error: RkAgentError) -> None:
     assert type(again) is type(error)
     assert str(again) == str(error)
     assert again.__dict__ == error.__dict__
+
+
+@pytest.mark.parametrize(
+    ("text", "ended"),
+    [("no such key", "no such key."), ("Did you mean 'x'?", "Did you mean 'x'?"),
+     ("done.", "done."), ("stop!  ", "stop!")],
+)  # fmt: skip
+def test_sentence_adds_a_stop_only_where_there_is_none(text: str, ended: str) -> None:
+    assert sentence(text) == ended

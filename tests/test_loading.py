@@ -32,13 +32,41 @@ def test_missing_file(tmp_path: Path) -> None:
         load_object("nope.py::fn", kind="reward")
 
 
-def test_missing_attribute_suggests(tmp_path: Path) -> None:
+def test_a_missing_name_names_the_file_as_given_and_what_it_defines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("my_rewards.py").write_text(
+        "import os\n"
+        "from pathlib import Path\n"
+        "from rk_agent import RewardFunction, reward_function\n\n"
+        "@reward_function\n"
+        "def exact(messages, ground_truth=None, **kwargs):\n    return 1.0\n\n"
+        "def evaluate(messages, **kwargs):\n    return 1.0\n\n"
+        "strict = RewardFunction('math')\n\n"
+        "def _private():\n    pass\n\n"
+        "class Shop:\n    pass\n"
+    )
+    message = (
+        "cannot load reward 'my_rewards.py::evalute': 'my_rewards.py' has no 'evalute'. Did you "
+        "mean 'evaluate'? It defines these functions: evaluate, exact, strict."
+    )
+    with pytest.raises(RewardLoadError, match=f"^{re.escape(message)}$"):
+        load_object("my_rewards.py::evalute", kind="reward")
+    message = (
+        "cannot load environment 'my_rewards.py::ShopEnv': 'my_rewards.py' has no 'ShopEnv'. Did "
+        "you mean 'Shop'? It defines these classes: Shop."
+    )
+    with pytest.raises(EnvLoadError, match=f"^{re.escape(message)}$"):
+        load_object("my_rewards.py::ShopEnv", kind="environment")
+
+
+def test_a_missing_attribute_of_a_name_says_whose(tmp_path: Path) -> None:
     path = tmp_path / "r.py"
-    path.write_text("def evaluate():\n    return 1\n")
-    with pytest.raises(
-        RewardLoadError, match=re.escape("has no attribute 'evalute'. Did you mean 'evaluate'?")
-    ):
-        load_object(f"{path}::evalute", kind="reward")
+    path.write_text("class Box:\n    size = 1\n")
+    message = f"cannot load object '{path}::Box.sise': 'Box' has no attribute 'sise'. Did you mean"
+    with pytest.raises(LoadError, match=f"^{re.escape(message)} 'size'\\?$"):
+        load_object(f"{path}::Box.sise")
 
 
 def test_file_that_raises_on_import(tmp_path: Path) -> None:

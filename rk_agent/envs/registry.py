@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -204,6 +205,8 @@ def make_env(spec: EnvLike, **kwargs: Any) -> ChatEnv:
     cls = get_env_class(spec)
     accepted = _accepted_arguments(cls)
     unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
+    if "sandbox" in unknown:
+        raise ConfigError(_no_sandbox(_label(spec)))
     if unknown:
         hint = did_you_mean(unknown[0], sorted(accepted or ()))
         raise ConfigError(
@@ -273,6 +276,21 @@ def register_gymnasium_envs() -> None:
 
 # --------------------------------------------------------------------------------------------
 # Internals
+
+
+def _no_sandbox(label: str) -> str:
+    """A sandbox mode given to an environment that runs no code: which ones take it."""
+    takers = []
+    for name in sorted(REGISTRY.names()):
+        with contextlib.suppress(ConfigError, ImportError):
+            if "sandbox" in (_accepted_arguments(get_env_class(name)) or ()):
+                takers.append(name)
+    which = f" (registered: {', '.join(takers)})" if takers else ""
+    return (
+        f"environment {label!r} runs no code the model writes, so it has no sandbox to choose: "
+        f"--sandbox (sandbox in env_kwargs) is for environments that run it{which}. Leave "
+        f"--sandbox out for {label!r}."
+    )
 
 
 def _label(spec: EnvLike) -> str:

@@ -41,7 +41,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from rk_agent.errors import ConfigError, did_you_mean
+from rk_agent.errors import ConfigError, did_you_mean, sentence
 from rk_agent.secrets import redact
 
 __all__ = ["McpConfig", "McpServerConfig", "SessionMode", "load_mcp_config"]
@@ -255,8 +255,8 @@ def _parse_server(name: str, raw: Any, where: str) -> McpServerConfig:
                 problems.append(f"{location}: {message}" if location else message)
         raise ConfigError(
             f"{where}, server {name!r}: "
-            + "; ".join(problems)
-            + f". Known keys: {', '.join(known)}."
+            + sentence("; ".join(problems))
+            + f" Known keys: {', '.join(known)}."
         ) from None
 
 

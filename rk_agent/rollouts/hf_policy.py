@@ -55,7 +55,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError
+from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, sentence
 from rk_agent.rollouts.chat_template import (
     ChatTemplate,
     ToolFormat,
@@ -64,7 +64,12 @@ from rk_agent.rollouts.chat_template import (
     native_tools,
     read_reply,
 )
-from rk_agent.rollouts.local_model import DEFAULT_MODEL, is_embedded, resolve_model
+from rk_agent.rollouts.local_model import (
+    DEFAULT_MODEL,
+    check_model_folder,
+    is_embedded,
+    resolve_model,
+)
 from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.types import Message
@@ -450,6 +455,7 @@ def _load(
             raise ConfigError("HFPolicy(model=<a loaded model>) also needs tokenizer=...")
         return spec, tokenizer
     path = resolve_model(spec)
+    check_model_folder(path)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if dtype is None:
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -458,8 +464,8 @@ def _load(
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise ConfigError(
-            f"could not load the model {path!r}: {exc}. Give a local model folder, a hub id "
-            f"that is cached or reachable, or {DEFAULT_MODEL!r} for the embedded model."
+            f"could not load the model {path!r}: {sentence(str(exc))} Give a local model folder, "
+            f"a hub id that is cached or reachable, or {DEFAULT_MODEL!r} for the embedded model."
         ) from exc
     return cast(Any, model).to(device).eval(), loaded_tokenizer
 

@@ -22,7 +22,7 @@ conversation has none; give a system message to avoid it. SmolLM2's original tem
 next to it as ``smollm2_chat_template.jinja``.
 
 Main names: `DEFAULT_MODEL`, `embedded_model_path`, `embedded_tokenizer`, `resolve_model`,
-`cache_dir`.
+`check_model_folder`, `cache_dir`.
 
 Example:
     >>> resolve_model("Qwen/Qwen2.5-0.5B-Instruct")  # anything but the default passes through
@@ -53,6 +53,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "EMBEDDED_ALIASES",
     "cache_dir",
+    "check_model_folder",
     "embedded_model_path",
     "embedded_tokenizer",
     "is_embedded",
@@ -117,6 +118,38 @@ def resolve_model(spec: str | os.PathLike[str] | None = None) -> str:
     if is_embedded(spec):
         return str(embedded_model_path())
     return os.fspath(spec)  # type: ignore[arg-type]  # None was handled by is_embedded
+
+
+def check_model_folder(model: str) -> None:
+    """Refuse a model spec that looks like a local folder (``./m``, ``/m``, ``~/m``,
+    ``runs/x/final``, or ``a/b`` where ``a`` is a local folder) but is none; hub ids (``name``,
+    ``org/name``) pass.
+
+    Raises:
+        ConfigError: the folder does not exist, or is a file.
+
+    Example:
+        >>> check_model_folder("HuggingFaceTB/SmolLM2-135M-Instruct")  # a hub id: not checked
+        >>> check_model_folder("./no/such/model")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        rk_agent.errors.ConfigError: model './no/such/model' looks like a local folder but ...
+    """
+    path = Path(model).expanduser()
+    if not _looks_local(model) or path.is_dir():
+        return
+    what = "is a file, not a model folder" if path.exists() else "does not exist"
+    raise ConfigError(
+        f"model {model!r} looks like a local folder but {what}; give a model folder "
+        "(--model runs/<run>/final) or a Hugging Face hub id (org/name)."
+    )
+
+
+def _looks_local(model: str) -> bool:
+    """Hub ids are ``name`` or ``org/name``; anything else with a slash is a folder."""
+    if model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model:
+        return True
+    return "/" in model and Path(model).expanduser().parent.is_dir()
 
 
 def _gguf_file() -> Path:

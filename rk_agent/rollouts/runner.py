@@ -275,6 +275,10 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
         served.check_endpoint()  # reachable, and with a key it accepts, before any episode
         return served
     model = config.model
+    if model is not None:
+        from rk_agent.rollouts.local_model import check_model_folder
+
+        check_model_folder(model)
     if model is not None and provider is None and not Path(model).exists():
         raise ConfigError(
             f"where does model {model!r} run? Add --provider fireworks|openai|local, or "

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rk_agent.errors import ConfigError
+from rk_agent.rollouts.local_model import check_model_folder
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint
 
@@ -52,7 +53,7 @@ def check_train_inputs(config: TrainConfig) -> None:
 
         select_for_sft(str(config.trajectories), config.sft_filter)  # some pass the filter
     if config.model is not None:
-        _check_model(config.model)
+        check_model_folder(config.model)
     resume_checkpoint(config)
     if config.kind == "grpo":
         _check_rewards_and_env(config)
@@ -76,25 +77,6 @@ def _check_trajectories(trajectories: str) -> None:
     raise ConfigError(
         f"trajectories: {trajectories} {what}; give a run folder made by `rk-agent rollout` "
         "or a trajectories JSONL file (--trajectories RUN_DIR)."
-    )
-
-
-def _looks_local(model: str) -> bool:
-    """Hub ids are ``name`` or ``org/name``; anything else with a slash is a folder."""
-    path = Path(model).expanduser()
-    if model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model:
-        return True
-    return "/" in model and path.parent.is_dir()
-
-
-def _check_model(model: str) -> None:
-    path = Path(model).expanduser()
-    if not _looks_local(model) or path.is_dir():
-        return
-    what = "is a file, not a model folder" if path.exists() else "does not exist"
-    raise ConfigError(
-        f"model: {model} looks like a local path but {what}; give a model folder (such as "
-        "runs/<run>/final) or a Hugging Face hub id (org/name)."
     )
 
 

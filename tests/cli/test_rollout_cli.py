@@ -519,3 +519,37 @@ def test_a_bad_flag_is_named_as_typed(tmp_path: Path, flags: list[str], message:
     assert out.returncode == 2
     assert out.stderr.strip() == message
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--model", "./no/such/dir"],
+         "error: model './no/such/dir' looks like a local folder but does not exist; give a model "
+         "folder (--model runs/<run>/final) or a Hugging Face hub id (org/name)."),
+        (["--provider", "local", "--model", "./no/such/dir"],
+         "error: model './no/such/dir' looks like a local folder but does not exist; give a model "
+         "folder (--model runs/<run>/final) or a Hugging Face hub id (org/name)."),
+        (["--env", "math", "--provider", "solver", "--sandbox", "process"],
+         "error: environment 'math' runs no code the model writes, so it has no sandbox to "
+         "choose: --sandbox (sandbox in env_kwargs) is for environments that run it "
+         "(registered: code). Leave --sandbox out for 'math'."),
+        (["--provider", "solver", "--reward", "my_rewards.py::nope"],
+         "error: cannot load reward 'my_rewards.py::nope': 'my_rewards.py' has no 'nope'. It "
+         "defines these functions: exact, helper."),
+    ],
+)  # fmt: skip
+def test_a_mistake_is_named_in_the_user_s_terms(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    (tmp_path / "my_rewards.py").write_text(
+        "from rk_agent import reward_function\n\n"
+        "@reward_function\ndef exact(messages, ground_truth=None, **kwargs):\n    return 1.0\n\n"
+        "def helper(text):\n    return text\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "rollout", "--n", "1", *flags, "--output", "run"],
+        capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert (out.returncode, out.stderr.strip()) == (2, message)
+    assert not (tmp_path / "run").exists()

@@ -273,7 +273,7 @@ BAD_INPUT = [
      "tasks: missing.jsonl does not exist; give a JSONL file of tasks (--tasks FILE), or leave "
      "it out to use the environment's generated tasks."),
     (("grpo", "--model", "./nope"),
-     "model: ./nope looks like a local path but does not exist; give a model folder (such as "
+     "model './nope' looks like a local folder but does not exist; give a model folder (--model "
      "runs/<run>/final) or a Hugging Face hub id (org/name)."),
     (("grpo", "--resume", "nope"),
      "resume: checkpoint 'nope' does not exist; give a checkpoint-<step> folder, 'auto' (the "

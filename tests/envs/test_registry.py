@@ -148,6 +148,17 @@ def test_unknown_keyword_argument_is_named_with_what_is_accepted() -> None:
         make_env("math", retrys=2)
 
 
+@pytest.mark.parametrize("env", ["math", "tools"])
+def test_a_sandbox_for_an_env_that_runs_no_code_says_which_envs_take_one(env: str) -> None:
+    message = (
+        f"environment {env!r} runs no code the model writes, so it has no sandbox to choose: "
+        "--sandbox (sandbox in env_kwargs) is for environments that run it (registered: code). "
+        f"Leave --sandbox out for {env!r}."
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        make_env(env, sandbox="process")
+
+
 def test_make_env_passes_keyword_arguments() -> None:
     env = make_env("rk_agent/Guess-v0", high=50, max_turns=3)
     assert isinstance(env, GuessEnv) and env.high == 50 and env.max_turns == 3

@@ -66,7 +66,10 @@ def test_placeholders_read_the_environment() -> None:
 @pytest.mark.parametrize(
     ("servers", "message"),
     [
-        ({"k": {"comand": "x"}}, "server 'k': unknown key 'comand'. Did you mean 'command'?"),
+        (
+            {"k": {"comand": "x"}},
+            "server 'k': unknown key 'comand'. Did you mean 'command'? Known keys: type, command,",
+        ),
         (
             {"k": {"command": "x", "url": "http://h"}},
             'give either "command" (a stdio server) or "url"',
@@ -74,7 +77,10 @@ def test_placeholders_read_the_environment() -> None:
         ({"k": {}}, 'give either "command" (a stdio server) or "url"'),
         ({"k": {"type": "sse", "url": "http://h"}}, "the SSE transport is deprecated in MCP"),
         ({"k": {"url": "ftp://h"}}, "url must start with http:// or https://"),
-        ({"k": {"command": "x", "timeout": 0}}, "timeout: Input should be greater than 0"),
+        (
+            {"k": {"command": "x", "timeout": 0}},
+            "timeout: Input should be greater than 0. Known keys: type,",
+        ),
         ({"k k": {"command": "x"}}, "server name 'k k' must be 1-64 letters"),
         ({"k": {"command": "x", "disabled": True}}, "names no enabled server"),
     ],

@@ -410,8 +410,20 @@ def test_a_loaded_model_needs_its_tokenizer(tiny: Any) -> None:
 
 def test_a_missing_model_folder_is_a_config_error(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-model"
-    with pytest.raises(ConfigError, match=re.escape(f"could not load the model {str(missing)!r}")):
+    message = (
+        f"model {str(missing)!r} looks like a local folder but does not exist; give a model "
+        "folder (--model runs/<run>/final) or a Hugging Face hub id (org/name)."
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         HFPolicy(missing)
+
+
+def test_a_folder_that_holds_no_model_is_one_sentence_per_stop(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        HFPolicy(tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"could not load the model {str(tmp_path)!r}: ")
+    assert ".." not in message and "?." not in message, message
 
 
 @pytest.mark.slow

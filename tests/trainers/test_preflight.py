@@ -98,8 +98,8 @@ def test_trajectories_must_exist(tmp_path: Path) -> None:
 def test_a_model_that_looks_local_must_be_a_folder(tmp_path: Path, model: str) -> None:
     fails(
         grpo(tmp_path, model=model),
-        f"model: {model} looks like a local path but does not exist; give a model folder (such "
-        "as runs/<run>/final) or a Hugging Face hub id (org/name).",
+        f"model {model!r} looks like a local folder but does not exist; give a model folder "
+        "(--model runs/<run>/final) or a Hugging Face hub id (org/name).",
     )
 
 
@@ -109,10 +109,10 @@ def test_a_model_path_under_a_local_folder_is_local(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "weights.bin").write_text("")
-    fails(grpo(tmp_path, model="runs/final"), "model: runs/final looks like a local path but")
+    fails(grpo(tmp_path, model="runs/final"), "model 'runs/final' looks like a local folder but")
     fails(
         grpo(tmp_path, model="runs/weights.bin"),
-        "model: runs/weights.bin looks like a local path but is a file, not a model folder;",
+        "model 'runs/weights.bin' looks like a local folder but is a file, not a model folder;",
     )
     check_train_inputs(grpo(tmp_path, model="HuggingFaceTB/SmolLM2-135M"))  # no such folder
 
