@@ -21,9 +21,11 @@ from rk_agent.cli import (
     serve,
     train,
 )
+from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.errors import RkAgentError
 
 app = typer.Typer(
+    cls=WholeSentenceGroup,
     name="rk-agent",
     help="Train LLM agents with reinforcement learning: rewards, environments, rollouts, trainers.",
     no_args_is_help=True,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ EXIT_FLAGGED = 1
 """Exit code when the check flagged something."""
 
 app = typer.Typer(
+    cls=WholeSentenceGroup,
     help="Is a reward or an environment sound? Play the policies that cheat against it.",
     no_args_is_help=True,
 )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(help="Environments: list what is registered.", no_args_is_help=True)
+from rk_agent.cli.command_list import WholeSentenceGroup
+
+app = typer.Typer(
+    cls=WholeSentenceGroup, help="Environments: list what is registered.", no_args_is_help=True
+)
 
 
 @app.command("list")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
 from rk_agent.errors import ConfigError, UnknownNameError
 
@@ -32,6 +33,7 @@ EXIT_JOB_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 app = typer.Typer(
+    cls=WholeSentenceGroup,
     help="Fireworks: launch RFT jobs from trajectories, follow and cancel them.",
     no_args_is_help=True,
 )

@@ -8,7 +8,10 @@ from typing import Annotated
 
 import typer
 
+from rk_agent.cli.command_list import WholeSentenceGroup
+
 app = typer.Typer(
+    cls=WholeSentenceGroup,
     help="MCP (Model Context Protocol): serve an environment to MCP agents, list MCP tools.",
     no_args_is_help=True,
 )

@@ -12,9 +12,11 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.cli.rollout import EXIT_INTERRUPTED
 
 app = typer.Typer(
+    cls=WholeSentenceGroup,
     help="Train a model with TRL: GRPO on an environment, or SFT on trajectories.",
     no_args_is_help=True,
 )
@@ -183,11 +185,16 @@ def grpo(
         float | None,
         _share(
             "--alarm-zero-spread",
-            "Share of groups with zero reward spread that raises the alarm (default 0.5)...",
+            "Share of groups with zero reward spread that raises the alarm when it lasts "
+            "--alarm-zero-spread-steps steps (0.5).",
         ),
     ] = None,
     alarm_zero_spread_steps: Annotated[
-        int | None, _share("--alarm-zero-spread-steps", "...for this many steps in a row (3).")
+        int | None,
+        _share(
+            "--alarm-zero-spread-steps",
+            "Steps in a row the --alarm-zero-spread share must last to raise the alarm (3).",
+        ),
     ] = None,
     alarm_farming_window: Annotated[
         int | None,

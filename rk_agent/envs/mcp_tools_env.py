@@ -47,7 +47,9 @@ DEFAULT_SERVERS = default_servers()
 
 
 class McpToolsEnv(ToolsEnv):
-    """The ``tools`` questions, answered with tools from an MCP server (see the module docstring).
+    """The tools env's questions, answered with tools served over MCP (its own server by default).
+
+    See the module docstring for the server and its tools.
 
     Takes the arguments of `ToolsEnv` except ``tool_names``; ``mcp`` defaults to its own
     server.

@@ -230,7 +230,8 @@ def list_envs() -> dict[str, str]:
             out[name] = f"(cannot be loaded: {exc})"
             continue
         doc = inspect.getdoc(cls) or ""
-        out[name] = doc.split("\n\n", 1)[0].replace("\n", " ").strip() or cls.__name__
+        summary = doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+        out[name] = re.sub(r"``?([^`]+)``?", r"\1", summary) or cls.__name__  # no RST marks
     return out
 
 

@@ -237,6 +237,13 @@ def test_list_envs_describes_every_builtin() -> None:
     described = list_envs()
     assert set(described) >= {"code", "guess", "math", "tools"}
     assert described["tools"].startswith("Multi-step questions answered with tools")
+    assert described["mcp_tools"] == (
+        "The tools env's questions, answered with tools served over MCP (its own server by "
+        "default)."
+    )
+    for name, description in described.items():  # plain text for a terminal, one sentence
+        assert "`" not in description and "docstring" not in description, name
+        assert description.endswith("."), name
 
 
 def test_get_solver_without_a_solver(user_env_file: Path) -> None:
