@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rk_agent.errors import ConfigError, sentence
+from rk_agent.errors import ConfigError, kind_of, sentence
 
 __all__ = [
     "apply_overrides",
@@ -43,7 +43,7 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"config {path} must be a mapping of options, got {type(data).__name__}.")
+        raise ConfigError(f"config {path} must be a mapping of options, got {kind_of(data)}.")
     return data
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "UnknownNameError",
     "WorkerError",
     "did_you_mean",
+    "kind_of",
     "sentence",
 ]
 
@@ -289,3 +290,20 @@ def sentence(text: str) -> str:
     """
     text = text.rstrip()
     return text if text.endswith((".", "?", "!")) else f"{text}."
+
+
+def kind_of(value: Any) -> str:
+    """What a value that came in the wrong shape is, for "got ..." in a message: its type's
+    name, but ``an empty list`` (string, object) for an empty one and ``null`` for ``None``.
+
+    Example:
+        >>> kind_of([]), kind_of([1]), kind_of({}), kind_of(None), kind_of(3)
+        ('an empty list', 'list', 'an empty object', 'null', 'int')
+    """
+    if value is None:
+        return "null"
+    empties: dict[type, str] = {list: "list", tuple: "list", dict: "object", str: "string"}
+    empty = empties.get(type(value))
+    if empty is not None and not value:
+        return f"an empty {empty}"
+    return type(value).__name__

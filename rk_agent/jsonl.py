@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rk_agent.errors import DataError
+from rk_agent.errors import DataError, kind_of
 
 __all__ = ["JsonlLine", "iter_jsonl", "parse_jsonl_line"]
 
@@ -75,7 +75,7 @@ def parse_jsonl_line(path: str | Path, number: int, text: str) -> JsonlLine:
         return JsonlLine(
             number,
             error=DataError(
-                f"expected a JSON object per line, got {type(value).__name__}",
+                f"expected a JSON object per line, got {kind_of(value)}",
                 path=str(path),
                 line=number,
             ),

@@ -15,6 +15,7 @@ from rk_agent.errors import (
     RkAgentError,
     UnknownNameError,
     did_you_mean,
+    kind_of,
     sentence,
 )
 
@@ -72,3 +73,12 @@ def test_errors_pickle_with_their_attributes(error: RkAgentError) -> None:
 )  # fmt: skip
 def test_sentence_adds_a_stop_only_where_there_is_none(text: str, ended: str) -> None:
     assert sentence(text) == ended
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [([], "an empty list"), ((), "an empty list"), ({}, "an empty object"), ("", "an empty string"),
+     (None, "null"), ([1], "list"), (0, "int"), (False, "bool")],
+)  # fmt: skip
+def test_kind_of_says_empty_where_a_type_name_would_mislead(value: object, shown: str) -> None:
+    assert kind_of(value) == shown

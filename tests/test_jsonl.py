@@ -12,13 +12,14 @@ from rk_agent.jsonl import iter_jsonl
 
 def test_good_bad_and_blank_lines(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    path.write_text('{"a": 1}\n\n{broken\n[1, 2]\n{"b": 2}\n')
+    path.write_text('{"a": 1}\n\n{broken\n[1, 2]\n{"b": 2}\n[]\n')
     lines = list(iter_jsonl(path))
-    assert [line.number for line in lines] == [1, 3, 4, 5]
+    assert [line.number for line in lines] == [1, 3, 4, 5, 6]
     assert lines[0].value == {"a": 1}
     assert lines[3].value == {"b": 2}
     assert str(lines[1].error).startswith(f"{path}:3: invalid JSON")
     assert str(lines[2].error) == f"{path}:4: expected a JSON object per line, got list"
+    assert str(lines[4].error) == f"{path}:6: expected a JSON object per line, got an empty list"
 
 
 def test_missing_file_raises(tmp_path: Path) -> None:

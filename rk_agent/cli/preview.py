@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, kind_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -149,7 +149,7 @@ def _parse_kwargs(text: str | None) -> dict[str, object]:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"--kwargs must be a JSON object, got {text!r}: {exc.msg}.") from exc
     if not isinstance(value, dict):
-        raise ConfigError(f"--kwargs must be a JSON object, got {type(value).__name__}.")
+        raise ConfigError(f"--kwargs must be a JSON object, got {kind_of(value)}.")
     return value
 
 

@@ -212,7 +212,7 @@ def rollout(
         console.print(
             f"{run.env_name}: {total} episodes ({run.config.n} tasks x {run.config.group_size}), "
             f"concurrency {run.config.concurrency}, writing to {run.run_dir.path}"
-            + (f", on {run.config.workers} Ray workers" if run.config.workers else "")
+            + _on_workers(run.config.workers)
             + (f" (resuming: {len(run.done)} done)" if run.done else "")
         )
         status = _play(run, console, total)
@@ -234,6 +234,11 @@ def rollout(
         raise typer.Exit(EXIT_ALL_FAILED)
     if run.uses_embedded_model:
         console.print(_next_steps(run.run_dir.path, run.env_name))
+
+
+def _on_workers(workers: int | None) -> str:
+    """``, on 2 Ray workers`` (``, on 1 Ray worker``; nothing when played in this process)."""
+    return f", on {workers} Ray worker{'s' if workers != 1 else ''}" if workers else ""
 
 
 def _resources(specs: list[str] | None) -> dict[str, float] | None:

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rk_agent.config_files import read_yaml_mapping, rebase_paths, validation_problems
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, kind_of
 from rk_agent.rewards.compose import CombineMethod, combine
 from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.rewards.function import RewardFunction
@@ -118,7 +118,7 @@ def _parse(config: Any) -> str | SingleRewardConfig | CombinedRewardConfig:
     if isinstance(config, (str, SingleRewardConfig, CombinedRewardConfig)):
         return config
     if not isinstance(config, dict):
-        raise ConfigError(_FORMS + f" Got {type(config).__name__}.")
+        raise ConfigError(_FORMS + f" Got {kind_of(config)}.")
     model: type[SingleRewardConfig | CombinedRewardConfig] = (
         CombinedRewardConfig if "combine" in config else SingleRewardConfig
     )

@@ -176,6 +176,7 @@ def ray_session(options: RayOptions, workers: int) -> Iterator[ModuleType]:
         return
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
     if options.address is None:
+        _local_token_auth()
         kwargs.update(
             num_cpus=max(os.cpu_count() or 1, math.ceil(workers * options.num_cpus)),
             resources={name: workers * amount for name, amount in options.resources.items()},
@@ -209,6 +210,24 @@ def _ray_environment() -> None:
     if constants is not None and os.environ["RAY_ENABLE_UV_RUN_RUNTIME_ENV"] == "0":
         # Ray read the variable when it was imported; this is where it keeps what it read.
         constants.RAY_ENABLE_UV_RUN_RUNTIME_ENV = False  # type: ignore[attr-defined]
+
+
+def _local_token_auth() -> None:
+    """Token authentication for the Ray this run starts, asked for rather than defaulted to.
+
+    Ray (2.52 and later) turns token authentication on for a cluster that ``ray.init`` starts
+    when ``RAY_AUTH_MODE`` is unset, and says so in a warning on every run ("Token
+    authentication is enabled for this Ray cluster..."). Asking for it is the same cluster (the
+    same token, made once in ``~/.ray/auth_token``) without the warning; a ``RAY_AUTH_MODE``
+    the user set is kept.
+    """
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    raylet = sys.modules.get("ray._raylet")
+    config = getattr(raylet, "Config", None)
+    if config is not None:  # Ray caches its config when imported: read the variable again
+        config.initialize("")
 
 
 class RolloutWorker:

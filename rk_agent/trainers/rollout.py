@@ -315,11 +315,16 @@ def _generation_model(trainer: Any) -> Iterator[PreTrainedModel]:
     """The trainer's model, unwrapped for generation (DDP, DeepSpeed ZeRO-3 and FSDP too)."""
     from trl.models.utils import unwrap_model_for_generation
 
-    with unwrap_model_for_generation(
-        trainer.model_wrapped,
-        trainer.accelerator,
-        gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-    ) as model:
+    from rk_agent.trainers.trl_patches import quiet_checkpointing_renames
+
+    with (
+        quiet_checkpointing_renames(),
+        unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+        ) as model,
+    ):
         yield model
 
 

@@ -46,6 +46,7 @@ from rk_agent.trainers.run_record import (
     write_run_record,
 )
 from rk_agent.trainers.trl_args import build_trl_args, trl_config_class
+from rk_agent.trainers.trl_patches import quiet_checkpointing_renames
 from rk_agent.trainers.wandb_setup import apply_wandb, finish_wandb, plan_wandb, restore_environ
 
 __all__ = ["TrainOutcome", "run_training", "save_final"]
@@ -163,7 +164,8 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
     previous = apply_wandb(plan, resume=resumed_from is not None)
     interrupted = False
     try:
-        trainer.train(resume_from_checkpoint=str(resumed_from) if resumed_from else None)
+        with quiet_checkpointing_renames():  # TRL's own loop (--loop trl) calls them each step
+            trainer.train(resume_from_checkpoint=str(resumed_from) if resumed_from else None)
     except KeyboardInterrupt:
         interrupted = True
     except BaseException as exc:

@@ -11,14 +11,25 @@ memory, and seconds of every micro-step). The patch makes the head score only th
 positions on a CPU too; the log-probabilities, the loss and the gradients are the same (the
 other positions were masked out of the loss anyway; `tests/trainers/test_trl_patches.py`).
 
-Main names: `score_completions_only`.
+`quiet_checkpointing_renames`: TRL 1.16 turns gradient checkpointing off and on around every
+generation through the names transformers 5 renamed (``is_gradient_checkpointing``,
+``gradient_checkpointing_disable`` / ``_enable``), and each call prints a ``FutureWarning``:
+three per GRPO step, about TRL's code, that the user can do nothing about. Around those calls
+exactly these three are silenced; any other warning still shows.
+
+Main names: `score_completions_only`, `quiet_checkpointing_renames`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["score_completions_only"]
+__all__ = ["quiet_checkpointing_renames", "score_completions_only"]
+
+_RENAMED = r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` is deprecated"
 
 _PATCHED = "_rk_agent_scores_completions_only"
 
@@ -45,3 +56,12 @@ def score_completions_only() -> bool:
     setattr(compact_on_cpu, _PATCHED, True)
     utils._use_triton = compact_on_cpu
     return True
+
+
+@contextlib.contextmanager
+def quiet_checkpointing_renames() -> Iterator[None]:
+    """Silence transformers' ``FutureWarning`` about the renamed gradient-checkpointing methods
+    that TRL calls (module docstring), and only those, for the ``with`` block."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
+        yield

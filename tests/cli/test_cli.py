@@ -68,6 +68,8 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
     bad_kwargs = run("preview", "--reward", "math", "--samples", "x", "--kwargs", "[1]")
     assert "error: --kwargs must be a JSON object, got list." in bad_kwargs.stderr
+    empty = run("preview", "--reward", "math", "--samples", "x", "--kwargs", "[]")
+    assert empty.stderr.strip() == "error: --kwargs must be a JSON object, got an empty list."
 
 
 def test_preview_with_a_config_file() -> None:

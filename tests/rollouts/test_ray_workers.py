@@ -355,3 +355,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_a_run_that_starts_its_own_ray_prints_no_token_authentication_warning(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in ENV.items() if k != "RAY_AUTH_MODE"}
+    out = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "rollout", "--env", "tools", "--provider", "solver",
+         "--n", "2", "--workers", "1", "--output", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=300, env={**env, "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert f"writing to {tmp_path / 'run'}, on 1 Ray worker\n" in out.stdout
+    assert "Token authentication" not in out.stdout + out.stderr
+    assert (tmp_path / ".ray" / "auth_token").is_file()  # still on: asked for, not defaulted to

@@ -1,4 +1,5 @@
-"""TRL's fused LM head, patched to score only completions on a CPU, gives the same numbers."""
+"""TRL, patched where rk-agent changes how it runs: the fused LM head scores only completions on a
+CPU and gives the same numbers; the renamed-method warnings of each generation stay silent."""
 
 from __future__ import annotations
 
@@ -44,3 +45,43 @@ def test_completion_log_probs_entropy_and_gradients_match_full_logits(
     torch.testing.assert_close(entropy, expected_entropy, rtol=1e-4, atol=1e-5)
     for (name, a), (_, b) in zip(fused.named_parameters(), plain.named_parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_the_generation_model_prints_none_of_transformers_renaming_warnings(
+    tiny_model_dir: Path,
+) -> None:
+    import warnings
+    from types import SimpleNamespace
+
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    from rk_agent.trainers.rollout import _generation_model
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model.gradient_checkpointing_enable()  # as TRL's GRPO trains by default: toggled each time
+    trainer = SimpleNamespace(
+        model_wrapped=model, accelerator=Accelerator(cpu=True),
+        args=SimpleNamespace(ds3_gather_for_generation=True),
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):  # every step, not only the first
+            with _generation_model(trainer) as unwrapped:
+                assert unwrapped is model and not model.is_activation_checkpointing
+        assert model.is_activation_checkpointing  # switched back on for training
+    assert [str(w.message) for w in caught] == []
+
+
+def test_only_the_renaming_warnings_are_silenced() -> None:
+    import warnings
+
+    from rk_agent.trainers.trl_patches import quiet_checkpointing_renames
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with quiet_checkpointing_renames():
+            warnings.warn("`gradient_checkpointing_enable` is deprecated", FutureWarning, 1)
+            warnings.warn("`is_gradient_checkpointing` is deprecated", FutureWarning, 1)
+            warnings.warn("`from_pretrained(torch_dtype=)` is deprecated", FutureWarning, 1)
+    assert [str(w.message) for w in caught] == ["`from_pretrained(torch_dtype=)` is deprecated"]
