@@ -25,10 +25,10 @@ The new directory holds ``config.yaml`` (the source's, its ``rewards`` set to th
 the source, the reward, the SHA-256 of its source code, the counts). It is written in a hidden
 ``.NAME.partial`` folder beside it and renamed when complete, so a folder named ``NAME`` is
 always a whole rescore; an interrupted or failed rescore removes its partial folder. The source
-is only read. Episodes are read one line at a time and written a batch at a time; the summary
-(`rk_agent.rollouts.summary.summarize` takes every episode at once) keeps a slim copy of each
-(no messages, no token ids), so memory still grows with the run: about 17 kB an episode of the
-``tools`` env (``benchmarks/bench_rescore.py``).
+is only read. Episodes are read one line at a time and written a batch at a time, and the
+summary is built as they pass (`rk_agent.rollouts.summary.SummaryBuilder`: a few numbers of
+each episode), so memory stays nearly flat however large the run
+(``benchmarks/bench_rescore.py``).
 
 Main names: `rescore`, `RescoreResult`, `RescoreRecord`, `ScoreChange`, `RESCORE_FILE`.
 
@@ -54,7 +54,6 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rk_agent.envs.spec import EnvSpec, reward_names
-from rk_agent.envs.task import Task
 from rk_agent.envs.tool import ToolResult
 from rk_agent.envs.turn import ToolCallRecord
 from rk_agent.errors import ConfigError, RkAgentError
@@ -67,9 +66,9 @@ from rk_agent.rollouts.run_dir import (
     append_trajectories,
     iter_trajectories,
 )
-from rk_agent.rollouts.summary import RunSummary, summarize
+from rk_agent.rollouts.summary import RunSummary, SummaryBuilder
 from rk_agent.rollouts.trajectory import Trajectory, Turn
-from rk_agent.types import EvaluateResult, Message, StepOutput
+from rk_agent.types import EvaluateResult, StepOutput
 
 __all__ = ["RESCORE_FILE", "RescoreRecord", "RescoreResult", "ScoreChange", "rescore"]
 
@@ -229,7 +228,7 @@ def rescore(
                     update={"n": max(writer.tasks, 1), "group_size": group_size}
                 )
                 run._write_config()
-            summary = summarize(writer.kept, group_size)
+            summary = writer.summary.summary(group_size)
             record.created_at = datetime.now(UTC)
             run.write_summary(summary)
             (partial / RESCORE_FILE).write_text(record.model_dump_json(indent=2), "utf-8")
@@ -419,7 +418,7 @@ class _Writer:
         self.scorer = scorer
         self.record = record
         self.on_episode = on_episode
-        self.kept: list[Trajectory] = []
+        self.summary = SummaryBuilder()
         self.reward = _Mean()
         self.success = _Mean()
         self._components: dict[str, _Mean] = {}
@@ -439,7 +438,7 @@ class _Writer:
             new = self.scorer.rescore(t)
             self._count(t, new)
             batch.append(new)
-            self.kept.append(_for_summary(new))
+            self.summary.add(new)
             if len(batch) >= _BATCH:
                 append_trajectories(self.file, batch)
                 batch.clear()
@@ -464,42 +463,6 @@ class _Writer:
             for name, metric in (t.episode.metrics if t.episode else {}).items():
                 if metric.is_score_valid:
                     self._components.setdefault(name, _Mean()).add(side, metric.score)
-
-
-_BARE = Message(role="assistant")
-
-
-def _for_summary(t: Trajectory) -> Trajectory:
-    """What `summarize` counts of an episode, without its messages, token ids or step metrics
-    (the final reply's text is kept: the watch compares final answers)."""
-    last = len(t.turns) - 1
-    turns = [
-        Turn.model_construct(
-            index=turn.index,
-            assistant=(
-                turn.assistant
-                if i == last
-                else (
-                    Message.model_construct(role="assistant", tool_calls=turn.assistant.tool_calls)
-                    if turn.assistant.tool_calls
-                    else _BARE
-                )
-            ),
-            environment=[],
-            tool_calls=turn.tool_calls,
-            reward=turn.reward,
-            reward_valid=turn.reward_valid,
-            metrics={},
-            parse_error=turn.parse_error,
-            token_ids=turn.token_ids if not t.usage.completion_tokens else None,
-            finish_reason=turn.finish_reason,
-            model_latency_s=turn.model_latency_s,
-        )
-        for i, turn in enumerate(t.turns)
-    ]
-    episode = t.episode.model_copy(update={"step_outputs": None}) if t.episode else None
-    task = Task.model_construct(id=t.task.id, messages=[], ground_truth=None, metadata={})
-    return t.model_copy(update={"turns": turns, "episode": episode, "task": task})
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -1,6 +1,7 @@
 """Episode statistics, defined once: for run summaries and for training logs.
 
-`EpisodeStats.of` counts a batch of trajectories; `rk_agent.rollouts.summary.summarize`
+`EpisodeStats.of` counts a batch of trajectories (`EpisodeCounter` the same one at a time, for
+runs read as a stream); `rk_agent.rollouts.summary.summarize`
 (``summary.json``) and `rk_agent.trainers.rewards.episode_stats` (TRL's ``episodes/*`` log) both
 read their numbers from it, so a rate means the same in both places.
 
@@ -19,7 +20,7 @@ Definitions:
 - **turns mean**: turns / episodes; ``None`` without episodes.
 - **step reward**: statistics of the valid per-step rewards (`RewardStats`; invalid ones counted).
 
-Main names: `EpisodeStats`.
+Main names: `EpisodeStats`, `EpisodeCounter`.
 
 Example:
     >>> EpisodeStats.of([]).tool_success_rate is None
@@ -29,13 +30,13 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.rollouts.trajectory import Trajectory
 
-__all__ = ["EpisodeStats"]
+__all__ = ["EpisodeCounter", "EpisodeStats"]
 
 
 def _ratio(part: int, whole: int) -> float | None:
@@ -77,27 +78,12 @@ class EpisodeStats:
     failures: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, trajectories: Sequence[Trajectory]) -> EpisodeStats:
+    def of(cls, trajectories: Iterable[Trajectory]) -> EpisodeStats:
         """Count ``trajectories``."""
-        turns = [turn for t in trajectories for turn in t.turns]
-        calls = [call for turn in turns for call in turn.tool_calls]
-        return cls(
-            episodes=len(trajectories),
-            failed=sum(t.failure is not None for t in trajectories),
-            judged=sum(t.success is not None for t in trajectories),
-            succeeded=sum(t.success is True for t in trajectories),
-            turns=len(turns),
-            turns_max=max((len(t.turns) for t in trajectories), default=0),
-            tool_calls=len(calls),
-            tool_calls_ok=sum(call.ok for call in calls),
-            parse_errors=sum(turn.parse_error is not None for turn in turns),
-            budget_hits=sum(bool(t.metadata.get("budget_hit")) for t in trajectories),
-            step_reward=reward_stats(
-                [turn.reward if turn.reward_valid else None for turn in turns]
-            ),
-            stop_reasons=dict(Counter(t.stop_reason.value for t in trajectories)),
-            failures=dict(Counter(t.failure.kind.value for t in trajectories if t.failure)),
-        )
+        counter = EpisodeCounter()
+        for trajectory in trajectories:
+            counter.add(trajectory)
+        return counter.stats()
 
     @property
     def success_rate(self) -> float | None:
@@ -128,3 +114,51 @@ class EpisodeStats:
     def budget_hit_rate(self) -> float | None:
         """Episodes TRL's tool loop cut / episodes; ``None`` without episodes."""
         return _ratio(self.budget_hits, self.episodes)
+
+
+class EpisodeCounter:
+    """`EpisodeStats` counted one episode at a time: only the per-step rewards are kept."""
+
+    def __init__(self) -> None:
+        self.episodes = self.failed = self.judged = self.succeeded = 0
+        self.turns = self.turns_max = self.tool_calls = self.tool_calls_ok = 0
+        self.parse_errors = self.budget_hits = 0
+        self.step_rewards: list[float | None] = []
+        self.stop_reasons: Counter[str] = Counter()
+        self.failures: Counter[str] = Counter()
+
+    def add(self, t: Trajectory) -> None:
+        """Count one episode."""
+        self.episodes += 1
+        self.failed += t.failure is not None
+        self.judged += t.success is not None
+        self.succeeded += t.success is True
+        self.turns += len(t.turns)
+        self.turns_max = max(self.turns_max, len(t.turns))
+        for turn in t.turns:
+            self.tool_calls += len(turn.tool_calls)
+            self.tool_calls_ok += sum(call.ok for call in turn.tool_calls)
+            self.parse_errors += turn.parse_error is not None
+            self.step_rewards.append(turn.reward if turn.reward_valid else None)
+        self.budget_hits += bool(t.metadata.get("budget_hit"))
+        self.stop_reasons[t.stop_reason.value] += 1
+        if t.failure is not None:
+            self.failures[t.failure.kind.value] += 1
+
+    def stats(self) -> EpisodeStats:
+        """The `EpisodeStats` of the episodes counted so far."""
+        return EpisodeStats(
+            episodes=self.episodes,
+            failed=self.failed,
+            judged=self.judged,
+            succeeded=self.succeeded,
+            turns=self.turns,
+            turns_max=self.turns_max,
+            tool_calls=self.tool_calls,
+            tool_calls_ok=self.tool_calls_ok,
+            parse_errors=self.parse_errors,
+            budget_hits=self.budget_hits,
+            step_reward=reward_stats(self.step_rewards),
+            stop_reasons=dict(self.stop_reasons),
+            failures=dict(self.failures),
+        )

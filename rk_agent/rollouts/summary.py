@@ -6,7 +6,11 @@ holds the signals GRPO training watches at every step (`rk_agent.rollouts.watch`
 groups, reward shares, distinct answers, truncation, NaN rewards), the run's tasks as groups,
 and ``alarms`` the alarms those signals raise (`rk_agent.rollouts.alarms.batch_alarms`).
 
-Main names: `RunSummary`, `summarize`, `pass_at_k`.
+`summarize` reads the trajectories once, as a stream: `SummaryBuilder` keeps a few numbers of
+each episode (its rewards, latencies, success and watch outcome), not the episode, so a run of
+any size is summarised in little memory.
+
+Main names: `RunSummary`, `summarize`, `SummaryBuilder`, `pass_at_k`.
 
 Example:
     >>> round(pass_at_k(n=4, c=1, k=2), 3)
@@ -15,19 +19,21 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
 from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.rollouts.alarms import Alarm, AlarmOptions, batch_alarms
-from rk_agent.rollouts.stats import EpisodeStats
+from rk_agent.rollouts.stats import EpisodeCounter
 from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.watch import WatchSignals, outcome_of, trajectory_groups, watch_signals
+from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
 
-__all__ = ["LatencyStats", "RunSummary", "pass_at_k", "summarize"]
+__all__ = ["LatencyStats", "RunSummary", "SummaryBuilder", "pass_at_k", "summarize"]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -94,75 +100,120 @@ class RunSummary(BaseModel):
 
 
 def summarize(
-    trajectories: Sequence[Trajectory],
+    trajectories: Iterable[Trajectory],
     group_size: int | None = None,
     worker_failures: Sequence[str] = (),
     alarms: AlarmOptions | None = None,
 ) -> RunSummary:
     """Compute the `RunSummary` of a set of trajectories (and the kinds of the rollout workers
     lost while playing them, `rk_agent.rollouts.run_dir.RunDir.worker_failure_kinds`); the
-    alarms use the thresholds of ``alarms`` (default: the defaults)."""
-    stats = EpisodeStats.of(trajectories)
-    turns = [turn for t in trajectories for turn in t.turns]
-    groups: dict[int, list[Trajectory]] = defaultdict(list)
-    for t in trajectories:
-        groups[t.task_index].append(t)
-    size = group_size or max((len(g) for g in groups.values()), default=1)
-    watch = watch_signals(
-        [[outcome_of(t) for t in group] for group in trajectory_groups(trajectories)]
-    )
-    return RunSummary(
-        episodes=stats.episodes,
-        failed=stats.failed,
-        tasks=len(groups),
-        group_size=size,
-        episode_reward=reward_stats([t.episode_reward for t in trajectories]),
-        total_reward=reward_stats([t.total_reward for t in trajectories]),
-        success_rate=stats.success_rate,
-        pass_at_k=_pass_at_k(groups, size),
-        metric_means=_metric_means(trajectories),
-        step_reward=stats.step_reward,
-        turns_mean=stats.turns_mean,
-        tool_calls=stats.tool_calls,
-        tool_call_success_rate=stats.tool_success_rate,
-        parse_error_rate=stats.parse_error_rate,
-        stop_reasons=stats.stop_reasons,
-        failures=stats.failures,
-        reward_errors=dict(
-            Counter(t.episode.error[:200] for t in trajectories if t.episode and t.episode.error)
-        ),
-        worker_failures=dict(Counter(worker_failures)),
-        prompt_tokens=sum(t.usage.prompt_tokens for t in trajectories),
-        completion_tokens=sum(t.usage.completion_tokens for t in trajectories),
-        model_latency=_latency([turn.model_latency_s for turn in turns]),
-        episode_wall_time=_latency([t.wall_time_s for t in trajectories]),
-        watch=watch,
-        alarms=batch_alarms(watch, alarms, grouped=size >= 2) if trajectories else [],
-    )
+    alarms use the thresholds of ``alarms`` (default: the defaults). The trajectories are read
+    once, as a stream (`SummaryBuilder`)."""
+    builder = SummaryBuilder()
+    for trajectory in trajectories:
+        builder.add(trajectory)
+    return builder.summary(group_size, worker_failures, alarms)
 
 
-def _pass_at_k(groups: dict[int, list[Trajectory]], size: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for k in sorted({1, size}):
-        values = []
-        for members in groups.values():
-            judged = [t.success for t in members if t.success is not None]
-            if len(judged) >= k:
-                values.append(pass_at_k(len(judged), sum(judged), k))
-        if values:
-            out[f"pass@{k}"] = sum(values) / len(values)
-    return out
+_ANSWER_KEPT = 64
+"""Final answers longer than this are kept as a digest: the watch only compares them."""
 
 
-def _metric_means(trajectories: Sequence[Trajectory]) -> dict[str, float]:
-    values: dict[str, list[float]] = defaultdict(list)
-    for t in trajectories:
-        if t.episode is None:
-            continue
-        for name, metric in t.episode.metrics.items():
-            if metric.is_score_valid:
-                values[name].append(metric.score)
-    return {name: sum(v) / len(v) for name, v in sorted(values.items())}
+class SummaryBuilder:
+    """A `RunSummary` built one episode at a time, keeping a few numbers of each (module
+    docstring); `summarize` is the usual way in."""
+
+    def __init__(self) -> None:
+        self._stats = EpisodeCounter()
+        self._episode_rewards: list[float | None] = []
+        self._total_rewards: list[float | None] = []
+        self._metrics: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        self._reward_errors: Counter[str] = Counter()
+        self._tokens = [0, 0]
+        self._model_latency: list[float] = []
+        self._wall_time: list[float] = []
+        self._tasks: Counter[int] = Counter()
+        self._verdicts: dict[int, list[bool]] = defaultdict(list)
+        self._outcomes: dict[int, list[EpisodeOutcome]] = defaultdict(list)
+        self._shared: dict[frozenset[str], frozenset[str]] = {}  # one copy of each outcome set
+
+    def add(self, t: Trajectory) -> None:
+        """Take one episode into the summary."""
+        self._stats.add(t)
+        self._episode_rewards.append(t.episode_reward)
+        self._total_rewards.append(t.total_reward)
+        if t.episode is not None:
+            for name, metric in t.episode.metrics.items():
+                if metric.is_score_valid:
+                    sums = self._metrics[name]
+                    sums[0] += metric.score
+                    sums[1] += 1
+            if t.episode.error:
+                self._reward_errors[t.episode.error[:200]] += 1
+        self._tokens[0] += t.usage.prompt_tokens
+        self._tokens[1] += t.usage.completion_tokens
+        self._model_latency.extend(turn.model_latency_s for turn in t.turns)
+        self._wall_time.append(t.wall_time_s)
+        self._tasks[t.task_index] += 1
+        if t.success is not None:
+            self._verdicts[t.task_index].append(t.success)
+        outcome = outcome_of(t)
+        answer = outcome.answer
+        if answer is not None and len(answer) > _ANSWER_KEPT:
+            answer = hashlib.blake2b(answer.encode(), digest_size=16).hexdigest()
+        names = self._shared.setdefault(outcome.outcome, outcome.outcome)
+        self._outcomes[t.task_index].append(
+            dataclasses.replace(outcome, answer=answer, outcome=names)
+        )
+
+    def summary(
+        self,
+        group_size: int | None = None,
+        worker_failures: Sequence[str] = (),
+        alarms: AlarmOptions | None = None,
+    ) -> RunSummary:
+        """The `RunSummary` of the episodes taken so far (the arguments as `summarize`'s)."""
+        stats = self._stats.stats()
+        size = group_size or max(self._tasks.values(), default=1)
+        watch = watch_signals([self._outcomes[index] for index in sorted(self._outcomes)])
+        return RunSummary(
+            episodes=stats.episodes,
+            failed=stats.failed,
+            tasks=len(self._tasks),
+            group_size=size,
+            episode_reward=reward_stats(self._episode_rewards),
+            total_reward=reward_stats(self._total_rewards),
+            success_rate=stats.success_rate,
+            pass_at_k=self._pass_at_k(size),
+            metric_means={name: s / n for name, (s, n) in sorted(self._metrics.items())},
+            step_reward=stats.step_reward,
+            turns_mean=stats.turns_mean,
+            tool_calls=stats.tool_calls,
+            tool_call_success_rate=stats.tool_success_rate,
+            parse_error_rate=stats.parse_error_rate,
+            stop_reasons=stats.stop_reasons,
+            failures=stats.failures,
+            reward_errors=dict(self._reward_errors),
+            worker_failures=dict(Counter(worker_failures)),
+            prompt_tokens=self._tokens[0],
+            completion_tokens=self._tokens[1],
+            model_latency=_latency(self._model_latency),
+            episode_wall_time=_latency(self._wall_time),
+            watch=watch,
+            alarms=batch_alarms(watch, alarms, grouped=size >= 2) if stats.episodes else [],
+        )
+
+    def _pass_at_k(self, size: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for k in sorted({1, size}):
+            values = [
+                pass_at_k(len(judged), sum(judged), k)
+                for index in self._tasks
+                if len(judged := self._verdicts.get(index, [])) >= k
+            ]
+            if values:
+                out[f"pass@{k}"] = sum(values) / len(values)
+        return out
 
 
 def _latency(values: list[float]) -> LatencyStats:

@@ -40,3 +40,28 @@ def test_a_summary_carries_the_watch_over_its_task_groups() -> None:
     assert (watch.groups, watch.zero_spread, watch.zero_spread_all_fail) == (2, 0.5, 0.5)
     assert watch.distinct_answers == 1.5 and watch.single_answer_groups == 0.5
     assert watch.component_shares == {"answer": 1.0, "step_rewards": 0.0}
+
+
+def test_a_summary_is_built_from_a_stream_and_long_answers_still_count_apart() -> None:
+    from rk_agent.rollouts.summary import SummaryBuilder, summarize
+    from rk_agent.types import EvaluateResult
+    from tests.rollouts.test_watch import _trajectory, _turn
+
+    def episode(task: int, answer: str, score: float) -> Any:
+        result = EvaluateResult(score=score, metrics={"answer": score}, weights={"answer": 1.0})
+        turns = [_turn(0, answer, finish_reason="stop")]
+        return _trajectory(turns, result, task_index=task, success=score >= 1.0)
+
+    long = "x" * 500
+    episodes = [episode(0, long + "a", 1.0), episode(0, long + "b", 0.0),
+                episode(1, long, 0.0), episode(1, long, 0.0)]  # fmt: skip
+    from_list = summarize(episodes)
+    from_stream = summarize(iter(episodes))
+    assert from_stream == from_list
+    assert from_list.watch is not None
+    assert from_list.watch.distinct_answers == 1.5  # 2 in task 0, 1 in task 1
+    assert from_list.pass_at_k == {"pass@1": 0.25, "pass@2": 0.5}
+    builder = SummaryBuilder()
+    for t in episodes[:2]:
+        builder.add(t)
+    assert builder.summary().episodes == 2  # a summary of what was taken so far
