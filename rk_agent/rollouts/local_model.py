@@ -108,8 +108,8 @@ def resolve_model(spec: str | os.PathLike[str] | None = None) -> str:
     """Turn a model spec into something ``from_pretrained`` loads.
 
     The embedded model's names (``None``, ``"smollm2-135m"``, see `EMBEDDED_ALIASES`) become the
-    path of its converted checkpoint, converting it first if needed (once, ~20-30 s). Anything else
-    (a local folder, a hub id) is returned unchanged, as a string.
+    path of its converted checkpoint, converting it first if needed (once, about a minute on 2
+    cores). Anything else (a local folder, a hub id) is returned unchanged, as a string.
 
     Example:
         >>> resolve_model("./my-checkpoint")
@@ -331,7 +331,9 @@ def embedded_model_path(*, progress: Progress | None = _stderr) -> Path:
 
     def build(tmp: Path) -> dict[str, Any]:
         if progress is not None:
-            progress(f"rk-agent: converting the embedded model once (~20-30 s) into {target} ...")
+            progress(
+                f"rk-agent: converting the embedded model once (about a minute) into {target} ..."
+            )
         return _convert(gguf, tmp)
 
     return _publish_once(target, build)
