@@ -124,9 +124,8 @@ def test_episode_timeout_keeps_finished_turns() -> None:
         return solver(messages, tools)
 
     config = RolloutConfig(env="add", n=1, episode_timeout_s=0.3)
-    started = time.perf_counter()
+    # Without the episode timeout the stall would end after 30 s and the episode finish well.
     [trajectory] = run(config, FunctionPolicy(stalls_on_second_turn)).trajectories
-    assert time.perf_counter() - started < 10
     assert trajectory.stop_reason is StopReason.TIMEOUT
     assert trajectory.failure is not None and trajectory.failure.kind is FailureKind.TIMEOUT
     assert len(trajectory.turns) == 1  # the first turn survived the timeout

@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +88,10 @@ def test_the_fingerprint_is_cheap_and_content_based(tmp_path: Path) -> None:
     b.write_bytes(b"x" * 2_999_999 + b"y")
     assert local_model._fingerprint(a) == local_model._fingerprint(a)
     assert local_model._fingerprint(a) != local_model._fingerprint(b)
-    started = time.perf_counter()
-    local_model._fingerprint(local_model._gguf_file())
-    assert time.perf_counter() - started < 0.5
+    # Cheap: it reads the first and last MiB only, so a change in the middle goes unseen.
+    middle = tmp_path / "middle.bin"
+    middle.write_bytes(b"x" * 1_500_000 + b"y" + b"x" * 1_499_999)
+    assert local_model._fingerprint(middle) == local_model._fingerprint(a)
 
 
 # -- the atomic once-only build (with a cheap payload instead of a 20 s conversion) --------------
@@ -214,10 +214,8 @@ def test_conversion_gives_a_cached_loadable_checkpoint() -> None:
 
     weights = folder / "model.safetensors"
     mtime = weights.stat().st_mtime_ns
-    started = time.perf_counter()
     assert embedded_model_path(progress=lines.append) == folder  # cached: no reconversion
     assert resolve_model(DEFAULT_MODEL) == str(folder)
-    assert time.perf_counter() - started < 1.0
     assert len(lines) == int(fresh) and weights.stat().st_mtime_ns == mtime
 
     model = AutoModelForCausalLM.from_pretrained(folder)

@@ -293,7 +293,7 @@ def test_hang_outlasts_the_client_timeout(server: StubServer) -> None:
     start = time.perf_counter()
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(server.base_url + "/chat/completions", json={"messages": USER}, timeout=0.3)
-    assert 0.3 <= time.perf_counter() - start < 3
+    assert time.perf_counter() - start >= 0.3  # the client gave up; the hang did not end first
     assert chat(server).status_code == 200
 
 
