@@ -394,6 +394,8 @@ def show(
     note = _status_note(run) if run is not None else None
     if note is not None:
         console.print(note, style="yellow")
+    if run is not None:
+        _show_provenance(run, trajectories, console)
     if not episode and failed:
         chosen = [t for t in trajectories if t.failure is not None]
         if not chosen:
@@ -408,6 +410,17 @@ def show(
         title = f"{trajectories[0].env} episodes in {run_dir.name}"
         written = plot_reward_histograms([t.episode for t in trajectories], plot, title=title)
         console.print(f"reward histograms: {written}", highlight=False)
+
+
+def _show_provenance(run: RunDir, trajectories: list[Any], console: Console) -> None:
+    """The "what the model saw" block, from ``provenance.json`` (nothing for a run without)."""
+    provenance = run.read_provenance()
+    if provenance is None:
+        return
+    differing = sum(1 for t in trajectories if t.provenance is not None)
+    console.print(f"What the model saw ({run.PROVENANCE})", style="bold", highlight=False)
+    for line in provenance.describe(differing):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _all_played(path: Path) -> bool:

@@ -192,6 +192,13 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         return [t.schema for t in self._tools.values()]
 
     @property
+    def tool_origins(self) -> dict[str, str]:
+        """Where each offered tool that is not the environment's own comes from, by name
+        (``{"lookup": "MCP server 'kb'"}``); ``{}`` when every tool is its own."""
+        origins = {name: getattr(tool, "origin", None) for name, tool in self._tools.items()}
+        return {name: origin for name, origin in origins.items() if isinstance(origin, str)}
+
+    @property
     def state(self) -> EpisodeState:
         """The current episode's state. Raises `EnvError` before the first ``reset``."""
         if self._state is None:

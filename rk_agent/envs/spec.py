@@ -207,6 +207,10 @@ class EnvFactory:
         spec: the environment.
         name: its registered name (`EnvSpec.registered_name`), recorded with trajectories.
         dataset_size: how many tasks its dataset holds (``None``: generated tasks).
+        tool_schemas: the tool schemas its environments offer (their own and MCP servers'),
+            as the first one offers them.
+        tool_origins: where each tool that is not the environment's own comes from.
+        max_turns: the turn limit of its episodes.
 
     With ``spec.mcp``, the MCP servers are connected once here and shared by every environment
     the factory builds; `close` stops them.
@@ -239,11 +243,20 @@ class EnvFactory:
         self.name = spec.registered_name()
         dataset = self._first.dataset
         self.dataset_size: int | None = len(dataset) if dataset is not None else None
+        # What the model is offered, read once (a run records it: rk_agent.rollouts.provenance).
+        self.tool_schemas: list[dict[str, Any]] = list(self._first.tool_schemas)
+        self.tool_origins: dict[str, str] = self._first.tool_origins
+        self.max_turns: int = self._first.max_turns
 
     def __call__(self) -> ChatEnv:
         """A fresh environment (the one built as a check, the first time)."""
         first, self._first = self._first, None
         return first if first is not None else self._class(**self._kwargs)
+
+    @property
+    def env_class(self) -> type[ChatEnv]:
+        """The class of the environments it builds."""
+        return self._class
 
     def close(self) -> None:
         """Close the environment built as a check if it was never handed out, and stop the MCP

@@ -28,6 +28,7 @@ from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ContextOverflowError, EndpointError, EnvError, ToolServerError
 from rk_agent.inline_budget import InlineBudget
 from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams, Usage
+from rk_agent.rollouts.provenance import episode_provenance, turn_tool_call_format
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import EvaluateResult, FailureKind, FailureSite, StopReason
 
@@ -57,6 +58,9 @@ class _Recorder:
     episode: EvaluateResult | None = None
     stop_reason: StopReason | None = None
     failure: Failure | None = None
+    tools: list[dict[str, Any]] | None = None
+    formats: list[str | None] = field(default_factory=list)
+    served: list[Any] = field(default_factory=list)
 
 
 async def play_episode(
@@ -68,6 +72,7 @@ async def play_episode(
     env_name: str,
     timeout_s: float | None = None,
     attempt: int = 1,
+    record_provenance: bool = False,
 ) -> Trajectory:
     """Play one episode and return its trajectory (failures included, never raised).
 
@@ -80,6 +85,9 @@ async def play_episode(
         env_name: recorded with the trajectory.
         timeout_s: wall-time limit for the whole episode.
         attempt: recorded with the trajectory (1 = first try).
+        record_provenance: set the trajectory's ``provenance`` to what the model saw, in full
+            (the tools offered, the tool-call format, the model the server answered as); a
+            run directory trims it to what differs from the run's record as it appends it.
     """
     started = time.perf_counter()
     record = _Recorder()
@@ -122,6 +130,11 @@ async def play_episode(
         usage=record.usage,
         wall_time_s=time.perf_counter() - started,
         attempt=attempt,
+        provenance=(
+            episode_provenance(record.tools, record.formats, record.served)
+            if record_provenance
+            else None
+        ),
     )
 
 
@@ -133,7 +146,7 @@ async def _loop(
     except Exception as exc:
         record.failure = env_failure(exc, "reset")
         return
-    tools = env.tool_schemas or None
+    tools = record.tools = env.tool_schemas or None
     while True:
         model_started = time.perf_counter()
         try:
@@ -154,6 +167,9 @@ async def _loop(
             )
             return
         model_latency = output.latency_s or time.perf_counter() - model_started
+        record.served.append(output.extra.get("served_model"))
+        if tools:
+            record.formats.append(turn_tool_call_format(policy, output))
         env_started = time.perf_counter()
         try:
             if output.parse_error is not None:

@@ -448,6 +448,8 @@ class OpenAIPolicy:
             output.message, output.parse_error = parsed.message, parsed.parse_error
         output.extra["attempts"] = attempts
         output.extra["tool_protocol"] = ("native" if native else "text") if tools else None
+        if tools:  # what a run records (rk_agent.rollouts.provenance)
+            output.extra["tool_call_format"] = "native" if native else self.tool_call_format.name
         return output
 
     # ------------------------------------------------------------------------------------
@@ -623,5 +625,5 @@ def _output(body: Any) -> PolicyOutput:
         logprobs=logprobs,
         usage=usage,
         finish_reason=choice.get("finish_reason"),
-        extra={"id": body.get("id")},
+        extra={"id": body.get("id"), "served_model": body.get("model")},
     )

@@ -4,6 +4,7 @@
 RUN_DIR/
 ├── config.yaml          the resolved configuration (no API keys)
 ├── run.json             package versions, start time, seed, status (`RunManifest`)
+├── provenance.json      what the model saw: model, tools, tool-call format, template, versions
 ├── run.lock             held by the process writing the run: its pid, host and command
 ├── trajectories.jsonl   one finished episode per line, appended as each finishes
 ├── dropped.jsonl        groups dropped by the failure policy, with the reason
@@ -30,15 +31,19 @@ so a crash leaves every finished episode readable. One reader (`read_trajectorie
 ``error``). A process the OS kills (``kill -9``, out of memory) cannot write its last word: its
 run still says ``running`` while no live process holds its lock (`RunDir.holder`).
 
+**Provenance**: ``provenance.json`` (`rk_agent.rollouts.provenance.RunProvenance`) is written
+once, before the first episode (`RunDir.record_provenance`); `RunDir.append` trims each
+episode's record to what differs from it, and fills in what only the first answer tells.
+
 **Lock**: a process that writes a run (`RunDir.create`, `RunDir.resume`) holds ``run.lock``
 (`rk_agent.rollouts.run_lock`) until `RunDir.close`; a second writer gets a `RunLockedError`
 naming the first. The OS releases the lock when its process dies, so a killed run is resumed
 without any clean-up.
 
 Main names: `RunDir`, `RunStatus`, `RunManifest`, `read_trajectories`, `iter_trajectories`,
-`append_trajectories`, `trajectory_line`, and the file names (`TRAJECTORIES_FILE`,
-`CONFIG_FILE`, `MANIFEST_FILE`, `SUMMARY_FILE`, `DROPPED_FILE`, `WORKER_FAILURES_FILE`,
-`LOCK_FILE`).
+`append_trajectories`, `trajectory_line`, `read_provenance`, and the file names
+(`TRAJECTORIES_FILE`, `CONFIG_FILE`, `MANIFEST_FILE`, `PROVENANCE_FILE`, `SUMMARY_FILE`,
+`DROPPED_FILE`, `WORKER_FAILURES_FILE`, `LOCK_FILE`).
 """
 
 from __future__ import annotations
@@ -51,9 +56,8 @@ import os
 import platform
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, field_validator
 
@@ -61,6 +65,7 @@ from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.jsonl import iter_jsonl, parse_jsonl_line
 from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.provenance import PROVENANCE_FILE, RunProvenance, package_versions
 from rk_agent.rollouts.run_lock import LockHolder, RunLock
 from rk_agent.rollouts.summary import RunSummary
 from rk_agent.rollouts.trajectory import Trajectory
@@ -71,6 +76,7 @@ __all__ = [
     "DROPPED_FILE",
     "LOCK_FILE",
     "MANIFEST_FILE",
+    "PROVENANCE_FILE",
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
     "WORKER_FAILURES_FILE",
@@ -79,11 +85,14 @@ __all__ = [
     "RunStatus",
     "append_trajectories",
     "iter_trajectories",
+    "read_provenance",
     "read_trajectories",
     "trajectory_line",
 ]
 
 logger = logging.getLogger(__name__)
+
+_Record = TypeVar("_Record", bound=BaseModel)
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 """One finished episode per line (also the name of a training run's episode log)."""
@@ -162,11 +171,13 @@ class RunDir:
     SUMMARY = SUMMARY_FILE
     LOCK = LOCK_FILE
     WORKER_FAILURES = WORKER_FAILURES_FILE
+    PROVENANCE = PROVENANCE_FILE
 
     def __init__(self, path: Path, config: RolloutConfig, lock: RunLock | None = None) -> None:
         self.path = path
         self.config = config
         self.lock = lock
+        self.provenance: RunProvenance | None = None
 
     @classmethod
     def create(cls, path: str | Path, config: RolloutConfig) -> RunDir:
@@ -243,8 +254,14 @@ class RunDir:
         return self.lock is not None and self.lock.held
 
     def append(self, trajectory: Trajectory) -> None:
-        """Append one finished episode (a whole line, flushed)."""
+        """Append one finished episode (a whole line, flushed); its ``provenance`` is kept only
+        where it differs from the run's (`record_provenance`)."""
         self._check_writable()
+        if self.provenance is not None and trajectory.provenance is not None:
+            kept, changed = self.provenance.absorb(trajectory.provenance)
+            trajectory = trajectory.model_copy(update={"provenance": kept})
+            if changed:
+                self._write_atomic(PROVENANCE_FILE, self.provenance.model_dump_json(indent=2))
         append_trajectories(self.path / TRAJECTORIES_FILE, [trajectory])
 
     def append_dropped(self, task_index: int, reason: str, trajectories: list[Trajectory]) -> None:
@@ -276,6 +293,45 @@ class RunDir:
         """Write ``summary.json`` (atomically: a reader never sees half a file)."""
         self._check_writable()
         self._write_atomic(SUMMARY_FILE, summary.model_dump_json(indent=2))
+
+    def record_provenance(
+        self, provenance: RunProvenance, *, resumed_with: int | None = None
+    ) -> None:
+        """Record what the model sees (``provenance.json``); episodes appended from now on are
+        trimmed against it.
+
+        A new run (``resumed_with`` ``None``) writes it. A resumed run (``resumed_with``: the
+        episodes it holds) checks it against the one recorded and keeps that, noting the
+        resume and the package versions that changed; a run made before rk-agent recorded
+        provenance gets this one, marked with ``episodes_before``.
+
+        Raises:
+            ConfigError: the resumed run would show the model something else than its first
+                episodes saw (other tools, another model, other weights or chat template).
+        """
+        self._check_writable()
+        recorded = self.read_provenance() if resumed_with is not None else None
+        if recorded is None:
+            provenance.episodes_before = resumed_with or 0
+        else:
+            problems = recorded.resume_problems(provenance)
+            if problems:
+                raise ConfigError(
+                    f"cannot resume {self.path}: the rest of its episodes would see "
+                    f"{'; '.join(problems)} (against its {PROVENANCE_FILE}). The episodes of "
+                    "one run must all see the same; restore what changed, or play the rest "
+                    "as a new run (--output)."
+                )
+            changed = recorded.note_resume(provenance, resumed_with or 0)
+            if changed:
+                logger.warning(
+                    "%s: resumed with other package versions than it started with: %s",
+                    self.path,
+                    changed,
+                )
+            provenance = recorded
+        self.provenance = provenance
+        self._write_atomic(PROVENANCE_FILE, provenance.model_dump_json(indent=2))
 
     def mark_running(self) -> None:
         """Record that a process writes the run now (a resumed run), clearing an old error."""
@@ -330,7 +386,7 @@ class RunDir:
         now = datetime.now(UTC)
         manifest.started_at = manifest.started_at or now
         manifest.python = manifest.python or platform.python_version()
-        manifest.packages = manifest.packages or _versions()
+        manifest.packages = manifest.packages or package_versions(_PACKAGES)
         manifest.seed = self.config.env.seed
         manifest.status = status
         manifest.error = error
@@ -355,17 +411,8 @@ class RunDir:
         Raises:
             DataError: the file is not a summary.
         """
-        file = self.path / SUMMARY_FILE
-        if not file.is_file():
-            return None
-        try:
-            return RunSummary.model_validate_json(file.read_bytes())
-        except ValidationError as exc:
-            raise DataError(
-                f"not a run summary: {validation_problems(exc)}. Delete it: `rk-agent show "
-                f"{self.path}` computes the summary from the trajectories.",
-                path=str(file),
-            ) from exc
+        fix = f"Delete it: `rk-agent show {self.path}` computes the summary from the trajectories."
+        return _read_record(self.path / SUMMARY_FILE, RunSummary, "a run summary", fix)
 
     def read_manifest(self) -> RunManifest | None:
         """``run.json``, or ``None`` when it is missing or unreadable (it is informational:
@@ -375,10 +422,42 @@ class RunDir:
         except (OSError, ValidationError):
             return None
 
+    def read_provenance(self) -> RunProvenance | None:
+        """``provenance.json`` (`read_provenance`)."""
+        return read_provenance(self.path)
+
     def holder(self) -> LockHolder | None:
         """The process recorded in ``run.lock``: the writer now, or one killed while writing
         (check `LockHolder.is_alive`); ``None`` when none is recorded."""
         return RunLock.recorded_holder(self.path / LOCK_FILE)
+
+
+def read_provenance(folder: str | os.PathLike[str]) -> RunProvenance | None:
+    """A run folder's ``provenance.json``, or ``None`` when it has none (a run made before
+    rk-agent recorded provenance, a training run, a bare trajectories file's folder).
+
+    Raises:
+        DataError: the file is there but is not a run's provenance.
+    """
+    fix = (
+        "It is written by `rk-agent rollout`; restore it, or delete it to treat the run as one "
+        "made without it."
+    )
+    return _read_record(Path(folder) / PROVENANCE_FILE, RunProvenance, "a run's provenance", fix)
+
+
+def _read_record(file: Path, model: type[_Record], what: str, fix: str) -> _Record | None:
+    """A run's JSON record (``None`` when the file is missing).
+
+    Raises:
+        DataError: the file is not ``what``; ``fix`` says what to do.
+    """
+    if not file.is_file():
+        return None
+    try:
+        return model.model_validate_json(file.read_bytes())
+    except ValidationError as exc:
+        raise DataError(f"not {what}: {validation_problems(exc)}. {fix}", path=str(file)) from exc
 
 
 # ---------------------------------------------------------------------- trajectory files
@@ -533,13 +612,3 @@ def _last_line_start(fd: int, size: int, chunk: int = 1 << 16) -> int:
             return begin + found + 1
         end = begin
     return 0
-
-
-def _versions() -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name in _PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out

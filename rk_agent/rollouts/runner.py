@@ -25,6 +25,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import PLACEMENT_KEYS, RolloutConfig
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.policy import Policy
+from rk_agent.rollouts.provenance import run_provenance
 from rk_agent.rollouts.run_dir import RunDir, RunStatus
 from rk_agent.rollouts.summary import RunSummary, summarize
 from rk_agent.rollouts.trajectory import Trajectory
@@ -198,10 +199,12 @@ def _prepare(
     try:
         if policy is None:
             policy = build_policy(config, api_key=api_key)
+        resumed_with = None if run_dir is None else len(done)
         if run_dir is None:
             output = config.output or _default_output(envs.name)
             config = config.model_copy(update={"output": output})
             run_dir = RunDir.create(output, config)
+        run_dir.record_provenance(run_provenance(config, envs, policy), resumed_with=resumed_with)
     except BaseException:
         envs.close()
         raise

@@ -75,6 +75,7 @@ async def play_slot(
             env_name=env_name,
             timeout_s=config.episode_timeout_s,
             attempt=attempt,
+            record_provenance=True,
         )
         if trajectory.failure is None or not trajectory.failure.retryable:
             break

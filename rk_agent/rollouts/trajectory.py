@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from rk_agent.envs.task import Task
 from rk_agent.rollouts.policy import Usage
+from rk_agent.rollouts.provenance import EpisodeProvenance
 from rk_agent.types import (
     EvaluateResult,
     FailureKind,
@@ -116,6 +117,9 @@ class Trajectory(BaseModel):
         usage: token counts over all turns.
         wall_time_s: the episode's wall time.
         attempt: 1 for the first try, more when the failure policy retried it.
+        provenance: what the model saw in this episode where it differs from the run's
+            ``provenance.json`` (`rk_agent.rollouts.provenance`); ``None``: the same, or not
+            recorded (episodes played outside a rollout run).
     """
 
     id: str
@@ -135,6 +139,7 @@ class Trajectory(BaseModel):
     wall_time_s: float = 0.0
     attempt: int = 1
     metadata: dict[str, Any] = Field(default_factory=dict)
+    provenance: EpisodeProvenance | None = None
 
     @property
     def conversation(self) -> list[Message]:

@@ -274,7 +274,7 @@ class VLLMPolicy(ChatTemplate):
             finish_reason=finish,
             latency_s=time.perf_counter() - started,
             parse_error=reply.parse_error,
-            extra={"id": body.get("id")},
+            extra={"id": body.get("id"), "served_model": body.get("model")},
         )
 
     async def warm_up(self) -> None:

@@ -8,9 +8,13 @@ solver before GRPO.
 
 Columns:
     messages: the conversation as chat-template dicts: system, user, assistant (tool-call
-        arguments as dicts), tool; it ends on the last assistant message.
-    tools: the OpenAI tool schemas the episode offered (``[]`` for none); TRL passes them to
-        the chat template, which renders them into the system prompt.
+        arguments as dicts), tool; it ends on the last assistant message. An episode played
+        with a text tool-call format (a server without native tools: the tools described in
+        the system prompt, calls and results written as text) is rendered as it was sent:
+        plain system/user/assistant turns in that format.
+    tools: the OpenAI tool schemas the episode offered (``[]`` for none, and for a text
+        format, whose prompt already describes them); TRL passes them to the chat template,
+        which renders them into the system prompt.
     task_id, trajectory_id, env: where the row came from.
     episode_reward: the episode score (``None`` when it was missing or invalid).
 
@@ -20,6 +24,12 @@ rows, so a tool call's ``{"a": 1}`` next to another's ``{"b": 2}`` would come ba
 ``{"a": 1, "b": None}`` and be rendered with a null argument. Reading a row gives plain dicts
 (datasets decodes them with pandas' ujson: a float of 17 significant digits may come back one
 unit off in its last digit).
+
+**What the model saw.** A run folder's ``provenance.json`` (`rk_agent.rollouts.provenance`)
+gives the tools each episode was offered, MCP servers' included, and the tool-call format it
+was played with; the rows render exactly that prompt. Without it (a run made before rk-agent
+recorded it, a training run's episode log) the tools are read from the environment, built
+again with the run's arguments (MCP servers' tools cannot be: pass ``tools=``).
 
 Main names: `SFTFilter`, `DropReason`, `SelectionReport`, `SFTData`, `load_trajectories`,
 `select_trajectories`, `select_for_sft`, `training_messages`, `build_sft_data`, `sft_dataset`
@@ -45,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError, DataError, NotAvailableError
 from rk_agent.rollouts.hf_policy import native_message
-from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, read_trajectories
+from rk_agent.rollouts.provenance import NATIVE, RunProvenance
+from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, read_provenance, read_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.trainers.sft_filter import SFTFilter
 
@@ -69,6 +80,9 @@ __all__ = [
 
 Source = str | os.PathLike[str] | Sequence[Trajectory]
 """A run directory, a trajectories JSONL file, or trajectories already loaded."""
+
+_Offered = Callable[[Trajectory], tuple[list[dict[str, Any]], str | None]]
+"""An episode -> the tool schemas it was offered and its tool-call format."""
 
 
 class DropReason(str, Enum):
@@ -145,6 +159,11 @@ def _run_config(path: Path) -> RolloutConfig | None:
     return RunDir.open(folder).config if (folder / CONFIG_FILE).is_file() else None
 
 
+def _run_provenance(path: Path) -> RunProvenance | None:
+    """What the model of the run a path belongs to saw, when it was recorded."""
+    return read_provenance(path if path.is_dir() else path.parent)
+
+
 # ---------------------------------------------------------------------------- selecting
 
 
@@ -208,13 +227,31 @@ def _best_per_task(trajectories: list[Trajectory], limit: int) -> list[Trajector
 # ---------------------------------------------------------------------------- rows
 
 
-def training_messages(trajectory: Trajectory) -> list[dict[str, Any]]:
+def training_messages(
+    trajectory: Trajectory,
+    tools: list[dict[str, Any]] | None = None,
+    tool_call_format: str | None = None,
+) -> list[dict[str, Any]]:
     """A trajectory's conversation as chat-template dicts, ending on its last assistant turn.
 
     Messages after the last assistant turn (the final tool results or feedback of an episode
     that ran out of turns) are cut: nothing after the last reply is trained on.
+
+    Args:
+        trajectory: the episode.
+        tools: the tool schemas it was offered (used by a text ``tool_call_format`` only).
+        tool_call_format: how it was played (`rk_agent.rollouts.provenance`): ``None`` or
+            ``"native"`` gives the messages as chat templates take them with ``tools=``; a
+            text format's name (``"hermes"``) gives the plain turns that format sent, the
+            tools described in the system prompt.
     """
-    messages = [native_message(m) for m in trajectory.conversation]
+    if tools and tool_call_format not in (None, NATIVE):
+        from rk_agent.tool_calls import get_tool_call_format
+
+        text = get_tool_call_format(tool_call_format)
+        messages: list[dict[str, Any]] = list(text.render_messages(trajectory.conversation, tools))
+    else:
+        messages = [native_message(m) for m in trajectory.conversation]
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
     return messages[: last + 1]
 
@@ -230,10 +267,11 @@ def build_sft_data(
     Args:
         source: a run directory, a trajectories JSONL file, or trajectories.
         filter: which trajectories to keep (default: `SFTFilter()`, solved episodes only).
-        tools: the tool schemas of every row. By default they come from the environment: the
-            run's (its ``config.yaml`` names it and its arguments), else the one each
-            trajectory names. Give them when the environment cannot be built here; ``[]``
-            for none.
+        tools: the tool schemas of every row (rendered natively). By default they are what
+            each episode was offered, as its run recorded it (``provenance.json``, tool-call
+            format included); for a run without that record, the environment's: the run's
+            (its ``config.yaml`` names it and its arguments), else the one each trajectory
+            names. Give them when neither is there; ``[]`` for none.
 
     Raises:
         ConfigError: the source does not exist, or an environment cannot be built to read
@@ -242,9 +280,13 @@ def build_sft_data(
         NotAvailableError: the installed ``datasets`` is older than 4.7.
     """
     kept, report = select_for_sft(source, filter)
-    config = _run_config(Path(source)) if isinstance(source, (str, os.PathLike)) else None
-    tools_of = _tool_lookup(kept, tools, config)
-    return SFTData(dataset=_to_dataset(kept, tools_of), report=report)
+    path = Path(source) if isinstance(source, (str, os.PathLike)) else None
+    provenance = _run_provenance(path) if path is not None and tools is None else None
+    if provenance is not None:
+        return SFTData(dataset=_to_dataset(kept, _recorded(provenance)), report=report)
+    config = _run_config(path) if path is not None else None
+    by_env = _tool_lookup(kept, tools, config)
+    return SFTData(dataset=_to_dataset(kept, lambda t: (by_env(t.env), None)), report=report)
 
 
 def select_for_sft(
@@ -326,6 +368,16 @@ def _tool_lookup(
     return by_env.__getitem__
 
 
+def _recorded(provenance: RunProvenance) -> _Offered:
+    """The tools and tool-call format each episode was played with, as its run recorded them."""
+
+    def offered(trajectory: Trajectory) -> tuple[list[dict[str, Any]], str | None]:
+        seen = trajectory.provenance
+        return provenance.episode_tools(seen), provenance.episode_format(seen)
+
+    return offered
+
+
 def _env_tools(name: str, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
     from rk_agent.envs.registry import make_env
 
@@ -344,9 +396,7 @@ def _env_tools(name: str, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         env.close()
 
 
-def _to_dataset(
-    trajectories: list[Trajectory], tools_of: Callable[[str], list[dict[str, Any]]]
-) -> Dataset:
+def _to_dataset(trajectories: list[Trajectory], offered: _Offered) -> Dataset:
     try:
         from datasets import Dataset, Features, Json, List, Value
     except ImportError as exc:  # datasets < 4.7 has no Json feature
@@ -369,15 +419,20 @@ def _to_dataset(
     )
     # Each value is handed over as JSON text: datasets' own encoder (pandas' ujson) would keep
     # only 9 significant digits of a float; a JSON string is stored as it is.
-    rows = [
-        {
-            "messages": [json.dumps(m, ensure_ascii=False) for m in training_messages(t)],
-            "tools": [json.dumps(s, ensure_ascii=False) for s in tools_of(t.env)],
-            "task_id": t.task.id,
-            "trajectory_id": t.id,
-            "env": t.env,
-            "episode_reward": t.episode_reward,
-        }
-        for t in trajectories
-    ]
+    rows = []
+    for t in trajectories:
+        tools, tool_call_format = offered(t)
+        messages = training_messages(t, tools, tool_call_format)
+        if tool_call_format not in (None, NATIVE):  # the system prompt describes them
+            tools = []
+        rows.append(
+            {
+                "messages": [json.dumps(m, ensure_ascii=False) for m in messages],
+                "tools": [json.dumps(s, ensure_ascii=False) for s in tools],
+                "task_id": t.task.id,
+                "trajectory_id": t.id,
+                "env": t.env,
+                "episode_reward": t.episode_reward,
+            }
+        )
     return Dataset.from_list(rows, features=features)
