@@ -16,7 +16,9 @@ from rk_agent.envs.registry import get_solver, make_env
 from rk_agent.errors import ConfigError, DataError, EndpointError
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
-from rk_agent.rollouts.run_dir import RunDir
+from rk_agent.rollouts.provenance import EpisodeProvenance, template_sha256
+from rk_agent.rollouts.run_dir import RunDir, trajectory_line
+from rk_agent.rollouts.stub_server import StubServer, call_first_tool_then_answer
 from rk_agent.rollouts.testing import FunctionPolicy, ScriptedPolicy, tool_call
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.trainers.sft_data import (
@@ -29,6 +31,14 @@ from rk_agent.trainers.sft_data import (
     training_messages,
 )
 from rk_agent.types import Message
+from tests.rollouts.served import (
+    API_KEY,
+    as_server_renders,
+    last_request,
+    mcp_servers_file,
+    play_served,
+    text_tool_model,
+)
 
 solve = get_solver("tools")
 
@@ -298,3 +308,103 @@ def test_docstring_examples() -> None:
 
     failures, tried = doctest.testmod(sft_data)
     assert tried > 0 and failures == 0
+
+
+# ---------------------------------------------------------------------------- what was sent
+
+
+def _prompt(tok: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    """The text a model is prompted with (the chat template, the generation prompt added)."""
+    text: str = tok.apply_chat_template(
+        messages, tools=tools or None, add_generation_prompt=True, tokenize=False
+    )
+    return text
+
+
+def _rendered_equals_sent(run: Path, server_request: dict[str, Any], tok: Any) -> dict[str, Any]:
+    """The SFT row of a one-episode run, checked against the last request the server got: the
+    same prompt through the embedded model's chat template (the row then adds the reply)."""
+    (row,) = sft_dataset(run, filter=SFTFilter(success_only=False))
+    sent = _prompt(tok, as_server_renders(server_request["messages"]), server_request.get("tools"))
+    assert _prompt(tok, row["messages"][:-1], row["tools"]) == sent
+    assert row["messages"][-1]["role"] == "assistant"
+    return dict(row)
+
+
+def test_sft_renders_what_the_policy_was_sent(tmp_path: Path, embedded_tok: Any) -> None:
+    with StubServer(call_first_tool_then_answer("Answer: 1"), api_key=API_KEY) as server:
+        run = play_served(tmp_path / "run", server, env="tools", n=1)
+        row = _rendered_equals_sent(run, last_request(server), embedded_tok)
+    assert row["tools"] == make_env("tools").tool_schemas
+    assert [m["role"] for m in row["messages"]][-3:] == ["assistant", "tool", "assistant"]
+
+
+def test_sft_renders_the_mcp_tools_the_policy_was_offered(
+    tmp_path: Path, embedded_tok: Any
+) -> None:
+    servers = mcp_servers_file(tmp_path / "servers.json", tools=["echo", "add"])
+    with StubServer(call_first_tool_then_answer("Answer: 1"), api_key=API_KEY) as server:
+        run = play_served(tmp_path / "run", server, env="tools", mcp=str(servers), n=1)
+        row = _rendered_equals_sent(run, last_request(server), embedded_tok)
+    assert [s["function"]["name"] for s in row["tools"]][-2:] == ["echo", "add"]
+    # Rebuilding the environment, as before runs recorded what was offered, misses them.
+    (run / "provenance.json").unlink()
+    (rebuilt,) = sft_dataset(run, filter=SFTFilter(success_only=False))
+    assert rebuilt["tools"] == make_env("tools").tool_schemas
+
+
+def test_sft_renders_a_text_tool_call_format_as_it_was_sent(
+    tmp_path: Path, embedded_tok: Any
+) -> None:
+    with StubServer(text_tool_model, api_key=API_KEY) as server:
+        run = play_served(tmp_path / "run", server, env="tools", n=1)
+        request = last_request(server)
+        row = _rendered_equals_sent(run, request, embedded_tok)
+    assert "tools" not in request and row["tools"] == []
+    assert row["messages"][:-1] == request["messages"]
+    assert "<tool_call>" in row["messages"][-3]["content"]  # the call, written as text
+
+
+def test_sft_renders_an_episode_whose_tools_differed(tmp_path: Path, embedded_tok: Any) -> None:
+    with StubServer(call_first_tool_then_answer("Answer: 1"), api_key=API_KEY) as server:
+        run = play_served(tmp_path / "run", server, env="tools", n=1)
+        request = last_request(server)
+    (episode,) = load_trajectories(run)
+    fewer = request["tools"][:2]
+    episode.provenance = EpisodeProvenance(tools=fewer)
+    (run / "trajectories.jsonl").write_text(trajectory_line(episode) + "\n")
+    (row,) = sft_dataset(run, filter=SFTFilter(success_only=False))
+    assert row["tools"] == fewer
+
+
+@pytest.mark.slow
+def test_sft_renders_what_the_local_model_was_prompted_with(tmp_path: Path) -> None:
+    from rk_agent.rollouts.hf_policy import HFPolicy
+    from rk_agent.rollouts.policy import PolicyOutput, SamplingParams
+    from rk_agent.rollouts.run_dir import RunStatus
+    from rk_agent.rollouts.runner import prepare_run
+
+    class Recording(HFPolicy):
+        prompts: list[str]
+
+        async def generate(
+            self, messages: list[Message], tools: Any, sampling: SamplingParams
+        ) -> PolicyOutput:
+            self.prompts.append(self.render(messages, tools))
+            return await super().generate(messages, tools, sampling)
+
+    policy = Recording(device="cpu")
+    policy.prompts = []
+    config = RolloutConfig.model_validate(
+        {"env": "tools", "n": 1, "max_turns": 2, "output": str(tmp_path / "run"),
+         "sampling": {"temperature": 0, "max_tokens": 48}}
+    )  # fmt: skip
+    with prepare_run(config, policy=policy) as prepared:
+        asyncio.run(prepared.play())
+        prepared.finish(RunStatus.FINISHED)
+    (row,) = sft_dataset(tmp_path / "run", filter=SFTFilter(success_only=False))
+    assert _prompt(policy.tokenizer, row["messages"][:-1], row["tools"]) == policy.prompts[-1]
+    provenance = RunDir.open(tmp_path / "run").read_provenance()
+    assert provenance is not None and provenance.tool_call_format == "native"
+    assert provenance.model.weights_sha256 is not None
+    assert provenance.model.chat_template_sha256 == template_sha256(policy.tokenizer.chat_template)
