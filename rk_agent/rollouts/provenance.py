@@ -279,10 +279,7 @@ class RunProvenance(BaseModel):
         """
         model = self.model
         where = f" at {model.base_url}" if model.base_url else ""
-        names = [
-            f"{name} ({self.tool_origins[name]})" if name in self.tool_origins else name
-            for name in _tool_names(self.tools)
-        ]
+        names = _tool_names(self.tools)
         versions = ", ".join(f"{k} {v}" for k, v in self.versions.items())
         sampling = ", ".join(f"{k} {v}" for k, v in self.sampling.items() if v is not None)
         lines = [
@@ -291,7 +288,7 @@ class RunProvenance(BaseModel):
             f"weights      {_short(model.weights_sha256)} (fingerprint); chat template "
             f"{_short(model.chat_template_sha256)} (sha256)",
             f"tool calls   {self.tool_call_format or '-'}",
-            f"tools        {len(names)}: {', '.join(names) if names else '-'}",
+            f"tools        {len(names)}{self._origins(names)}: {', '.join(names) or '-'}",
             f"sampling     {sampling}; seed {self.seed} (task i: seed + i)",
             f"env          {self.env.name} ({self.env.env_class}"
             + (f", version {self.env.version}" if self.env.version else "")
@@ -309,6 +306,19 @@ class RunProvenance(BaseModel):
                 "`provenance` in trajectories.jsonl"
             )
         return lines
+
+    def _origins(self, names: list[str]) -> str:
+        """`` (echo, add from MCP server 'kb')`` (``all from ...``); ``""`` when every tool is the
+        environment's own."""
+        groups: dict[str, list[str]] = {}
+        for name in names:
+            if name in self.tool_origins:
+                groups.setdefault(self.tool_origins[name], []).append(name)
+        parts = [
+            f"{'all' if len(group) == len(names) else ', '.join(group)} from {origin}"
+            for origin, group in groups.items()
+        ]
+        return f" ({'; '.join(parts)})" if parts else ""
 
 
 # ---------------------------------------------------------------------------- building

@@ -232,8 +232,8 @@ def test_show_prints_what_the_model_saw(tmp_path: Path) -> None:
         "  served as    stub-model",
         "  weights      - (fingerprint); chat template - (sha256)",
         "  tool calls   native",
-        "  tools        7: calculator, convert_units, days_between, add_days, weekday, lookup, "
-        "echo (MCP server 'fixture')",
+        "  tools        7 (echo from MCP server 'fixture'): calculator, convert_units, "
+        "days_between, add_days, weekday, lookup, echo",
         "  sampling     temperature 0.7, top_p 1.0, max_tokens 256; seed 0 (task i: seed + i)",
         "  env          tools (rk_agent.envs.tools_env:ToolsEnv)",
         f"  versions     {versions}",
