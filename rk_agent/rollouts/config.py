@@ -62,6 +62,10 @@ class FailurePolicy(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
 
 
+_SAMPLING = {"temperature": 0.7, "max_tokens": 256}
+"""A run's sampling defaults (`SamplingParams`' own are the OpenAI API's: temperature 1.0)."""
+
+
 class RolloutConfig(EnvConfig):
     """Everything a rollout run needs. Saved as the run's ``config.yaml``.
 
@@ -108,13 +112,17 @@ class RolloutConfig(EnvConfig):
     group_size: int = Field(default=1, ge=1)
     concurrency: int = Field(default=8, ge=1)
     episode_timeout_s: float = Field(default=600.0, gt=0)
-    sampling: SamplingParams = Field(
-        default_factory=lambda: SamplingParams(temperature=0.7, max_tokens=256)
-    )
+    sampling: SamplingParams = Field(default_factory=lambda: SamplingParams(**_SAMPLING))
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)
     output: str | None = None
     workers: int | None = Field(default=None, ge=0)
     ray: RayOptions = Field(default_factory=RayOptions)
+
+    @field_validator("sampling", mode="before")
+    @classmethod
+    def _sampling_defaults(cls, value: Any) -> Any:
+        """A partial ``sampling`` (``--max-tokens`` alone) keeps the run's other defaults."""
+        return {**_SAMPLING, **value} if isinstance(value, Mapping) else value
 
     @field_validator("workers")
     @classmethod

@@ -60,6 +60,7 @@ from rk_agent.errors import ConfigError, RkAgentError
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.run_dir import (
     CONFIG_FILE,
+    PROVENANCE_FILE,
     TRAJECTORIES_FILE,
     RunDir,
     RunStatus,
@@ -232,6 +233,8 @@ def rescore(
             record.created_at = datetime.now(UTC)
             run.write_summary(summary)
             (partial / RESCORE_FILE).write_text(record.model_dump_json(indent=2), "utf-8")
+            if (src / PROVENANCE_FILE).is_file():  # what the model saw is the source's
+                shutil.copyfile(src / PROVENANCE_FILE, partial / PROVENANCE_FILE)
             run.finish(RunStatus.FINISHED)
         partial.rename(out)
     except BaseException:

@@ -24,6 +24,14 @@ def test_yaml_and_overrides(tmp_path: Path) -> None:
     assert config.sampling.temperature == 0.9 and config.sampling.max_tokens == 64
 
 
+def test_one_sampling_flag_keeps_the_other_defaults(tmp_path: Path) -> None:
+    # --max-tokens alone used to reset the temperature to SamplingParams' own 1.0.
+    config = load_rollout_config(None, {"env": "math", "sampling.max_tokens": 32})
+    assert (config.sampling.temperature, config.sampling.max_tokens) == (0.7, 32)
+    config = load_rollout_config(None, {"env": "math", "sampling.temperature": 0.0})
+    assert (config.sampling.temperature, config.sampling.max_tokens) == (0.0, 256)
+
+
 def test_unknown_and_invalid_options_are_named(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("env: tools\nconcurrancy: 4\n")

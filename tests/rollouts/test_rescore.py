@@ -90,6 +90,8 @@ def test_rescore_gives_what_a_rollout_with_that_reward_gives(
     assert record.success_rule == f"the {env!r} environment's is_success"
     assert RunDir.open(out).config.env.rewards == [reward]
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
+    # What the model saw is the source's: its record comes along with the episodes.
+    assert (out / "provenance.json").read_bytes() == (source / "provenance.json").read_bytes()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["metric_means"] == result.summary.metric_means
     assert set(summary["metric_means"]) == {
