@@ -62,7 +62,7 @@ class FailurePolicy(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
 
 
-_SAMPLING = {"temperature": 0.7, "max_tokens": 256}
+_SAMPLING: dict[str, Any] = {"temperature": 0.7, "max_tokens": 256}
 """A run's sampling defaults (`SamplingParams`' own are the OpenAI API's: temperature 1.0)."""
 
 
