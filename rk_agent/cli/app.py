@@ -15,6 +15,7 @@ from rk_agent.cli import (
     fireworks,
     mcp,
     preview,
+    replay,
     rescore,
     rewards,
     rollout,
@@ -37,6 +38,7 @@ app.command(name="rollout")(rollout.rollout)
 app.command(name="show")(rollout.show)
 app.command(name="rescore")(rescore.rescore)
 app.command(name="compare")(compare.compare)
+app.command(name="replay")(replay.replay)
 app.add_typer(envs.app, name="envs")
 app.add_typer(rewards.app, name="rewards")
 app.command(name="preview")(preview.preview)

@@ -1,0 +1,71 @@
+"""``rk-agent replay``: play a recorded episode's actions into a fresh environment and check
+that it answers as recorded (`rk_agent.rollouts.replay.replay_episode`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from rk_agent.rollouts.replay import ReplayReport
+
+EXIT_MISMATCH = 1
+
+
+def replay(
+    run: Annotated[Path, typer.Argument(help="A run directory (or a trajectories JSONL file).")],
+    episode: Annotated[
+        str,
+        typer.Option("--episode", help="The episode's id, <task index>-<sample> (e.g. 0-0)."),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON instead of lines.")
+    ] = False,
+) -> None:
+    """Replay a recorded episode into a fresh environment: reset it with the recorded seed and
+    task, play the recorded assistant messages turn by turn, and check that every observation,
+    step reward, the episode's result and its stop reason match the record. Exit 0 when all
+    match, 1 on a mismatch, 2 on bad input."""
+    from rk_agent.rollouts.replay import replay_episode
+
+    report = replay_episode(run, episode)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        typer.echo("\n".join(describe(report)))
+    if not report.matched:
+        raise typer.Exit(EXIT_MISMATCH)
+
+
+def describe(report: ReplayReport) -> list[str]:
+    """The report as lines: the episode, each turn, the end, and a verdict."""
+    lines = [
+        f"Replaying episode {report.episode} of {report.run} ({report.env}, seed {report.seed}, "
+        f"{report.recorded_turns} turns) in a fresh environment",
+        f"task: {'differs: ' + report.task.describe() if report.task else 'match'}",
+    ]
+    for turn in report.turns:
+        lines.append(
+            f"turn {turn.index}: "
+            + (f"differs: {turn.difference.describe()}" if turn.difference else "match")
+        )
+    if report.end_checked:
+        lines.append(f"end: {'differs: ' + report.end.describe() if report.end else 'match'}")
+    if report.note:
+        lines.append(f"note: {report.note}")
+    first = report.first_difference
+    if first is None:
+        lines.append(
+            f"All {len(report.turns)} turns match: observations, step rewards"
+            + (", the episode's result and the stop reason." if report.end_checked else ".")
+        )
+    else:
+        where = (
+            f"turn {first.turn}"
+            if first.turn is not None
+            else ("the task" if first is report.task else "the end")
+        )
+        lines.append(f"Mismatch: first at {where}, {first.field}.")
+    return lines

@@ -1,0 +1,54 @@
+"""`rk-agent replay` as a real subprocess: its lines and exit codes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rk_agent.envs.registry import get_solver
+from rk_agent.rollouts.run_dir import read_trajectories
+from tests.cli.test_rescore_cli import rk
+from tests.rollouts.runs import play_run
+from tests.rollouts.test_replay import NOISY, noisy_solver
+
+
+def test_a_matching_episode_exits_0(tmp_path: Path) -> None:
+    run = play_run(tmp_path / "run", get_solver("tools"), env="tools", n=2)
+    out = rk("replay", str(run), "--episode", "1-0")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"Replaying episode 1-0 of {run} (tools, seed 1, 3 turns) in a fresh environment",
+        "task: match",
+        "turn 0: match",
+        "turn 1: match",
+        "turn 2: match",
+        "end: match",
+        "All 3 turns match: observations, step rewards, the episode's result and the stop reason.",
+    ]
+
+
+def test_a_nondeterministic_env_exits_1_naming_the_first_difference(tmp_path: Path) -> None:
+    run = play_run(tmp_path / "run", noisy_solver, env=NOISY, n=1)
+    recorded = read_trajectories(run)[0].turns[0].environment[0].text
+    out = rk("replay", str(run), "--episode", "0-0")
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1:2] == ["task: match"]
+    assert re.fullmatch(
+        rf'turn 0: differs: environment\[0\]\.content: recorded "{recorded}", replayed "\d+"',
+        lines[2],
+    )
+    assert lines[3:] == [
+        "turn 1: match", "turn 2: match", "end: match",
+        "Mismatch: first at turn 0, environment[0].content.",
+    ]  # fmt: skip
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
+    run = play_run(tmp_path / "run", get_solver("math"), env="math", n=2)
+    out = rk("replay", str(run), "--episode", "5-1")
+    assert out.returncode == 2
+    assert out.stderr == (
+        f"error: {run} has no episode '5-1'; its episodes are 0-0, 1-0. Give an id as "
+        "`rk-agent show` lists them (<task index>-<sample>).\n"
+    )
