@@ -2,12 +2,16 @@
 
 Every import counts, also those inside functions (they run as surely as top-level ones, only
 later); imports under ``if TYPE_CHECKING:`` do not (they never run). An import of a name from a
-package counts as an arrow to the submodule when the name is one.
+package counts as an arrow to the submodule when the name is one. Between subpackages
+(``rk_agent.rewards``, ``rk_agent.fireworks``, ...), a ``"rk_agent.x.y:attr"`` string counts as
+an arrow too: it is loaded later, but it is a dependency all the same (an upper package plugs
+in through entry points instead).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import rk_agent
@@ -101,6 +105,35 @@ def test_the_package_has_no_import_circles() -> None:
     found = circles(import_graph())
     assert found == [], "import circles (break each with a lower module or a hook):\n" + "\n".join(
         " <-> ".join(c) for c in found
+    )
+
+
+_SPEC = re.compile(r"^(rk_agent(?:\.\w+)+):[\w.]+$")
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph() -> dict[str, set[str]]:
+    """Subpackage to subpackage: imports, and modules named in ``"module:attr"`` strings."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, targets in import_graph().items():
+        graph.setdefault(_package(name), set()).update(_package(t) for t in targets)
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                spec = _SPEC.match(node.value)
+                if spec and spec.group(1) in modules:
+                    graph[_package(name)].add(_package(spec.group(1)))
+    return {package: targets - {package} for package, targets in graph.items()}
+
+
+def test_subpackages_have_no_circles_strings_included() -> None:
+    found = circles(package_graph())
+    assert found == [], "circles between subpackages (imports or 'module:attr' strings):\n" + (
+        "\n".join(" <-> ".join(c) for c in found)
     )
 
 

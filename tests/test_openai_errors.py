@@ -1,10 +1,7 @@
 """`rk_agent.openai_errors`, the one boundary for ``openai`` SDK errors (exercised over HTTP by
-the policy and judge tests), and its old home `rk_agent.rollouts.openai_errors`."""
+the policy and judge tests)."""
 
 from __future__ import annotations
-
-import importlib
-import sys
 
 import httpx
 import openai
@@ -43,14 +40,3 @@ def test_retry_after_is_read_back_from_the_translated_error() -> None:
     with pytest.raises(EndpointError) as info:
         raise translate_error(exc, ENDPOINT) from exc
     assert retry_after_s(info.value) == 3.0
-
-
-def test_the_old_module_path_warns_and_still_works() -> None:
-    sys.modules.pop("rk_agent.rollouts.openai_errors", None)
-    with pytest.warns(DeprecationWarning, match=r"moved to rk_agent\.openai_errors"):
-        old = importlib.import_module("rk_agent.rollouts.openai_errors")
-    assert old.translate_error is translate_error and old.Endpoint is Endpoint
-    assert old.redact(f"bad key {KEY}", KEY) == "bad key ***"
-    assert set(old.__all__) == {"NO_KEY", "Endpoint", "rejects_tools", "retry_after_s",
-                                "server_message", "status_error", "timeout_error",
-                                "translate_error", "unreachable_error"}  # fmt: skip

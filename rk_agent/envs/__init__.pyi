@@ -7,7 +7,6 @@ from rk_agent.envs.base import (
 from rk_agent.envs.check import (
     PlayedEpisode as PlayedEpisode,
     check_env as check_env,
-    play_episode as play_episode,
     play_with_solver as play_with_solver,
 )
 from rk_agent.envs.code_env import (

@@ -5,8 +5,7 @@ Run it on your own environment in a test; every built-in passes it with warnings
 Main names:
     check_env: Gymnasium's ``check_env`` plus rk-agent's checks (below).
     play_with_solver: play one episode synchronously with a solver function (no event loop, no
-        engine), e.g. an environment's reference solver. (``play_episode``, its old name, still
-        works and warns: the rollout engine's ``play_episode`` is another thing.)
+        engine), e.g. an environment's reference solver.
     PlayedEpisode: what `play_with_solver` returns.
 
 rk-agent's checks (the first two run before Gymnasium's, the third after):
@@ -25,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +35,7 @@ from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import EnvError
 from rk_agent.types import EvaluateResult, Message, StopReason
 
-__all__ = ["PlayedEpisode", "check_env", "play_episode", "play_with_solver"]
+__all__ = ["PlayedEpisode", "check_env", "play_with_solver"]
 
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
@@ -110,27 +108,6 @@ def play_with_solver(
             played.stop_reason = turn.stop_reason
             played.messages = env.conversation
             return played
-
-
-def play_episode(
-    env: ChatEnv,
-    solver: Callable[..., Any],
-    *,
-    seed: int | None = None,
-    options: dict[str, Any] | None = None,
-) -> PlayedEpisode:
-    """Deprecated: the old name of `play_with_solver` (the engine has its own ``play_episode``).
-
-    Warns with `DeprecationWarning`, then plays as `play_with_solver` does.
-    """
-    warnings.warn(
-        "rk_agent.envs.play_episode was renamed play_with_solver (the rollout engine's "
-        "rk_agent.rollouts.episode.play_episode is another function); import play_with_solver "
-        "from rk_agent.envs instead.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return play_with_solver(env, solver, seed=seed, options=options)
 
 
 def check_env(

@@ -6,9 +6,10 @@ of its own: the tools it offers next to its ``@tool`` functions, told when an ep
 itself (e.g. `rk_agent.mcp.McpServers`) is shared by every environment of a run and outlives
 them.
 
-Where such sources come from is looked up by name (`start_tool_servers`): ``"mcp"`` is
-`rk_agent.mcp.McpServers`, loaded only when a run asks for MCP servers, so environments (below
-`rk_agent.mcp` in the house) never import it.
+Where such sources come from is looked up by name (`start_tool_servers`) in the
+``rk_agent.tool_servers`` entry-point group: ``"mcp"`` is `rk_agent.mcp.McpServers`, an entry
+point of rk-agent's own package metadata, loaded only when a run asks for MCP servers, so
+environments (below `rk_agent.mcp` in the house) neither import nor name it.
 
 Main names: `ToolSource`, `Toolset`, `ToolServers`, `start_tool_servers`, `merge_tools`.
 """
@@ -20,12 +21,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from rk_agent.envs.tool import Tool
 from rk_agent.errors import ConfigError
-from rk_agent.loading import load_object
+from rk_agent.registry import NameRegistry
 
 __all__ = ["ToolServers", "ToolSource", "Toolset", "merge_tools", "start_tool_servers"]
 
-# Kinds of tool servers a run can name, as "module:Class" strings (loaded when named).
-_SERVER_KINDS = {"mcp": "rk_agent.mcp:McpServers"}
+# Kinds of tool servers a run can name (entry points, loaded when named).
+_SERVER_KINDS = NameRegistry[Any]("tool servers", "rk_agent.tool_servers", {})
 
 
 @runtime_checkable
@@ -77,7 +78,7 @@ def start_tool_servers(kind: str, config: Any) -> ToolServers:
         ConfigError: ``config`` is not a valid configuration of that kind.
         ToolServerError: a server did not start or refused the credentials.
     """
-    servers: ToolServers = load_object(_SERVER_KINDS[kind], kind="tool servers")(config)
+    servers: ToolServers = _SERVER_KINDS.load(kind)(config)
     return servers.start()
 
 

@@ -7,18 +7,16 @@ A dry-run `rk_agent.fireworks.client.FireworksClient` records each request as a
 nothing, so the whole flow is shown), creations succeed, and a poll finds its resource ready at
 once. Values of secret-looking fields (``apiKey``, ``token``, ``password``, ...) and the API key
 itself are replaced by ``***`` (`rk_agent.secrets.redact`) before anything is stored or shown.
-``redact_json`` is deprecated: use `rk_agent.secrets.redact`.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rk_agent.secrets import REDACTED, redact
+from rk_agent.secrets import REDACTED
 
 __all__ = [
     "DRY_ACCOUNT",
@@ -26,24 +24,12 @@ __all__ = [
     "REDACTED",
     "PlannedRequest",
     "dry_response",
-    "redact_json",
     "strip_query",
 ]
 
 DRY_ACCOUNT = "ACCOUNT_ID"
 """The account shown in a dry run when none is configured (a real run looks it up)."""
 DRY_SIGNED_URL = "<signed URL returned by :getUploadEndpoint>"
-
-
-def redact_json(value: Any, secret: str | None = None) -> Any:
-    """Deprecated: use ``rk_agent.secrets.redact(value, [secret])``, which this calls."""
-    warnings.warn(
-        "rk_agent.fireworks.dry_run.redact_json is deprecated; use "
-        "rk_agent.secrets.redact(value, [secret]) instead (it will be removed in a later release)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return redact(value, [secret])
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ Main names: `SingleRewardConfig`, `CombinedRewardConfig`, `build_reward`, `load_
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -148,20 +147,3 @@ def load_reward_config(path: str | Path) -> AnyRewardFn:
     if "reward" not in data:
         raise ConfigError(f"config {path} has no 'reward:' key. {_FORMS}")
     return build_reward(data["reward"])
-
-
-# Old names (they clashed with the decorator's `RewardSpec`, which describes a decorated function).
-_RENAMED = {"RewardSpec": "SingleRewardConfig", "CombinedRewardSpec": "CombinedRewardConfig"}
-
-
-def __getattr__(name: str) -> Any:
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"rk_agent.rewards.config.{name} was renamed {new}; import {new} instead (the old name "
-        "will be removed in a later release)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return globals()[new]

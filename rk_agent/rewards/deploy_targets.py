@@ -1,20 +1,21 @@
 """Where ``reward.deploy(...)`` sends a reward: deploy targets by name, loaded when used.
 
 The core reward types know no deploy target. ``reward.deploy(target="fireworks")`` (the default)
-looks the target up here and calls it; the built-in ones are ``"module:attr"`` strings, so the
-Fireworks client (and httpx) load only for a deploy, and the reward API does not depend on the
-package that deploys it. Built in: ``fireworks``, and the self-hosting targets ``docker``,
-``gcp-cloud-run`` and ``aws-lambda`` (`rk_agent.selfhost`). Other packages add targets with the
-``rk_agent.deploy_targets`` entry-point group, or at run time with `register_deploy_target`.
+looks the target up here and calls it. Targets come from the ``rk_agent.deploy_targets``
+entry-point group, loaded only when used (so the Fireworks client and httpx load only for a
+deploy), or at run time from `register_deploy_target`. rk-agent's own are entry points of its
+package metadata too: ``fireworks`` (`rk_agent.fireworks`), and the self-hosting targets
+``docker``, ``gcp-cloud-run`` and ``aws-lambda`` (`rk_agent.selfhost`); so the reward API
+names no package above it, and those packages plug in as any other would.
 
 A target is a callable ``target(reward, *, evaluator_id, description, force, **options)``.
 
 The way back, calling a deployed reward by its name (``RewardFunction(name="my-eval",
 mode="remote")``), goes through a second small registry of *hosted reward sources*: a source is
 a callable ``source(name, *, api_key, timeout) -> scorer`` that finds the deployed reward and
-returns ``scorer(call_kwargs) -> EvaluateResult``. Built in: ``fireworks``
-(`rk_agent.fireworks.hosted`); others come from the ``rk_agent.hosted_rewards`` entry-point
-group or `register_hosted_source`.
+returns ``scorer(call_kwargs) -> EvaluateResult``. Sources come from the
+``rk_agent.hosted_rewards`` entry-point group (rk-agent's own: ``fireworks``,
+`rk_agent.fireworks.hosted`) or `register_hosted_source`.
 
 Main names: `get_deploy_target`, `register_deploy_target`, `deploy_target_names`,
 `get_hosted_source`, `register_hosted_source`, `hosted_source_names`.
@@ -47,27 +48,14 @@ __all__ = [
 DeployTarget = Callable[..., Any]
 """``target(reward, *, evaluator_id, description, force, **options) -> what it deployed``."""
 
-_TARGETS = NameRegistry[DeployTarget](
-    "deploy target",
-    "rk_agent.deploy_targets",
-    {
-        "fireworks": "rk_agent.fireworks.evaluators:deploy_reward",
-        "docker": "rk_agent.selfhost.docker:deploy_docker",
-        "gcp-cloud-run": "rk_agent.selfhost.cloud_run:deploy_cloud_run",
-        "aws-lambda": "rk_agent.selfhost.aws_lambda:deploy_lambda",
-    },
-)
+_TARGETS = NameRegistry[DeployTarget]("deploy target", "rk_agent.deploy_targets", {})
 
 
 HostedSource = Callable[..., Any]
 """``source(name, *, api_key, timeout) -> scorer``, where ``scorer(call_kwargs)`` returns an
 `EvaluateResult` for one sample."""
 
-_HOSTED = NameRegistry[HostedSource](
-    "hosted reward source",
-    "rk_agent.hosted_rewards",
-    {"fireworks": "rk_agent.fireworks.hosted:hosted_reward"},
-)
+_HOSTED = NameRegistry[HostedSource]("hosted reward source", "rk_agent.hosted_rewards", {})
 
 
 def register_deploy_target(

@@ -5,8 +5,7 @@ how a run logs: online when an API key is found (``WANDB_API_KEY``, ``WANDB_IDEN
 or a ``.netrc`` entry for the W&B host, the places wandb itself looks), otherwise offline into
 the run's directory, with a note saying how to upload it later. `apply_wandb` sets wandb's
 environment variables when training starts (never at import). What rk-agent adds to a W&B
-config goes through `rk_agent.secrets.redact` first; ``redact``, ``secret_values`` and
-``is_secret_name`` still import from here, with a `DeprecationWarning`.
+config goes through `rk_agent.secrets.redact` first.
 
 Main names: `WandbPlan`, `plan_wandb`, `apply_wandb`, `restore_environ`, `finish_wandb`,
 `find_api_key_source`.
@@ -28,14 +27,12 @@ import os
 import re
 import secrets
 import sys
-import warnings
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
-from rk_agent import secrets as _secrets
 from rk_agent.errors import NotAvailableError
 from rk_agent.secrets import REDACTED
 
@@ -254,19 +251,3 @@ def finish_wandb() -> None:
     teardown = getattr(wandb, "teardown", None)
     if teardown is not None:
         teardown()
-
-
-_MOVED = frozenset({"redact", "secret_values", "is_secret_name"})
-
-
-def __getattr__(name: str) -> Any:
-    """The names that moved to `rk_agent.secrets`, with a `DeprecationWarning`."""
-    if name in _MOVED:
-        warnings.warn(
-            f"rk_agent.trainers.wandb_setup.{name} moved to rk_agent.secrets.{name}; import it "
-            "from there (the old name will be removed in a later release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(_secrets, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

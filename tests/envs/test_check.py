@@ -112,11 +112,3 @@ def test_play_with_solver_records_the_episode() -> None:
     assert played.total_reward == 1.0
     assert [turn.done for turn in played.turns] == [True]
     assert played.step_results == [played.turns[0].step]
-
-
-def test_the_old_play_episode_name_warns_and_still_plays() -> None:
-    from rk_agent.envs import play_episode
-
-    with pytest.warns(DeprecationWarning, match=re.escape("renamed play_with_solver")):
-        played = play_episode(SayEnv(), say_it, seed=3)
-    assert played.terminated and played.total_reward == 1.0

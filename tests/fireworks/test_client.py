@@ -14,7 +14,7 @@ from rk_agent import __version__
 from rk_agent.errors import ConfigError, EndpointError, FireworksError
 from rk_agent.fireworks.auth import Credentials
 from rk_agent.fireworks.client import FireworksClient
-from rk_agent.fireworks.dry_run import PlannedRequest, redact_json
+from rk_agent.fireworks.dry_run import PlannedRequest
 from rk_agent.fireworks.fake_api import FakeFireworks
 from rk_agent.retry import FIREWORKS_API_RETRY
 from tests.fireworks.conftest import ACCOUNT, SECRET
@@ -175,15 +175,6 @@ def test_a_dry_run_sends_nothing_and_redacts(fake: FakeFireworks) -> None:
     assert shown[0].describe().splitlines()[:2] == [
         f"POST {fake.url}/v1/accounts/ACCOUNT_ID/things", "Authorization: Bearer ***",
     ]  # fmt: skip
-
-
-def test_redact_json_is_deprecated_and_still_redacts() -> None:
-    value = {"a": [{"token": "t", "n": 1}], "password": "", "text": "k-123456 here"}
-    with pytest.warns(DeprecationWarning, match=re.escape("use rk_agent.secrets.redact")):
-        redacted = redact_json(value, "k-123456")
-    assert redacted == {
-        "a": [{"token": "***", "n": 1}], "password": "", "text": "*** here",
-    }  # fmt: skip
 
 
 def test_fireworks_errors_pickle_with_their_attributes() -> None:

@@ -87,14 +87,3 @@ def test_a_reward_file_is_read_from_the_config_folder(
     reward = load_reward_config(project / "configs" / "reward.yaml")
     result = reward([{"role": "assistant", "content": "4"}], ground_truth="4")
     assert result.metrics["hit"].score == 1.0
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [("RewardSpec", "SingleRewardConfig"), ("CombinedRewardSpec", "CombinedRewardConfig")],
-)
-def test_the_old_config_model_names_warn_and_still_work(old: str, new: str) -> None:
-    import rk_agent.rewards.config as config
-
-    with pytest.warns(DeprecationWarning, match=f"config.{old} was renamed {new}"):
-        assert getattr(config, old) is getattr(config, new)

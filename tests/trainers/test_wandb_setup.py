@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 
-import rk_agent.secrets
 from rk_agent.errors import NotAvailableError
 from rk_agent.secrets import is_secret_name, redact, secret_values
-from rk_agent.trainers import wandb_setup
 from rk_agent.trainers.config import WandbSettings
 from rk_agent.trainers.wandb_setup import (
     WandbPlan,
@@ -153,15 +151,6 @@ def test_redact() -> None:
     }
     env = {"FIREWORKS_API_KEY": SECRET, "SHORT_TOKEN": "abc", "HOME": "/home/someone"}
     assert secret_values(env) == [SECRET]
-
-
-@pytest.mark.parametrize("name", ["redact", "secret_values", "is_secret_name"])
-def test_the_old_secret_helpers_warn_and_still_work(name: str) -> None:
-    with pytest.warns(DeprecationWarning, match=re.escape(f"moved to rk_agent.secrets.{name}")):
-        moved = getattr(wandb_setup, name)
-    assert moved is getattr(rk_agent.secrets, name)
-    with pytest.raises(AttributeError, match="no_such_helper"):
-        wandb_setup.no_such_helper  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_the_config_does_not_import_wandb_setup() -> None:
