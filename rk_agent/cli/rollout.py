@@ -118,6 +118,15 @@ def rollout(
     resume: Annotated[
         Path | None, typer.Option("--resume", help="Finish an interrupted run directory.")
     ] = None,
+    fork: Annotated[
+        str | None,
+        typer.Option(
+            "--fork",
+            help="RUN::ID@K: play --n continuations (default 8) of episode ID of RUN from its "
+            "turn K, the env's state restored by replaying the first K recorded turns; one "
+            "group, in the source run's environment.",
+        ),
+    ] = None,
     sandbox: Annotated[
         str | None,
         typer.Option(
@@ -180,8 +189,10 @@ def rollout(
         "failure_policy.action": failure_policy, "output": output,
         "env_kwargs.sandbox": sandbox, "mcp": mcp,
         "workers": workers, "ray.address": ray_address, "ray.num_cpus": worker_cpus,
-        "ray.resources": _resources(worker_resource),
+        "ray.resources": _resources(worker_resource), "fork": fork,
     }  # fmt: skip
+    if fork is not None:  # --n counts the continuations: one group of that many samples
+        overrides.update(n=None, group_size=n or group_size or 8)
     placement: dict[str, Any] = {}
     if resume is not None:
         given = [

@@ -99,6 +99,10 @@ class RolloutConfig(EnvConfig):
             needs ``rk-agent[ray]``), ``concurrency`` shared among them; ``None`` (or 0) plays
             them in this process.
         ray: where the workers run and what each reserves (`RayOptions`).
+        fork: ``RUN::ID@K``: play ``group_size`` continuations of episode ``ID`` of run ``RUN``
+            from its turn ``K``, the environment's state restored by replaying the first ``K``
+            recorded turns (`rk_agent.rollouts.fork`); the environment is the source run's and
+            ``n`` is 1 (one group).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -117,6 +121,7 @@ class RolloutConfig(EnvConfig):
     output: str | None = None
     workers: int | None = Field(default=None, ge=0)
     ray: RayOptions = Field(default_factory=RayOptions)
+    fork: str | None = None
 
     @field_validator("sampling", mode="before")
     @classmethod

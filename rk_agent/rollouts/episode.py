@@ -30,19 +30,25 @@ from rk_agent.inline_budget import InlineBudget
 from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.provenance import episode_provenance, turn_tool_call_format
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
-from rk_agent.types import EvaluateResult, FailureKind, FailureSite, StopReason
+from rk_agent.types import EvaluateResult, FailureKind, FailureSite, Message, StopReason
 
 __all__ = ["EpisodeSlot", "env_failure", "play_episode", "step_turn"]
 
 
 @dataclass(frozen=True)
 class EpisodeSlot:
-    """Which episode to play: task ``task_index``, sample ``sample``, reset with ``seed``."""
+    """Which episode to play: task ``task_index``, sample ``sample``, reset with ``seed``.
+
+    ``prefix``: recorded turns the episode starts with (a fork, `rk_agent.rollouts.fork`): they
+    are played into the environment after the reset and kept as they were recorded, and the
+    policy takes over from the next turn.
+    """
 
     task_index: int
     sample: int
     seed: int
     options: dict[str, Any] | None = None
+    prefix: tuple[Turn, ...] = ()
 
     @property
     def id(self) -> str:
@@ -147,6 +153,13 @@ async def _loop(
         record.failure = env_failure(exc, "reset")
         return
     tools = record.tools = env.tool_schemas or None
+    for recorded in slot.prefix:  # a fork: the recorded turns restore the environment's state
+        try:
+            await _play(env, recorded.assistant, recorded.parse_error)
+        except Exception as exc:
+            record.failure = env_failure(exc, "step")
+            return
+        record.turns.append(recorded)
     while True:
         model_started = time.perf_counter()
         try:
@@ -172,10 +185,7 @@ async def _loop(
             record.formats.append(turn_tool_call_format(policy, output))
         env_started = time.perf_counter()
         try:
-            if output.parse_error is not None:
-                result = await _env_call(env, "reject_turn", output.message, output.parse_error)
-            else:
-                result = await _env_call(env, "play_turn", output.message)
+            result = await _play(env, output.message, output.parse_error)
         except Exception as exc:
             record.failure = env_failure(exc, "step")
             return
@@ -188,6 +198,13 @@ async def _loop(
             record.episode = result.episode
             record.stop_reason = result.stop_reason
             return
+
+
+async def _play(env: ChatEnv, message: Message, parse_error: str | None) -> TurnResult:
+    """One turn: ``play_turn``, or ``reject_turn`` for a reply that could not be parsed."""
+    if parse_error is not None:
+        return await _env_call(env, "reject_turn", message, parse_error)
+    return await _env_call(env, "play_turn", message)
 
 
 _budgets: dict[tuple[type, str], InlineBudget] = {}

@@ -24,6 +24,7 @@ from rk_agent.envs.spec import EnvFactory
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import PLACEMENT_KEYS, RolloutConfig
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
+from rk_agent.rollouts.fork import fork_config
 from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.provenance import run_provenance
 from rk_agent.rollouts.run_dir import RunDir, RunStatus
@@ -152,7 +153,8 @@ def prepare_run(
 
     Raises:
         ConfigError: unknown environment or reward (with did-you-mean), a missing API key,
-            an unreadable dataset, a run directory that already holds a run.
+            an unreadable dataset, a run directory that already holds a run, a fork
+            (``config.fork``) whose environment's state the replay does not restore.
         RunLockedError: another process is writing that run directory (it is named).
         EndpointError: the model server cannot be reached, refuses the key, or answers neither
             ``GET <base-url>/models`` nor a one-token completion (a wrong ``--base-url`` or
@@ -188,6 +190,7 @@ def _prepare(
         served = config.base_url or config.provider in ("fireworks", "openai", "solver")
         if policy is None and not served:
             raise ConfigError(LOCAL_MODEL_REFUSED)
+    config = fork_config(config)  # a fork plays the source run's environment, checked here
     done = {t.id for t in run_dir.read_trajectories()} if run_dir is not None else set()
     envs = _env_factory(config)
     uses_embedded = (

@@ -45,8 +45,13 @@ class RolloutResult:
 def plan_slots(config: RolloutConfig, *, dataset_size: int | None) -> list[EpisodeSlot]:
     """Every episode of a run: task ``i`` gets seed ``config.env.seed + i``, ``group_size`` samples.
 
-    With a dataset, task ``i`` is row ``i`` (``n`` may not exceed the dataset's size).
+    With a dataset, task ``i`` is row ``i`` (``n`` may not exceed the dataset's size). A fork
+    (``config.fork``) is one group: the forked episode's task and seed, its first turns given.
     """
+    if config.fork is not None:
+        from rk_agent.rollouts.fork import fork_slots
+
+        return fork_slots(config.fork, config.group_size, dataset_size=dataset_size)
     slots = []
     for task_index in range(config.n):
         options = {"task_index": task_index} if dataset_size is not None else None

@@ -52,3 +52,25 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
         f"error: {run} has no episode '5-1'; its episodes are 0-0, 1-0. Give an id as "
         "`rk-agent show` lists them (<task index>-<sample>).\n"
     )
+
+
+def test_rollout_fork_writes_one_group_of_n(tmp_path: Path) -> None:
+    source = play_run(tmp_path / "source", get_solver("tools"), env="tools", n=2)
+    fork = tmp_path / "fork"
+    out = rk("rollout", "--fork", f"{source}::1-0@2", "--policy", "solver", "--n", "3",
+             "-o", str(fork))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert f"tools: 3 episodes (1 tasks x 3), concurrency 8, writing to {fork}" in out.stdout
+    assert sorted(t.id for t in read_trajectories(fork)) == ["1-0", "1-1", "1-2"]
+
+
+def test_rollout_fork_of_a_nondeterministic_env_is_refused_in_one_line(tmp_path: Path) -> None:
+    source = play_run(tmp_path / "source", noisy_solver, env=NOISY, n=1)
+    fork = f"{source}::0-0@1"
+    out = rk("rollout", "--fork", fork, "--policy", "solver", "-o", str(tmp_path / "f"))
+    assert out.returncode == 2
+    assert out.stderr.startswith(
+        f"error: cannot fork {source}::0-0@1: the environment's state cannot be restored by "
+        "replay (the replay of the first 1 turns differs at turn 0: environment[0].content: "
+    )
+    assert out.stderr.count("\n") == 1

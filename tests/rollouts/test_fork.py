@@ -1,0 +1,80 @@
+"""Forking a recorded episode: continuations from its turn K, the first K turns as recorded."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rk_agent.envs.registry import get_solver
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.compare import compare_runs
+from rk_agent.rollouts.fork import ForkPoint
+from rk_agent.rollouts.run_dir import read_trajectories
+from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
+from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.types import Message
+from tests.rollouts.runs import play_run
+from tests.rollouts.served import play_served
+from tests.rollouts.test_replay import NOISY, noisy_solver
+
+
+def wrong_answer(messages: list[Message], tools: Any) -> str:
+    return "Answer: -1"
+
+
+def test_a_fork_keeps_the_first_k_turns_and_continues_with_the_policy(tmp_path: Path) -> None:
+    source = play_run(tmp_path / "source", get_solver("tools"), env="tools", n=2)
+    recorded = {t.id: t for t in read_trajectories(source)}["1-0"]
+    fork = play_run(
+        tmp_path / "fork", wrong_answer, env="math", fork=f"{source}::1-0@2", group_size=8
+    )
+    played = sorted(read_trajectories(fork), key=lambda t: t.sample)
+    assert [t.id for t in played] == [f"1-{i}" for i in range(8)]
+    for t in played:
+        assert t.env == "tools" and t.task == recorded.task and t.seed == recorded.seed
+        assert t.turns[:2] == recorded.turns[:2]
+        assert t.turns[2].assistant.text == "Answer: -1" != recorded.turns[2].assistant.text
+        assert (t.success, recorded.success) == (False, True)
+    assert (
+        compare_runs(source, fork).scope == "compared on 1 shared tasks; 1 only in A, 0 only in B"
+    )
+
+
+def test_a_fork_against_the_stub_server(tmp_path: Path) -> None:
+    source = play_run(tmp_path / "source", get_solver("tools"), env="tools", n=1)
+    recorded = read_trajectories(source)[0]
+    with StubServer(call_first_tool_then_answer("Answer: 7")) as server:
+        fork = play_served(tmp_path / "fork", server, fork=f"{source}::0-0@1", group_size=3)
+        sent = server.chat_requests[0].body["messages"]
+    played = read_trajectories(fork)
+    assert len(played) == 3
+    assert all(t.turns[:1] == recorded.turns[:1] for t in played)
+    opening = [m.to_openai() for m in (*recorded.task.messages, recorded.turns[0].assistant)]
+    assert sent[: len(opening)] == opening  # the model is sent the recorded prefix
+
+
+def test_a_fork_point_out_of_range_is_refused(tmp_path: Path) -> None:
+    source = play_run(tmp_path / "source", get_solver("math"), env="math", n=1)
+    message = f"cannot fork {source}::0-0@1: episode 0-0 has 1 turns; give a turn from 0 to 0."
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        play_run(tmp_path / "fork", wrong_answer, fork=f"{source}::0-0@1")
+
+
+def test_a_nondeterministic_env_cannot_be_forked(tmp_path: Path) -> None:
+    source = play_run(tmp_path / "source", noisy_solver, env=NOISY, n=1)
+    message = (
+        f"cannot fork {source}::0-0@1: the environment's state cannot be restored by replay "
+        "(the replay of the first 1 turns differs at turn 0: environment[0].content: recorded "
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        play_run(tmp_path / "fork", noisy_solver, fork=f"{source}::0-0@1")
+    assert not (tmp_path / "fork").exists()
+
+
+def test_a_bad_fork_spec_is_refused() -> None:
+    message = "--fork expects RUN::ID@K (a run, an episode id, a turn: runs/a::3-0@2), got 'a@2'."
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ForkPoint.parse("a@2")
