@@ -21,6 +21,7 @@ from rk_agent.cli import (
     rollout,
     serve,
     train,
+    view,
 )
 from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.errors import RkAgentError
@@ -39,6 +40,7 @@ app.command(name="show")(rollout.show)
 app.command(name="rescore")(rescore.rescore)
 app.command(name="compare")(compare.compare)
 app.command(name="replay")(replay.replay)
+app.command(name="view")(view.view)
 app.add_typer(envs.app, name="envs")
 app.add_typer(rewards.app, name="rewards")
 app.command(name="preview")(preview.preview)

@@ -1,0 +1,237 @@
+"""The viewer's web app: read-only pages of runs, episodes and comparisons (FastAPI).
+
+Pages, all ``GET``:
+
+- ``/``: every run found (`rk_agent.view.catalog`), and a form to compare two;
+- ``/run/KEY``: a run's summary, filters and one page of its episode list
+  (`rk_agent.view.listing`);
+- ``/run/KEY/episode/ID``: one episode turn by turn (`rk_agent.view.episode`), with links to
+  the previous and next episode of its group;
+- ``/compare?a=KEY&b=KEY``: run B against run A on their shared tasks
+  (`rk_agent.rollouts.compare.compare_runs`), gained and lost tasks listed;
+- ``/compare/task?a=KEY&b=KEY&task=ID``: a task's episodes in both runs, side by side;
+- ``/static/...``: the stylesheet and script shipped in the package.
+
+Pages are drawn by Jinja2 templates with autoescaping on: what came from a model, a tool or a
+user is always text, and the Content-Security-Policy header lets only the shipped script run.
+With a ``token``, every request must carry it (``Authorization: Bearer``, or the cookie set by
+opening any page once with ``?token=``); others get 401.
+
+Main names: `make_app`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment, PackageLoader
+from pydantic import ValidationError
+
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.summary import RunSummary
+from rk_agent.view.catalog import Catalog, Run
+from rk_agent.view.episode import episode_view
+from rk_agent.view.filters import EpisodeFilter
+from rk_agent.view.listing import Listing
+
+__all__ = ["TOKEN_COOKIE", "make_app"]
+
+TOKEN_COOKIE = "rk_agent_view_token"
+"""The cookie that carries the token after a page was opened with ``?token=``."""
+
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class _NotFound(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
+    """The viewer's app over the runs of ``catalog`` (module docstring).
+
+    Args:
+        catalog: the runs to show (`rk_agent.view.catalog.find_runs`).
+        token: when set, every request must carry it.
+
+    Example:
+        >>> app = make_app(find_runs(["runs/"]))  # doctest: +SKIP
+        >>> uvicorn.run(app, host="127.0.0.1", port=8765)  # doctest: +SKIP
+    """
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    templates = Environment(
+        loader=PackageLoader("rk_agent.view", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    templates.filters["num"] = _num
+    templates.globals["qs"] = lambda **fields: urlencode({k: v for k, v in fields.items() if v})
+    listings: dict[str, Listing] = {}
+    lock = threading.Lock()
+
+    def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = templates.get_template(name).render(**context)
+        return HTMLResponse(html, status_code=status, headers=_HEADERS)
+
+    def run_or_404(key: str) -> Run:
+        run = catalog.get(key)
+        if run is None:
+            raise _NotFound(f"No run {key!r} here: the runs page lists the runs this viewer has.")
+        return run
+
+    def listing(run: Run) -> Listing:
+        index = run.index()
+        with lock:
+            if run.key not in listings:
+                listings[run.key] = Listing(index)
+            return listings[run.key]
+
+    @app.exception_handler(_NotFound)
+    async def not_found(request: Request, exc: _NotFound) -> Response:
+        return render("error.html", 404, title="Not found", message=exc.message)
+
+    @app.exception_handler(ConfigError)
+    async def bad_request(request: Request, exc: ConfigError) -> Response:
+        return render("error.html", 400, title="Bad request", message=str(exc))
+
+    if token is not None:
+        _require_token(app, token)
+
+    @app.get("/", response_class=HTMLResponse)
+    def runs_page() -> Response:
+        runs = [(run, run.info()) for run in catalog.runs.values()]
+        return render("runs.html", title="Runs", runs=runs)
+
+    @app.get("/run/{key}", response_class=HTMLResponse)
+    def run_page(key: str, request: Request, page: int = 1) -> Response:
+        run = run_or_404(key)
+        flt = EpisodeFilter.from_query(request.query_params)
+        runs_listing = listing(run)
+        shown = runs_listing.page(flt, page)
+        index = runs_listing.index
+        summary = run.summary()
+        return render(
+            "run.html",
+            title=f"Run {run.key}",
+            run=run,
+            info=run.info(),
+            summary_rows=_summary_rows(summary) if summary is not None else [],
+            flt=flt,
+            page=shown,
+            stops=[w for w in index.stops.words if w],
+            failures=[w for w in index.failures.words if w],
+            unreadable=index.unreadable,
+        )
+
+    @app.get("/run/{key}/episode/{episode_id}", response_class=HTMLResponse)
+    def episode_page(key: str, episode_id: str) -> Response:
+        run = run_or_404(key)
+        index = run.index()
+        position = index.position(episode_id)
+        if position is None:
+            raise _NotFound(f"Run {key!r} has no episode {episode_id!r}.")
+        try:
+            trajectory = index.read(position)
+        except ValidationError as exc:
+            message = f"Episode {episode_id!r} of run {key!r} is not a readable trajectory: {exc}"
+            return render("error.html", 500, title="Unreadable episode", message=message)
+        group = index.group(index.row(position).task_index)
+        at = group.index(position)
+        previous = index.row(group[at - 1]).id if at > 0 else None
+        following = index.row(group[at + 1]).id if at + 1 < len(group) else None
+        return render(
+            "episode.html",
+            title=f"Episode {episode_id}",
+            run=run,
+            view=episode_view(trajectory),
+            previous=previous,
+            following=following,
+            group_size=len(group),
+        )
+
+    @app.get("/compare", response_class=HTMLResponse)
+    def compare_page(a: str, b: str) -> Response:
+        from rk_agent.rollouts.compare import compare_runs
+
+        run_a, run_b = run_or_404(a), run_or_404(b)
+        comparison = compare_runs(run_a.trajectories, run_b.trajectories)
+        return render("compare.html", title="Compare", a=run_a, b=run_b, comparison=comparison)
+
+    @app.get("/compare/task", response_class=HTMLResponse)
+    def compare_task_page(a: str, b: str, task: str) -> Response:
+        run_a, run_b = run_or_404(a), run_or_404(b)
+        sides = []
+        for run in (run_a, run_b):
+            index = run.index()
+            views = [episode_view(index.read(p)) for p in index.of_task(task)]
+            sides.append((run, views))
+        if not sides[0][1] and not sides[1][1]:
+            raise _NotFound(f"Neither run holds task {task!r}.")
+        return render("side_by_side.html", title=f"Task {task}", task=task, sides=sides)
+
+    app.mount("/static", StaticFiles(packages=[("rk_agent.view", "static")]), name="static")
+    return app
+
+
+def _require_token(app: FastAPI, token: str) -> None:
+    expected = token.encode()
+
+    def allowed(request: Request) -> bool:
+        header = request.headers.get("authorization", "")
+        given = header.removeprefix("Bearer ") if header.startswith("Bearer ") else None
+        given = given or request.cookies.get(TOKEN_COOKIE) or ""
+        return hmac.compare_digest(given.encode(), expected)
+
+    @app.middleware("http")
+    async def check_token(request: Request, call_next: Any) -> Response:
+        offered = request.query_params.get("token")
+        if offered is not None and hmac.compare_digest(offered.encode(), expected):
+            rest = urlencode(
+                [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            )
+            target = request.url.path + (f"?{rest}" if rest else "")
+            redirect = RedirectResponse(target, status_code=303)
+            redirect.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            return redirect
+        if not allowed(request):
+            message = "This viewer needs its token: open it once with ?token=<token>."
+            return Response(message, status_code=401, media_type="text/plain")
+        response: Response = await call_next(request)
+        return response
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _summary_rows(summary: RunSummary) -> list[tuple[str, str]]:
+    """The summary's figures, as ``rk-agent show`` prints them (a subset), as text rows."""
+    er = summary.episode_reward
+    return [
+        ("episodes", f"{summary.episodes} ({summary.tasks} tasks x {summary.group_size})"),
+        ("failed", str(summary.failed)),
+        ("episode reward", f"mean {_num(er.mean)}  std {_num(er.std)}  (invalid {er.invalid})"),
+        ("success rate", _num(summary.success_rate)),
+        ("pass@k", ", ".join(f"{k}={v:.3f}" for k, v in summary.pass_at_k.items()) or "-"),
+        ("turns per episode", _num(summary.turns_mean, 2)),
+        ("tool calls", f"{summary.tool_calls} (success {_num(summary.tool_call_success_rate)})"),
+        ("stop reasons", ", ".join(f"{k}={v}" for k, v in summary.stop_reasons.items()) or "-"),
+        ("failures", ", ".join(f"{k}={v}" for k, v in summary.failures.items()) or "none"),
+        *((f"  {name}", _num(mean)) for name, mean in summary.metric_means.items()),
+    ]

@@ -1,0 +1,234 @@
+"""The runs the viewer shows: found under the paths given, each with its one-line summary.
+
+A path given to ``rk-agent view`` is a run (a rollout run's directory, a rescored run's, a
+training run's folder, or a bare trajectories JSONL file) or a folder of runs, searched a few
+levels down (hidden folders and checkpoints skipped). Each run gets a short key for its URLs
+(its path relative to the folder given, ``/`` written ``~``).
+
+A run's line on the runs page (`RunInfo`) comes from what ``rk-agent show`` reads:
+``summary.json`` and ``run.json`` for a rollout run (``rescore.json`` marks a rescored one),
+``rk_agent_run.json`` for a training run (its status and alarms), and the run's episode index
+where there is no summary yet (a run still playing, a training run, a bare file).
+
+Main names: `Catalog`, `Run`, `RunInfo`, `find_runs`.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.rescore import RESCORE_FILE
+from rk_agent.rollouts.run_dir import (
+    CONFIG_FILE,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    SUMMARY_FILE,
+    TRAJECTORIES_FILE,
+    RunManifest,
+)
+from rk_agent.rollouts.run_lock import RunLock, process_alive
+from rk_agent.rollouts.summary import RunSummary
+from rk_agent.trainers.run_record import RUN_RECORD_FILE, read_run_record
+from rk_agent.types import RunStatus
+from rk_agent.view.index import EpisodeIndex
+
+__all__ = ["Catalog", "Run", "RunInfo", "find_runs"]
+
+_DEPTH = 4  # folders searched below a folder given
+_SKIP = ("checkpoint-", ".", "__")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run's line on the runs page (``None``: not known).
+
+    Attributes:
+        kind: ``rollout``, ``rescored``, ``training`` or ``trajectories`` (a bare file).
+        status: ``running``, ``finished``, ``interrupted``, ``failed``, ``stopped``, or
+            ``killed`` (says running, but no live process writes it).
+        alarms: the messages of the alarms the run raised.
+        error: why the run's records could not be read, if they could not.
+    """
+
+    env: str
+    model: str
+    episodes: int
+    success_rate: float | None
+    reward_mean: float | None
+    status: str | None
+    alarms: list[str]
+    error: str | None = None
+
+
+@dataclass
+class Run:
+    """One run the viewer found.
+
+    Attributes:
+        key: its name in URLs.
+        path: the run directory, training folder or trajectories file.
+        kind: ``rollout``, ``rescored``, ``training`` or ``trajectories``.
+    """
+
+    key: str
+    path: Path
+    kind: str
+    _index: EpisodeIndex | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def trajectories(self) -> Path:
+        """The run's trajectories file (it may not exist yet)."""
+        return self.path if self.path.is_file() else self.path / TRAJECTORIES_FILE
+
+    def index(self) -> EpisodeIndex:
+        """The run's episode index, brought up to date with the file."""
+        with self._lock:
+            if self._index is None:
+                self._index = EpisodeIndex(self.trajectories, unique=self.kind != "trajectories")
+        self._index.refresh()
+        return self._index
+
+    def summary(self) -> RunSummary | None:
+        """``summary.json`` of a rollout or rescored run (``None``: none, or unreadable)."""
+        if self.kind not in ("rollout", "rescored"):
+            return None
+        try:
+            return RunSummary.model_validate_json((self.path / SUMMARY_FILE).read_bytes())
+        except (OSError, ValidationError):
+            return None
+
+    def info(self) -> RunInfo:
+        """The run's line on the runs page (module docstring)."""
+        index = self.index()
+        summary = self.summary()
+        alarms = [a.message for a in summary.alarms] if summary is not None else []
+        status, error = self._status(alarms)
+        episodes = len(index)
+        if summary is not None and summary.episodes == episodes:
+            success, reward = summary.success_rate, summary.episode_reward.mean
+        else:
+            success, reward = _rates(index)
+        return RunInfo(
+            env=index.env,
+            model=index.model,
+            episodes=episodes,
+            success_rate=success,
+            reward_mean=reward,
+            status=status,
+            alarms=alarms,
+            error=error,
+        )
+
+    def _status(self, alarms: list[str]) -> tuple[str | None, str | None]:
+        if self.kind == "trajectories":
+            return None, None
+        if self.kind == "training":
+            record = read_run_record(self.path)
+            if record is None:
+                return None, None
+            alarms.extend(a.message for a in record.alarms)
+            status = record.status.value
+            here = record.host == socket.gethostname()
+            if record.status is RunStatus.RUNNING and here and not process_alive(record.pid):
+                status = "killed"
+            return status, record.error
+        try:
+            manifest = RunManifest.model_validate_json((self.path / MANIFEST_FILE).read_bytes())
+        except (OSError, ValidationError):
+            return None, None
+        if manifest.status is None:
+            return None, None
+        status = manifest.status.value
+        if manifest.status is RunStatus.RUNNING:
+            holder = RunLock.recorded_holder(self.path / LOCK_FILE)
+            if holder is None or holder.is_alive() is False:
+                status = "killed"
+        return status, manifest.error
+
+
+class Catalog:
+    """The runs found under the paths given, by key."""
+
+    def __init__(self, runs: Iterable[Run]) -> None:
+        self.runs: dict[str, Run] = {run.key: run for run in runs}
+
+    def get(self, key: str) -> Run | None:
+        """The run with this key, ``None`` when there is none."""
+        return self.runs.get(key)
+
+
+def find_runs(paths: Iterable[str | Path]) -> Catalog:
+    """Find every run under ``paths`` (module docstring).
+
+    Raises:
+        ConfigError: a path that does not exist, or under which no run was found.
+    """
+    found: list[Run] = []
+    keys: set[str] = set()
+    for given in paths:
+        root = Path(given)
+        if not root.exists():
+            raise ConfigError(
+                f"{root} does not exist: give a run directory, a folder of runs, or a "
+                "trajectories JSONL file."
+            )
+        runs = list(_walk(root, root, 0))
+        if not runs:
+            raise ConfigError(
+                f"no run found in {root}: expected a folder made by `rk-agent rollout`, "
+                f"`rk-agent rescore` or `rk-agent train` ({CONFIG_FILE}, {TRAJECTORIES_FILE} or "
+                f"{RUN_RECORD_FILE}), or folders holding such runs."
+            )
+        for path, kind, name in runs:
+            key = name
+            suffix = 2
+            while key in keys:
+                key, suffix = f"{name}-{suffix}", suffix + 1
+            keys.add(key)
+            found.append(Run(key=key, path=path, kind=kind))
+    return Catalog(found)
+
+
+def _walk(path: Path, root: Path, depth: int) -> Iterable[tuple[Path, str, str]]:
+    kind = _kind(path)
+    if kind is not None:
+        relative = path.relative_to(root) if path != root else Path(path.name)
+        name = "~".join(relative.parts) if relative.parts else path.name
+        yield path, kind, name or "run"
+        return
+    if not path.is_dir() or depth >= _DEPTH:
+        return
+    try:
+        children = sorted(path.iterdir())
+    except OSError:
+        return
+    for child in children:
+        if child.is_dir() and not child.name.startswith(_SKIP):
+            yield from _walk(child, root, depth + 1)
+
+
+def _kind(path: Path) -> str | None:
+    if path.is_file():
+        return "trajectories" if path.suffix == ".jsonl" else None
+    if (path / CONFIG_FILE).is_file():
+        return "rescored" if (path / RESCORE_FILE).is_file() else "rollout"
+    if (path / RUN_RECORD_FILE).is_file():
+        return "training"
+    if (path / TRAJECTORIES_FILE).is_file():
+        return "trajectories"
+    return None
+
+
+def _rates(index: EpisodeIndex) -> tuple[float | None, float | None]:
+    judged = [s for s in index.successes if s >= 0]
+    rewards = [r for r in index.rewards if r == r]  # NaN: no valid reward
+    success = sum(judged) / len(judged) if judged else None
+    return success, (sum(rewards) / len(rewards) if rewards else None)

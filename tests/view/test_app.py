@@ -1,0 +1,110 @@
+"""The viewer's pages over plain HTTP (no browser): status codes, content, escaping, token."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from markupsafe import escape
+
+from rk_agent.view.app import TOKEN_COOKIE, make_app
+from rk_agent.view.catalog import find_runs
+from tests.view.conftest import MARKUP
+
+
+@pytest.fixture(scope="module")
+def client(runs_root: Path) -> TestClient:
+    return TestClient(make_app(find_runs([runs_root])))
+
+
+def test_the_runs_page_lists_both_runs_with_their_figures(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    assert 'href="/run/solver"' in page.text and 'href="/run/stub"' in page.text
+    assert "tools-reference-solver" in page.text and "stub-model" in page.text
+    assert "finished" in page.text
+    assert "1.000" in page.text and "0.000" in page.text  # success rates of solver and stub
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_the_run_page_filters_and_pages_on_the_server(client: TestClient) -> None:
+    everything = client.get("/run/solver")
+    assert everything.status_code == 200
+    assert "8 of 8 episodes" in everything.text
+    assert "0 of 8 episodes" in client.get("/run/solver?outcome=failure").text
+    assert "4 of 4 episodes" in client.get("/run/stub?outcome=failure").text
+    assert "0 of 8 episodes" in client.get("/run/solver?max_reward=0.5").text
+    assert "8 of 8 episodes" in client.get("/run/solver?min_reward=0.5&max_reward=1").text
+    assert "0 of 8 episodes" in client.get("/run/solver?text=no+such+question").text
+    assert "8 of 8 episodes" in client.get("/run/solver?stop=answered").text
+    assert "0 of 4 episodes" in client.get("/run/stub?stop=answered&outcome=success").text
+
+
+def test_a_bad_filter_is_a_400_that_says_why(client: TestClient) -> None:
+    page = client.get("/run/solver?min_reward=lots")
+    assert page.status_code == 400
+    assert escape("min_reward must be a number, got 'lots'.") in page.text
+
+
+def test_unknown_runs_and_episodes_are_404(client: TestClient) -> None:
+    assert client.get("/run/nope").status_code == 404
+    missing = client.get("/run/solver/episode/99-0")
+    assert missing.status_code == 404
+    assert escape("Run 'solver' has no episode '99-0'.") in missing.text
+    assert client.get("/compare?a=solver&b=nope").status_code == 404
+    assert client.get("/compare/task?a=solver&b=stub&task=no-such-task").status_code == 404
+    assert client.get("/no/such/page").status_code == 404
+
+
+def test_the_episode_page_links_calls_results_and_the_group(client: TestClient) -> None:
+    page = client.get("/run/solver/episode/1-0")
+    assert page.status_code == 200
+    assert 'id="next-episode" href="/run/solver/episode/1-1"' in page.text
+    assert 'id="prev-episode"' not in page.text
+    assert 'href="#t0-result0"' in page.text and 'id="t0-result0"' in page.text
+    assert 'href="#t0-call0"' in page.text
+    assert "tool_use" in page.text and "efficiency" in page.text  # components
+    assert "episode reward 1.000" in page.text
+
+
+def test_model_output_is_escaped_never_markup(client: TestClient) -> None:
+    page = client.get("/run/stub/episode/0-0")
+    assert page.status_code == 200
+    assert "<script>window.__rk_xss" not in page.text
+    assert "<img src=x" not in page.text
+    assert escape(MARKUP.splitlines()[0]) in page.text  # shown as text
+    listing = client.get("/run/stub")
+    assert "<script>window" not in listing.text
+
+
+def test_compare_lists_lost_tasks_and_opens_both_sides(client: TestClient) -> None:
+    page = client.get("/compare?a=solver&b=stub")
+    assert page.status_code == 200
+    assert 'id="lost"' in page.text
+    assert page.text.count('class="task-link"') == 4  # the stub lost every task
+    link = page.text.split('class="task-link" href="', 1)[1].split('"', 1)[0]
+    side = client.get(html.unescape(link))
+    assert side.status_code == 200
+    assert 'id="side-a"' in side.text and 'id="side-b"' in side.text
+    assert "tools-reference-solver" in side.text and "stub-model" in side.text
+    assert side.text.count('class="episode"') == 3  # the solver's group of 2, the stub's 1
+
+
+def test_static_assets_are_shipped(client: TestClient) -> None:
+    assert client.get("/static/view.css").status_code == 200
+    script = client.get("/static/view.js")
+    assert script.status_code == 200 and "toggle-folds" in script.text
+
+
+def test_a_token_is_required_and_set_as_a_cookie(runs_root: Path) -> None:
+    client = TestClient(make_app(find_runs([runs_root]), token="s3cret"))
+    assert client.get("/").status_code == 401
+    assert client.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    opened = client.get("/run/solver?token=s3cret&outcome=success", follow_redirects=False)
+    assert opened.status_code == 303
+    assert opened.headers["location"] == "/run/solver?outcome=success"
+    assert client.cookies.get(TOKEN_COOKIE) == "s3cret"
+    assert client.get("/run/solver").status_code == 200
