@@ -2,7 +2,8 @@
 
 A path given to ``rk-agent view`` is a run (a rollout run's directory, a rescored run's, a
 training run's folder, or a bare trajectories JSONL file) or a folder of runs, searched a few
-levels down (hidden folders and checkpoints skipped). Each run gets a short key for its URLs
+levels down for run folders (hidden folders and checkpoints skipped; a JSONL file is a run
+only when given). Each run gets a short key for its URLs
 (its path relative to the folder given, ``/`` written ``~``).
 
 A run's line on the runs page (`RunInfo`) comes from what ``rk-agent show`` reads:

@@ -108,3 +108,20 @@ def test_a_token_is_required_and_set_as_a_cookie(runs_root: Path) -> None:
     assert opened.headers["location"] == "/run/solver?outcome=success"
     assert client.cookies.get(TOKEN_COOKIE) == "s3cret"
     assert client.get("/run/solver").status_code == 200
+
+
+def test_a_long_tool_result_is_folded(runs_root: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    run = tmp_path / "long"
+    shutil.copytree(runs_root / "solver", run)
+    file = run / "trajectories.jsonl"
+    records = [json.loads(line) for line in file.read_text().splitlines()]
+    records[0]["turns"][0]["environment"][0]["content"] = "<row>\n" * 400
+    file.write_text("".join(json.dumps(r) + "\n" for r in records))
+    client = TestClient(make_app(find_runs([run])))
+    page = client.get(f"/run/long/episode/{records[0]['id']}")
+    assert page.status_code == 200
+    assert page.text.count('<details class="fold">') == 1
+    assert "(2400 characters)" in page.text and "<row>" not in page.text

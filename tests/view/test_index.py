@@ -1,0 +1,162 @@
+"""The episode index: one pass over the file, growth, torn and bad lines, repeated ids; and the
+filters and pages read from it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from rk_agent.errors import ConfigError
+from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
+from rk_agent.view.filters import EpisodeFilter
+from rk_agent.view.index import EpisodeIndex
+from rk_agent.view.listing import Listing
+
+
+def episode(task: int, sample: int = 0, **fields: object) -> dict[str, object]:
+    record: dict[str, object] = {
+        "id": f"{task}-{sample}",
+        "task_index": task,
+        "sample": sample,
+        "task": {
+            "id": f"task-{task}",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": f"Question number {task}?"},
+            ],
+        },
+        "env": "tools",
+        "model": "m",
+        "turns": [{"index": 0, "assistant": {"role": "assistant", "content": "Answer: 1"}}],
+        "episode": {"score": task / 10},
+        "success": task % 2 == 0,
+        "stop_reason": "answered",
+    }
+    record.update(fields)
+    return record
+
+
+def write(file: Path, *records: object, tail: str = "") -> None:
+    with file.open("a", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in records)
+        handle.write(tail)
+
+
+def test_the_index_keeps_offsets_and_reads_one_episode_back(tmp_path: Path) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    write(file, *(episode(i) for i in range(5)))
+    index = EpisodeIndex(file)
+    index.refresh()
+    assert len(index) == 5 and (index.env, index.model) == ("tools", "m")
+    row = index.row(index.position("3-0") or 0)
+    assert (row.task_id, row.success, row.reward, row.text) == (
+        "task-3",
+        False,
+        0.3,
+        "Question number 3?",
+    )
+    assert index.read(3).id == "3-0"
+    assert index.position("9-9") is None
+
+
+def test_the_index_grows_with_the_file_and_waits_for_a_torn_line(tmp_path: Path) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    write(file, episode(0), tail='{"id": "1-0", "task_')
+    index = EpisodeIndex(file)
+    index.refresh()
+    assert len(index) == 1
+    with file.open("r+b") as handle:  # the writer finishes its line
+        handle.truncate(index.end)
+    write(file, episode(1), episode(2))
+    index.refresh()
+    assert [r.id for r in index.rows(range(len(index)))] == ["0-0", "1-0", "2-0"]
+    assert index.read(2).id == "2-0"
+
+
+def test_a_replaced_file_is_indexed_again(tmp_path: Path) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    write(file, *(episode(i) for i in range(3)))
+    index = EpisodeIndex(file)
+    index.refresh()
+    file.unlink()
+    write(file, episode(7))
+    index.refresh()
+    assert [r.id for r in index.rows(range(len(index)))] == ["7-0"]
+
+
+def test_bad_lines_are_counted_and_repeated_ids_kept_once(tmp_path: Path) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    write(file, episode(0), [1, 2], {"no": "id"}, episode(0, stop_reason="max_turns"))
+    with file.open("a") as handle:
+        handle.write("not json\n")
+    index = EpisodeIndex(file)
+    index.refresh()
+    assert (len(index), index.unreadable) == (1, 3)
+    assert index.row(0).stop_reason == "answered"  # the first of the repeated id
+    loose = EpisodeIndex(file, unique=False)
+    loose.refresh()
+    assert len(loose) == 2
+
+
+def test_failures_invalid_rewards_and_groups(tmp_path: Path) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    failure = {"kind": "tool_error", "message": "boom", "where": "environment"}
+    write(
+        file,
+        episode(0, 0),
+        episode(0, 1, success=None, episode=None, failure=failure, stop_reason="error"),
+        episode(1, 0, episode={"score": 0.0, "is_score_valid": False}),
+    )
+    index = EpisodeIndex(file)
+    index.refresh()
+    failed = index.row(1)
+    assert (failed.success, failed.reward, failed.failure_kind) == (None, None, "env_error")
+    assert index.row(2).reward is None
+    assert index.group(0) == [0, 1] and index.of_task("task-1") == [2]
+
+
+@pytest.mark.parametrize(
+    ("query", "ids"),
+    [
+        ({}, ["0-0", "1-0", "2-0", "3-0", "4-0"]),
+        ({"outcome": "success"}, ["0-0", "2-0", "4-0"]),
+        ({"outcome": "failure"}, ["1-0", "3-0"]),
+        ({"min_reward": "0.2", "max_reward": "0.3"}, ["2-0", "3-0"]),
+        ({"text": "NUMBER 4"}, ["4-0"]),
+        ({"stop": "max_turns"}, ["1-0"]),
+        ({"stop": "never"}, []),
+        ({"outcome": "nonsense"}, ["0-0", "1-0", "2-0", "3-0", "4-0"]),
+    ],
+)
+def test_filters(tmp_path: Path, query: dict[str, str], ids: list[str]) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    write(file, *(episode(i, stop_reason="max_turns" if i == 1 else "answered") for i in range(5)))
+    index = EpisodeIndex(file)
+    index.refresh()
+    selected = EpisodeFilter.from_query(query).select(index)
+    assert [index.row(p).id for p in selected] == ids
+
+
+def test_a_reward_bound_must_be_a_number() -> None:
+    with pytest.raises(ConfigError, match=re.escape("max_reward must be a number, got 'nan'.")):
+        EpisodeFilter.from_query({"max_reward": "nan"})
+
+
+def test_pages_are_cut_on_the_server_and_clamped(tmp_path: Path) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    write(file, *(episode(i) for i in range(7)))
+    index = EpisodeIndex(file)
+    index.refresh()
+    listing = Listing(index)
+    everything = EpisodeFilter()
+    second = listing.page(everything, 2, size=3)
+    assert [r.id for r in second.rows] == ["3-0", "4-0", "5-0"]
+    assert (second.number, second.pages, second.matched, second.total) == (2, 3, 7, 7)
+    assert listing.page(everything, 99, size=3).number == 3
+    assert listing.page(everything, -1, size=3).number == 1
+    write(file, episode(7))
+    index.refresh()
+    assert listing.page(everything, 3, size=3).matched == 8  # a grown index is filtered again
