@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -357,28 +356,12 @@ def flat_location(location: tuple[int | str, ...]) -> tuple[int | str, ...]:
     return location
 
 
-def _moved(key: str) -> property:
-    field = ENV_KEYS[key]
-
-    def read(self: EnvConfig) -> Any:
-        warnings.warn(
-            f"config.{key} is deprecated: read config.env.{field} (the environment's options "
-            "are one EnvSpec, config.env).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(self.env, field)
-
-    return property(read, doc=f"Deprecated: ``env.{field}``.")
-
-
 class EnvConfig(BaseModel):
     """Base of a config holding an `EnvSpec` as ``env`` (`RolloutConfig`, `TrainConfig`).
 
     It reads the flat environment keys config files and flags use (``env``, ``env_kwargs``,
     ``tasks``, ``rewards``, ``max_turns``, ``seed``, ``mcp``) into ``env`` and writes them flat
-    again, and keeps the old ``config.env_kwargs``, ``.tasks``, ... readable (deprecated: they
-    moved into ``env``). Subclasses declare the ``env`` field themselves, where it belongs in
+    again. Subclasses declare the ``env`` field themselves, where it belongs in
     their order of options.
     """
 
@@ -393,9 +376,3 @@ class EnvConfig(BaseModel):
     @model_serializer(mode="wrap")
     def _flat_env_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return flatten_env_keys(handler(self))
-
-    env_kwargs = _moved("env_kwargs")
-    tasks = _moved("tasks")
-    rewards = _moved("rewards")
-    max_turns = _moved("max_turns")
-    seed = _moved("seed")

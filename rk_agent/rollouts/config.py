@@ -72,8 +72,7 @@ class RolloutConfig(EnvConfig):
     The environment options are given flat, as in a config file (``RolloutConfig(env="math",
     env_kwargs={"retries": 2}, seed=3)``), or as one `EnvSpec` (``env=EnvSpec(...)``); a flat
     key wins over the same field of a spec given too. Saved, they are flat again. Read them
-    from ``config.env`` (``config.env.seed``); ``config.seed`` and the other flat attributes
-    still work, with a `DeprecationWarning`.
+    from ``config.env`` (``config.env.seed``).
 
     Attributes:
         env: the environment (`EnvSpec`): ``env`` (short name, Gymnasium id,

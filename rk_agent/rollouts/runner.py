@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.spec import EnvFactory
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import PLACEMENT_KEYS, RolloutConfig
@@ -31,7 +29,7 @@ from rk_agent.rollouts.run_dir import RunDir, RunStatus
 from rk_agent.rollouts.summary import RunSummary, summarize
 from rk_agent.rollouts.trajectory import Trajectory
 
-__all__ = ["PreparedRun", "build_env_factory", "build_policy", "describe_model", "prepare_run"]
+__all__ = ["PreparedRun", "build_policy", "describe_model", "prepare_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -224,18 +222,6 @@ def _env_factory(config: RolloutConfig) -> EnvFactory:
             f"({envs.dataset_size}); give --n {envs.dataset_size} or less."
         )
     return envs
-
-
-def build_env_factory(config: RolloutConfig) -> tuple[Callable[[], ChatEnv], str]:
-    """Deprecated: use ``config.env.factory()`` (an `EnvFactory`, which knows ``.name``)."""
-    warnings.warn(
-        "build_env_factory(config) is deprecated: use config.env.factory(), whose .name is the "
-        "environment's name.",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    envs = _env_factory(config)
-    return envs, envs.name
 
 
 def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy:

@@ -96,8 +96,7 @@ class TrainConfig(EnvConfig):
     The environment options are given flat, as in a config file (``TrainConfig(kind="grpo",
     env="math", max_turns=2)``), or as one `EnvSpec` (``env=EnvSpec(...)``); a flat key wins
     over the same field of a spec given too. Saved, they are flat again. Read them from
-    ``config.env``; ``config.seed`` and the other flat attributes still work, with a
-    `DeprecationWarning`.
+    ``config.env`` (``config.env.seed``).
 
     Attributes:
         kind: ``grpo`` (reinforcement learning on an environment) or ``sft`` (supervised

@@ -130,17 +130,6 @@ def test_environment_errors_name_the_flat_key() -> None:
             load_rollout_config(None, overrides)
 
 
-def test_the_old_flat_attributes_still_read_with_a_warning() -> None:
-    config = RolloutConfig(env="math", seed=3, tasks="t.jsonl")
-    with pytest.warns(DeprecationWarning, match=re.escape("config.seed is deprecated: read "
-                                                          "config.env.seed")):  # fmt: skip
-        assert config.seed == 3  # type: ignore[attr-defined]
-    with pytest.warns(DeprecationWarning, match=re.escape("config.env.kwargs")):
-        assert config.env_kwargs == {}  # type: ignore[attr-defined]
-    with pytest.warns(DeprecationWarning, match=re.escape("config.env.tasks")):
-        assert config.tasks == "t.jsonl"  # type: ignore[attr-defined]
-
-
 def test_paths_in_a_config_are_read_from_its_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,7 +12,7 @@ from rk_agent.envs import get_solver
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
-from rk_agent.rollouts.runner import build_env_factory, prepare_run
+from rk_agent.rollouts.runner import prepare_run
 from rk_agent.rollouts.testing import FunctionPolicy
 
 
@@ -49,12 +49,6 @@ def test_a_bad_env_argument_fails_before_the_run_folder_is_made(tmp_path: Path) 
     with pytest.raises(ConfigError, match=re.escape("does not take 'hihg'. Did you mean 'high'?")):
         prepare_run(config, policy=FunctionPolicy(get_solver("guess")))
     assert not (tmp_path / "r").exists()
-
-
-def test_build_env_factory_still_works_with_a_warning() -> None:
-    with pytest.warns(DeprecationWarning, match=re.escape("use config.env.factory()")):
-        make_env, name = build_env_factory(RolloutConfig(env="rk_agent/Math-v0", max_turns=2))
-    assert name == "math" and make_env().max_turns == 2
 
 
 def test_run_rollouts_takes_the_name_and_seeds_from_the_spec() -> None:
