@@ -8,8 +8,11 @@ of this one's, so its tool calls are real and its answer is wrong). Per row the 
 mean total reward (step rewards included), the mean episode reward (``outcome``), and each
 episode component (``steps``: the step rewards' sum); the flags are those of
 `rk_agent.soundness.flags`, with the reference's episode reward checked against ``max_score``.
+Before either, the reference solver's episode is played through the rollout engine and replayed
+into the environment (`check_replay`): an environment whose replay differs is not deterministic
+under its seed, and a run of it could not be replayed, forked or compared fairly.
 
-Main names: `check_env`, `env_kind`.
+Main names: `check_env`, `check_replay`, `env_kind`.
 
 Example:
     >>> report = check_env("guess", adversarial=True, episodes=2)
@@ -19,13 +22,19 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, overload
 
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.check import check_env as check_contract, play_with_solver
 from rk_agent.envs.registry import EnvLike, make_env
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, EnvError
+from rk_agent.rollouts.episode import EpisodeSlot, play_episode
+from rk_agent.rollouts.policy import SamplingParams
+from rk_agent.rollouts.replay import replay_trajectory
+from rk_agent.rollouts.testing import FunctionPolicy
 from rk_agent.soundness.catalogue import catalogue
 from rk_agent.soundness.flags import Played, Score, judge, worst
 from rk_agent.soundness.probes import KINDS, Probe, ProbeView
@@ -119,24 +128,67 @@ def check_env(
     Returns:
         ``None`` without ``adversarial``; else the `SoundnessReport`.
 
+    With ``use_solver`` (the default) the reference solver's episode is also replayed into the
+    environment and must come out as recorded (`check_replay`: a determinism check).
+
     Raises:
-        EnvError: a contract check failed; ConfigError: the environment has no reference
-            solver (needed for the baselines), a bad kind, or a probe that raised.
+        EnvError: a contract check failed, or the replay differs; ConfigError: the environment
+            has no reference solver (needed for the baselines), a bad kind, or a probe that
+            raised.
 
     Example:
         >>> check_env("guess")
     """
     check_contract(env, seeds=seeds, use_solver=use_solver, **kwargs)
-    if not adversarial:
-        return None
     instance = env if isinstance(env, ChatEnv) else make_env(env, **kwargs)
     try:
+        if use_solver:
+            check_replay(instance, seed=seeds[0] if seeds else 0)
+        if not adversarial:
+            return None
         return _probe_env(
             instance, episodes, probes, builtin_probes, kind, max_score, _label(env, instance)
         )
     finally:
         if instance is not env:
             instance.close()
+
+
+def check_replay(env: ChatEnv, *, seed: int = 0) -> None:
+    """Is ``env`` deterministic? Play one episode with its reference solver through the
+    rollout engine, then replay it into ``env`` (`rk_agent.rollouts.replay`): every observation,
+    step reward and the episode's result must come out as recorded. Nothing to do for an
+    environment without a reference solver.
+
+    Raises:
+        EnvError: the replay differs (the first difference is named): the environment depends
+            on something its seed does not fix (an unseeded random tool, the clock, a service),
+            so a run of it cannot be replayed or forked, nor its groups compared fairly.
+    """
+    solver = env.reference_solver
+    if solver is None:
+        return
+    slot = EpisodeSlot(task_index=0, sample=0, seed=seed)
+    play = play_episode(env, FunctionPolicy(solver), slot, sampling=SamplingParams(),
+                        env_name=type(env).__name__)  # fmt: skip
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, whether or not one is running
+        trajectory = pool.submit(asyncio.run, play).result()
+    if trajectory.failure is not None:
+        raise EnvError(
+            f"check_env: the reference solver's episode (seed {seed}) failed before it could "
+            f"be replayed: {trajectory.failure.kind.value}: {trajectory.failure.message}"
+        )
+    report = replay_trajectory(env, trajectory)
+    difference = report.first_difference
+    if difference is not None:
+        at = f" at turn {difference.turn}" if difference.turn is not None else ""
+        raise EnvError(
+            f"check_env: {type(env).__name__} is not deterministic: replaying the reference "
+            f"solver's episode (seed {seed}) differs{at}: "
+            f"{difference.field}: recorded {difference.recorded}, replayed {difference.replayed}. "
+            "Seed every source of randomness from reset(seed=...) (self.np_random), and keep "
+            "the clock and outside services out of observations and rewards."
+        )
 
 
 def _label(env: ChatEnv | EnvLike, instance: ChatEnv) -> str:

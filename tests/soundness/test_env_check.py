@@ -94,3 +94,22 @@ def test_an_env_without_a_reference_solver_cannot_be_probed() -> None:
         check_env(NoSolver(), adversarial=True, use_solver=False)
     with pytest.raises(ConfigError, match=re.escape("episodes must be at least 2")):
         check_env("guess", adversarial=True, episodes=1)
+
+
+def test_an_env_whose_replay_differs_fails_the_check_naming_the_first_difference() -> None:
+    from rk_agent.errors import EnvError
+    from tests.rollouts.test_replay import NoisyEnv, noisy_solver
+
+    class UnseededEnv(NoisyEnv):
+        reference_solver = staticmethod(noisy_solver)
+
+    with pytest.raises(EnvError, match=re.escape(
+        "check_env: UnseededEnv is not deterministic: replaying the reference solver's episode "
+        "(seed 0) differs at turn 0: environment[0].content: recorded "
+    )) as info:  # fmt: skip
+        check_env(UnseededEnv())
+    assert str(info.value).endswith(
+        "Seed every source of randomness from reset(seed=...) (self.np_random), and keep the "
+        "clock and outside services out of observations and rewards."
+    )
+    check_env(UnseededEnv(), use_solver=False)  # without the solver: the contract alone
