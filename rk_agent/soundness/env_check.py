@@ -184,8 +184,7 @@ def check_replay(env: ChatEnv, *, seed: int = 0) -> None:
         at = f" at turn {difference.turn}" if difference.turn is not None else ""
         raise EnvError(
             f"check_env: {type(env).__name__} is not deterministic: replaying the reference "
-            f"solver's episode (seed {seed}) differs{at}: "
-            f"{difference.field}: recorded {difference.recorded}, replayed {difference.replayed}. "
+            f"solver's episode (seed {seed}) differs{at}: {difference.describe()}. "
             "Seed every source of randomness from reset(seed=...) (self.np_random), and keep "
             "the clock and outside services out of observations and rewards."
         )
