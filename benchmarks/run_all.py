@@ -44,6 +44,7 @@ BENCHES = (
     Bench("bench_reward_server"),
     Bench("bench_check"),
     Bench("bench_rescore", quick=("--episodes", "2000", "--small", "500")),
+    Bench("bench_view", quick=("--episodes", "10000", "--small", "1000", "--requests", "10")),
     Bench("bench_hf_batching", quick=("--rounds", "2")),
     Bench("bench_grpo_overhead", quick=("--tiny",)),
     Bench("bench_watch", args=("--tiny",)),

@@ -132,6 +132,11 @@ def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
             run=run,
             info=run.info(),
             summary_rows=_summary_rows(summary) if summary is not None else [],
+            component_rows=(
+                [(name, _num(mean)) for name, mean in summary.metric_means.items()]
+                if summary is not None
+                else []
+            ),
             flt=flt,
             page=shown,
             stops=[w for w in index.stops.words if w],
@@ -233,5 +238,4 @@ def _summary_rows(summary: RunSummary) -> list[tuple[str, str]]:
         ("tool calls", f"{summary.tool_calls} (success {_num(summary.tool_call_success_rate)})"),
         ("stop reasons", ", ".join(f"{k}={v}" for k, v in summary.stop_reasons.items()) or "-"),
         ("failures", ", ".join(f"{k}={v}" for k, v in summary.failures.items()) or "none"),
-        *((f"  {name}", _num(mean)) for name, mean in summary.metric_means.items()),
     ]

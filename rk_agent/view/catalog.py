@@ -83,6 +83,7 @@ class Run:
     kind: str
     _index: EpisodeIndex | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _rates: tuple[int, float | None, float | None] = field(default=(-1, None, None), repr=False)
 
     @property
     def trajectories(self) -> Path:
@@ -116,7 +117,7 @@ class Run:
         if summary is not None and summary.episodes == episodes:
             success, reward = summary.success_rate, summary.episode_reward.mean
         else:
-            success, reward = _rates(index)
+            success, reward = self._index_rates(index)
         return RunInfo(
             env=index.env,
             model=index.model,
@@ -127,6 +128,14 @@ class Run:
             alarms=alarms,
             error=error,
         )
+
+    def _index_rates(self, index: EpisodeIndex) -> tuple[float | None, float | None]:
+        """Success rate and mean reward from the index (kept until it grows)."""
+        counted, success, reward = self._rates
+        if counted != len(index):
+            success, reward = _rates(index)
+            self._rates = (len(index), success, reward)
+        return success, reward
 
     def _status(self, alarms: list[str]) -> tuple[str | None, str | None]:
         if self.kind == "trajectories":

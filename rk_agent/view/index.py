@@ -3,8 +3,9 @@
 A run page must stay fast on a run of 100,000 episodes, so the viewer never holds episodes: it
 reads ``trajectories.jsonl`` once, as a stream, and keeps per episode its line's byte offset and
 length and the few fields the filters and the episode list need (id, task, sample, success,
-episode reward, stop reason, failure kind, turns, the start of the task's question) in compact
-arrays. An episode page reads one line back (`EpisodeIndex.read`).
+episode reward, stop reason, failure kind, turns, the start of the task's question, casefolded
+for the text filter) in compact arrays. A page of the list reads its rows' lines back for
+their questions as written, and an episode page its one line (`EpisodeIndex.read`).
 
 The file may grow while it is shown (a run still playing): `EpisodeIndex.refresh` indexes the
 lines appended since the last look, and starts over when the file shrank (replaced). The rules
@@ -23,10 +24,12 @@ import math
 import os
 import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rk_agent.rollouts.trajectory import Trajectory
 
@@ -63,6 +66,48 @@ class EpisodeRow:
     failure_kind: str
     turns: int
     text: str
+
+
+class _Fields(BaseModel):
+    """Read from a line: only the fields named become Python objects (not the turns')."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Message(_Fields):
+    role: str = ""
+    content: Any = None
+
+
+class _Task(_Fields):
+    id: str = ""
+    messages: list[_Message] = []
+
+
+class _Score(_Fields):
+    score: float | None = None
+    is_score_valid: bool = True
+
+
+class _Failure(_Fields):
+    kind: str = ""
+
+
+class _Head(_Fields):
+    """The fields of a trajectory line the index keeps (a `Trajectory` is about 3x slower to
+    read, and holds what the index does not need)."""
+
+    id: str
+    task_index: int = -1
+    sample: int = 0
+    task: _Task = _Task()
+    env: str = ""
+    model: str = ""
+    turns: list[_Fields] = []
+    episode: _Score | None = None
+    success: bool | None = None
+    stop_reason: str = ""
+    failure: _Failure | None = None
 
 
 class _Vocabulary:
@@ -150,36 +195,31 @@ class EpisodeIndex:
         if not line.strip():
             return
         try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise TypeError("not an object")
-            episode_id = str(record["id"])
-            task_index = int(record.get("task_index", -1))
-            sample = int(record.get("sample", 0))
-            task = record.get("task") or {}
-        except (ValueError, TypeError, KeyError):
+            head = _Head.model_validate_json(line)
+        except ValidationError:
             self.unreadable += 1
             return
-        if self.unique and episode_id in self._positions:
+        if self.unique and head.id in self._positions:
             return
         if not self._ids:
-            self.env, self.model = str(record.get("env", "")), str(record.get("model", ""))
-        self._positions.setdefault(episode_id, len(self._ids))  # the first of repeated ids
-        self._ids.append(episode_id)
+            self.env, self.model = head.env, head.model
+        self._positions.setdefault(head.id, len(self._ids))  # the first of repeated ids
+        self._ids.append(head.id)
         self._offsets.append(offset)
         self._lengths.append(len(line))
-        self._task_index.append(task_index)
-        self._sample.append(sample)
-        self._task_ids.append(str(task.get("id", "")))
-        self._text.append(_question(task.get("messages") or [])[:TEXT_CHARS])
-        success = record.get("success")
-        self._success.append(_NO_VERDICT if success is None else int(bool(success)))
-        self._reward.append(_reward(record.get("episode")))
-        self._stop.append(self.stops.code(str(record.get("stop_reason", ""))))
-        failure = record.get("failure") or {}
-        kind = str(failure.get("kind", "")) if isinstance(failure, dict) else ""
+        self._task_index.append(head.task_index)
+        self._sample.append(head.sample)
+        self._task_ids.append(head.task.id)
+        self._text.append(_question(head.task.messages)[:TEXT_CHARS].casefold())
+        self._success.append(_NO_VERDICT if head.success is None else int(head.success))
+        reward, episode = math.nan, head.episode
+        if episode is not None and episode.is_score_valid and episode.score is not None:
+            reward = episode.score
+        self._reward.append(reward)
+        self._stop.append(self.stops.code(head.stop_reason))
+        kind = head.failure.kind if head.failure is not None else ""
         self._failure.append(self.failures.code("env_error" if kind == "tool_error" else kind))
-        self._turns.append(len(record.get("turns") or []))
+        self._turns.append(len(head.turns))
 
     # ------------------------------------------------------------------ reading
 
@@ -188,26 +228,33 @@ class EpisodeIndex:
         return self._positions.get(episode_id)
 
     def row(self, position: int) -> EpisodeRow:
-        """What the index knows of the episode at ``position``."""
-        success = self._success[position]
-        reward = self._reward[position]
-        return EpisodeRow(
-            position=position,
-            id=self._ids[position],
-            task_index=self._task_index[position],
-            sample=self._sample[position],
-            task_id=self._task_ids[position],
-            success=None if success == _NO_VERDICT else bool(success),
-            reward=None if math.isnan(reward) else reward,
-            stop_reason=self.stops.words[self._stop[position]],
-            failure_kind=self.failures.words[self._failure[position]],
-            turns=self._turns[position],
-            text=self._text[position],
-        )
+        """What the index knows of the episode at ``position`` (its question read back)."""
+        return self.rows([position])[0]
 
-    def rows(self, positions: Iterator[int] | range | list[int]) -> list[EpisodeRow]:
-        """`row` of each position."""
-        return [self.row(p) for p in positions]
+    def rows(self, positions: Iterable[int]) -> list[EpisodeRow]:
+        """`row` of each position; the file is opened once, and only their lines are read."""
+        found = []
+        with self.file.open("rb") as handle:
+            for position in positions:
+                line = os.pread(handle.fileno(), self._lengths[position], self._offsets[position])
+                success = self._success[position]
+                reward = self._reward[position]
+                found.append(
+                    EpisodeRow(
+                        position=position,
+                        id=self._ids[position],
+                        task_index=self._task_index[position],
+                        sample=self._sample[position],
+                        task_id=self._task_ids[position],
+                        success=None if success == _NO_VERDICT else bool(success),
+                        reward=None if math.isnan(reward) else reward,
+                        stop_reason=self.stops.words[self._stop[position]],
+                        failure_kind=self.failures.words[self._failure[position]],
+                        turns=self._turns[position],
+                        text=_line_question(line)[:TEXT_CHARS],
+                    )
+                )
+        return found
 
     def read(self, position: int) -> Trajectory:
         """Read the episode at ``position`` back from the file (its line only).
@@ -252,30 +299,25 @@ class EpisodeIndex:
         return self._failure
 
     @property
-    def texts(self) -> list[str]:
-        """Per episode: the start of the task's question."""
+    def folded_texts(self) -> list[str]:
+        """Per episode: the start of the task's question, casefolded (`str.casefold`)."""
         return self._text
 
 
-def _question(messages: list[Any]) -> str:
+def _question(messages: list[_Message]) -> str:
     """The task's first user message as text (its first message when none is the user's)."""
-    chosen = next(
-        (m for m in messages if isinstance(m, dict) and m.get("role") == "user"),
-        messages[0] if messages else None,
-    )
-    if not isinstance(chosen, dict):
-        return ""
-    content = chosen.get("content")
+    chosen = next((m for m in messages if m.role == "user"), messages[0] if messages else None)
+    content = None if chosen is None else chosen.content
     if isinstance(content, list):
         return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return content if isinstance(content, str) else ""
 
 
-def _reward(episode: Any) -> float:
-    if not isinstance(episode, dict) or not episode.get("is_score_valid", True):
-        return math.nan
-    score = episode.get("score")
-    return float(score) if isinstance(score, (int, float)) else math.nan
+def _line_question(line: bytes) -> str:
+    try:
+        return _question(_Head.model_validate_json(line).task.messages)
+    except ValidationError:
+        return ""  # the file changed under the index: the row still shows what it knows
 
 
 def _is_torn(tail: bytes) -> bool:
