@@ -32,7 +32,9 @@ def call_until_refused(echo: Tool) -> None:
 @pytest.fixture
 def stdio(tmp_path: Path) -> Any:
     env = {"CRASH_MARKER": str(tmp_path / "down"), "ONCE_MARKER": str(tmp_path / "once")}
-    config = {"f": stdio_server(env=env, timeout=5, idempotentTools=["crash_once"])}
+    # A call's limit covers the reconnects it waits for: each starts a Python process, which
+    # on a loaded machine takes seconds, so the limit is far above that (no test here hangs).
+    config = {"f": stdio_server(env=env, timeout=120, idempotentTools=["crash_once"])}
     with McpServers(config, retry=FAST_RETRY) as servers:
         yield servers
 
