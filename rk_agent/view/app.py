@@ -4,7 +4,8 @@ Pages, all ``GET``:
 
 - ``/``: every run found (`rk_agent.view.catalog`), and a form to compare two;
 - ``/run/KEY``: a run's summary, filters and one page of its episode list
-  (`rk_agent.view.listing`);
+  (`rk_agent.view.listing`); while the run is being written the page's script fetches it again
+  every few seconds and swaps in the new summary and list;
 - ``/run/KEY/episode/ID``: one episode turn by turn (`rk_agent.view.episode`), with links to
   the previous and next episode of its group;
 - ``/compare?a=KEY&b=KEY``: run B against run A on their shared tasks
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import hmac
 import threading
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -48,6 +50,7 @@ TOKEN_COOKIE = "rk_agent_view_token"
 _HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; "
         "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -83,6 +86,7 @@ def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
     templates.filters["num"] = _num
     templates.globals["qs"] = lambda **fields: urlencode({k: v for k, v in fields.items() if v})
     listings: dict[str, Listing] = {}
+    comparisons: dict[tuple[str, str], tuple[tuple[int, int], Any]] = {}
     lock = threading.Lock()
 
     def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -175,7 +179,13 @@ def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
         from rk_agent.rollouts.compare import compare_runs
 
         run_a, run_b = run_or_404(a), run_or_404(b)
-        comparison = compare_runs(run_a.trajectories, run_b.trajectories)
+        sizes = (_size(run_a.trajectories), _size(run_b.trajectories))
+        kept = comparisons.get((a, b))
+        if kept is not None and kept[0] == sizes:
+            comparison = kept[1]
+        else:  # both runs read through: kept until either file changes
+            comparison = compare_runs(run_a.trajectories, run_b.trajectories)
+            comparisons[(a, b)] = (sizes, comparison)
         return render("compare.html", title="Compare", a=run_a, b=run_b, comparison=comparison)
 
     @app.get("/compare/task", response_class=HTMLResponse)
@@ -219,6 +229,13 @@ def _require_token(app: FastAPI, token: str) -> None:
             return Response(message, status_code=401, media_type="text/plain")
         response: Response = await call_next(request)
         return response
+
+
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except OSError:
+        return -1
 
 
 def _num(value: float | None, digits: int = 3) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -45,9 +46,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def viewer(runs_root: Path) -> Iterator[str]:
-    """The viewer over ``runs_root``, served by uvicorn on loopback: its base URL."""
+@contextlib.contextmanager
+def serving(paths: list[Path]) -> Iterator[str]:
+    """The viewer over ``paths``, served by uvicorn on loopback in a thread: its base URL."""
     import uvicorn
 
     from rk_agent.view.app import make_app
@@ -55,7 +56,7 @@ def viewer(runs_root: Path) -> Iterator[str]:
 
     port = free_port()
     config = uvicorn.Config(
-        make_app(find_runs([runs_root])), host="127.0.0.1", port=port, log_level="warning"
+        make_app(find_runs(paths)), host="127.0.0.1", port=port, log_level="warning"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -65,6 +66,15 @@ def viewer(runs_root: Path) -> Iterator[str]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the viewer did not start")
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def viewer(runs_root: Path) -> Iterator[str]:
+    """The viewer over ``runs_root``: its base URL."""
+    with serving([runs_root]) as url:
+        yield url

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.view.conftest import MARKUP
+from tests.view.conftest import MARKUP, serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -122,3 +122,23 @@ def test_markup_in_model_output_shows_as_text_and_runs_nothing(
     assert page.locator("main b").all_inner_texts() == ["0-0"]  # the page's own, not the model's
     assert page.evaluate("typeof window.__rk_xss") == "undefined"
     shot(page, tmp_path, "markup")
+
+
+def test_a_running_rollout_updates_itself(page: Any, runs_root: Path, tmp_path: Path) -> None:
+    from rk_agent.rollouts.run_dir import RunDir, read_trajectories
+
+    folder = tmp_path / "live"
+    shutil.copytree(runs_root / "stub", folder)
+    (folder / "summary.json").unlink()  # a run still playing has none yet
+    first = read_trajectories(folder)[0]
+    with RunDir.resume(folder) as run, serving([folder]) as url:  # a live writer holds it
+        run.mark_running()
+        page.goto(url + "/run/live")
+        assert "running" in page.locator("#run-title").inner_text()
+        assert page.locator("#count").inner_text().startswith("4 of 4 episodes")
+        shot(page, tmp_path, "running-before")
+        run.append(first.model_copy(update={"id": "9-0", "task_index": 9}))
+        page.locator("#count", has_text="5 of 5 episodes").wait_for(timeout=20_000)
+        assert page.locator("#episodes a.episode-link", has_text="9-0").count() == 1
+        shot(page, tmp_path, "running-after")
+        run.finish("finished")

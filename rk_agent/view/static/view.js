@@ -18,6 +18,24 @@ document.addEventListener("DOMContentLoaded", () => {
   };
   window.addEventListener("hashchange", openTarget);
   openTarget();
+  // A running run's page fetches itself again every few seconds and swaps in the parts that
+  // change (the server escaped them: they are its own markup, as on a reload).
+  const live = document.querySelector("[data-refresh]");
+  if (live) {
+    const seconds = Number(live.dataset.refresh) || 3;
+    const swap = ["summary-section", "count", "episodes"];
+    const refresh = async () => {
+      const response = await fetch(location.href, { headers: { Accept: "text/html" } });
+      if (!response.ok) return;
+      const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+      for (const id of swap) {
+        const now = document.getElementById(id), next = fresh.getElementById(id);
+        if (now && next) now.replaceWith(document.importNode(next, true));
+      }
+      if (!fresh.querySelector("[data-refresh]")) clearInterval(timer);
+    };
+    const timer = setInterval(() => { refresh().catch(() => {}); }, seconds * 1000);
+  }
   // The filters apply as soon as a choice changes.
   const filters = document.getElementById("filters");
   if (filters) {
