@@ -1,8 +1,11 @@
-"""``rk-agent check reward`` and ``rk-agent check env``: play the policies that cheat.
+"""``rk-agent check reward`` and ``rk-agent check env``: play the policies that cheat;
+``rk-agent check tokens``: does a run's conversation re-tokenize to the ids its model generated?
 
-Both print a table (or ``--json``): the mean reward and each component of the reference, an
-honest wrong answer and every probe, then the flags. Exit code 0: nothing flagged; 1: flagged;
-2: bad input (one line saying what was expected, what came and how to fix it).
+The first two print a table (or ``--json``): the mean reward and each component of the
+reference, an honest wrong answer and every probe, then the flags. ``check tokens`` prints each
+drifted turn and the drift rate (`rk_agent.rollouts.token_drift`). Exit code 0: nothing flagged;
+1: flagged (drift found); 2: bad input (one line saying what was expected, what came and how to
+fix it).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ EXIT_FLAGGED = 1
 
 app = typer.Typer(
     cls=WholeSentenceGroup,
-    help="Is a reward or an environment sound? Play the policies that cheat against it.",
+    help="Is a reward or an environment sound? Play the policies that cheat against it. Does a "
+    "run re-tokenize to the ids its model generated?",
     no_args_is_help=True,
 )
 
@@ -147,6 +151,34 @@ def check_env_command(
         **bound,
     )
     _finish(report, as_json)
+
+
+@app.command("tokens")
+def check_tokens_command(
+    run: Annotated[Path, typer.Argument(help="A run directory (or a trajectories JSONL file).")],
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            "--tokenizer",
+            help="A model folder whose tokenizer and chat template re-render the episodes, or "
+            "'embedded' (default: the run's local model folder, from its provenance.json).",
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Re-render each episode with the chat template, tokenize it, and check that every turn's
+    generated token ids are where the re-tokenized conversation puts that turn (what a trainer
+    that re-tokenizes would train on). Reports each drifted turn's first differing position with
+    a sample, and the drift rate. Exit 0: no drift; 1: drift; 2: bad input."""
+    from rk_agent.rollouts.token_drift import check_tokens
+
+    report = check_tokens(run, tokenizer)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+    else:
+        typer.echo("\n".join(report.describe()))
+    if report.drifts:
+        raise typer.Exit(EXIT_FLAGGED)
 
 
 def _load_probes(specs: list[str] | None) -> list[Probe]:
