@@ -1,6 +1,6 @@
 """The Hermes format (``<tool_call>`` blocks): rendering, parsing, round trips, malformed calls.
 
-These are the tests of the old ``rk_agent.rollouts.tool_protocol``, unchanged but for the names:
+These began as the tests of the module the format came from, unchanged but for the names:
 the format must behave byte for byte as that module did.
 """
 
