@@ -19,8 +19,10 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def render_summary(summary: RunSummary, console: Console, title: str = "Summary") -> None:
-    """Print the run summary as a table."""
-    table = Table(title=title, show_header=False)
+    """Print the run summary as a table, under its title (a line of its own, never wrapped:
+    it often holds a run's path, longer than the table is wide)."""
+    console.print(Text(title, style="bold"), soft_wrap=True)
+    table = Table(show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     er = summary.episode_reward

@@ -62,6 +62,7 @@ PARTIAL_CREDIT = 0.2
 PARTIAL_MAX_NUMBERS = 20
 """A response with more distinct numbers than this gets no partial credit (number spraying)."""
 
+_WARM_UP_S = 120  # the first comparison's, which loads sympy's parts (see _warm_up)
 _TIMEOUT_S = 2  # math-verify's per-parse and per-comparison limits (whole seconds: signal.alarm)
 _MAX_NUMBER_CHARS = 200  # longer digit strings are not "plain numbers" (and int() caps at 4300)
 _MAX_EXPONENT = 10_000  # bound on the product of all exponents in a symbolic answer
@@ -329,6 +330,20 @@ def _symbolic(answer: str) -> tuple[Any, ...]:
 
 
 @lru_cache(maxsize=1)
+def _warm_up() -> None:
+    """Parse and compare one formula without a time limit, once per process. The first
+    symbolic comparison loads sympy's lazily imported parts and fills its caches: over a
+    second on an idle machine, past the limit on a busy one, which would score a right answer
+    wrong at the start of every process."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    limit = _WARM_UP_S if _timeout() else None  # a limit still, where one can be set
+    configs = _configs(LatexExtractionConfig, ExprExtractionConfig)
+    gold = parse("\\boxed{(x+1)^2}", configs, parsing_timeout=limit)
+    verify(gold, parse("\\boxed{x^2+2x+1}", configs, parsing_timeout=limit), timeout_seconds=limit)
+
+
+@lru_cache(maxsize=1)
 def _configs(latex: Any, expr: Any) -> tuple[Any, ...]:
     return (latex(), expr())  # one instance each, so math-verify's regex caches hit
 
@@ -358,6 +373,7 @@ def _compare(answer: str, gold: str) -> _Verdict:
             return _Verdict(False, "math-verify", f"the {side} was not checked: {risk}")
     from math_verify import verify
 
+    _warm_up()
     gold_parsed, answer_parsed = _symbolic(gold), _symbolic(answer)
     if not gold_parsed:
         return _Verdict(False, "math-verify", "math-verify could not parse the reference")

@@ -454,3 +454,16 @@ def test_docstring_examples() -> None:
     failures, tried = doctest.testmod(math_module)
     assert tried >= 5
     assert failures == 0
+
+
+def test_the_first_symbolic_comparison_of_a_process_is_not_cut_by_its_time_limit() -> None:
+    # It loads sympy's lazily imported parts (seconds on a busy machine): a warm-up without the
+    # short limit comes first, once, so a right answer at a process's start is not scored wrong.
+    code = (
+        "from rk_agent.rewards.builtin import math as m\n"
+        "m._TIMEOUT_S = 1\n"
+        "print(m.answers_match('x^2+2x+1', '(x+1)^2'), m.answers_match('2x+2', '2(x+1)'),\n"
+        "      m._warm_up.cache_info().misses)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "True", "1"]
