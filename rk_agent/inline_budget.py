@@ -9,8 +9,13 @@ At a few thousand steps a second that was a third of a rollout process's time.
 
 So each such callable has a budget that watches its times. It starts off the caller's thread;
 once its first ``trials`` calls there used at most ``promote_s`` of CPU (median) and took at
-most ``demote_s`` of wall time (median: on a thread, the wall time also counts waits for the
-GIL, which many busy episodes make long), it runs inline. Inline calls that take longer than
+most ``demote_s`` of wall time (median), it runs inline. A callable that used little CPU but
+took long may be waiting on something outside the process, or only for the GIL: on a thread,
+the wall time also counts those waits, and at the start of a run, when every episode starts at
+once on a busy machine, they can be tens of milliseconds. So such a callable is measured again
+later, twice, after 4x and 16x its ``trials`` calls (still off the thread), and stays off the
+thread for good only when it is slow every time; one whose CPU time is over budget stays off
+at once. Inline calls that take longer than
 ``demote_s`` send it back off the thread for good once they are a pattern (a decaying share
 of the inline calls over a quarter: three slow calls in a row, or one in three), not for one
 garbage-collector pause: a call that keeps being slow on the event loop holds up every other
@@ -52,6 +57,7 @@ T = TypeVar("T")
 __all__ = ["InlineBudget"]
 
 _SLOW_SHARE = 0.25  # 0.1, 0.19, 0.271: the third slow call in a row crosses it
+_ROUNDS = 3  # rounds of trials a callable quick on CPU but slow on the clock gets
 
 
 class InlineBudget:
@@ -71,6 +77,8 @@ class InlineBudget:
 
     __slots__ = (
         "_cpu",
+        "_round",
+        "_skip",
         "_slow",
         "_wall",
         "demote_s",
@@ -96,6 +104,8 @@ class InlineBudget:
         self.inline = mode is True
         self.demoted = False
         self._slow = 0.0  # decaying share of slow inline calls
+        self._round = 0  # rounds of trials that did not promote it
+        self._skip = 0  # calls off the thread left before the next round
         self._wall: list[float] = []
         self._cpu: list[float] = []
 
@@ -133,14 +143,19 @@ class InlineBudget:
                 self.inline = False
                 self.demoted = True
             return
+        if self._skip:
+            self._skip -= 1
+            return
         self._wall.append(seconds)
         self._cpu.append(seconds if cpu_s is None else cpu_s)
         if len(self._wall) >= self.trials:
-            self.inline = (
-                statistics.median(self._cpu) <= self.promote_s
-                and statistics.median(self._wall) <= self.demote_s
-            )
+            quick_cpu = statistics.median(self._cpu) <= self.promote_s
+            self.inline = quick_cpu and statistics.median(self._wall) <= self.demote_s
             if not self.inline:
-                self.demoted = True  # slow from the start: stop measuring
+                self._round += 1
+                if not quick_cpu or self._round >= _ROUNDS:
+                    self.demoted = True  # it computes long, or it waits every time: stop
+                else:  # waiting, perhaps only for the GIL: measure again later
+                    self._skip = self.trials * 4**self._round
             self._wall.clear()
             self._cpu.clear()

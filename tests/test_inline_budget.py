@@ -28,12 +28,27 @@ def test_waits_for_the_gil_do_not_keep_a_quick_callable_off_the_thread() -> None
     assert budget.inline
 
 
-def test_a_callable_that_waits_stays_off_the_thread_for_good() -> None:
+def test_a_callable_that_waits_every_time_stays_off_the_thread_for_good() -> None:
     budget = InlineBudget(trials=4)
     trial(budget, 0.05, 0.0001, 4)  # waiting on the network: little CPU, long wall time
+    assert not budget.inline and not budget.demoted  # or only for the GIL: measured again
+    trial(budget, 0.05, 0.0001, 16 + 4)  # 4x its trials later, slow again
+    assert not budget.inline and not budget.demoted
+    trial(budget, 0.05, 0.0001, 64 + 4)  # 16x later, the third round: slow every time
     assert not budget.inline and budget.demoted
-    trial(budget, 0.0001, 0.0001, 100)  # no second chance: it was slow from the start
+    trial(budget, 0.0001, 0.0001, 1000)  # then no more chances
     assert not budget.inline
+
+
+def test_a_quick_callable_slow_on_the_clock_at_a_busy_start_is_promoted_later() -> None:
+    # The first calls of a run wait for the GIL behind every other episode's start.
+    budget = InlineBudget(trials=4)
+    trial(budget, 0.08, 0.0003, 4)
+    assert not budget.inline
+    trial(budget, 0.0004, 0.0003, 15)  # the calls between the rounds are not measured
+    assert not budget.inline
+    trial(budget, 0.0004, 0.0003, 1 + 4)
+    assert budget.inline and not budget.demoted
 
 
 def test_a_callable_that_computes_long_stays_off_the_thread() -> None:

@@ -436,7 +436,9 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             result = EvaluateResult(score=0.0, reason="no episode rewards configured")
         else:
             result = self._episode_reward(**self._reward_kwargs(state, stop_reason=stop_reason))
-        return result.model_copy(update={"step_outputs": list(state.steps)})
+        # The combined reward's result is a new object each call (`combine`): set, not copy.
+        result.step_outputs = list(state.steps)
+        return result
 
     def render(self) -> str | None:
         """The conversation as text (``render_mode="ansi"``)."""
@@ -492,7 +494,8 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             )
         if self._step_reward is not None:
             result = self._step_reward(**self._reward_kwargs(state, tool_calls=records))
-            result = result.model_copy(update={"metrics": {**metrics, **result.metrics}})
+            if metrics:  # a new object each call (`combine`): set, not copy
+                result.metrics = {**metrics, **result.metrics}
         else:
             result = EvaluateResult(score=0.0, metrics=metrics)
         state.steps.append(

@@ -22,6 +22,7 @@ from rk_agent.envs.spec import EnvFactory
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
+from rk_agent.rollouts.gc_pauses import fewer_gc_pauses
 from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
@@ -99,7 +100,8 @@ async def run_rollouts(
             sink.add(trajectory)
 
     try:
-        await asyncio.gather(*(worker(env) for env in envs))
+        with fewer_gc_pauses():
+            await asyncio.gather(*(worker(env) for env in envs))
     finally:
         for env in envs:
             env.close()

@@ -60,7 +60,8 @@ class _Recorder:
     """What an episode has produced so far; survives the episode's cancellation."""
 
     turns: list[Turn] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
+    prompt_tokens: int = 0  # summed over the turns (one `Usage` at the end, not one per turn)
+    completion_tokens: int = 0
     episode: EvaluateResult | None = None
     stop_reason: StopReason | None = None
     failure: Failure | None = None
@@ -133,7 +134,7 @@ async def play_episode(
         success=env.is_success(record.episode) if record.episode is not None else None,
         stop_reason=record.stop_reason or StopReason.ERROR,
         failure=record.failure,
-        usage=record.usage,
+        usage=Usage(prompt_tokens=record.prompt_tokens, completion_tokens=record.completion_tokens),
         wall_time_s=time.perf_counter() - started,
         attempt=attempt,
         provenance=(
@@ -193,7 +194,8 @@ async def _loop(
         turn = step_turn(len(record.turns), output, result, model_latency, env_latency)
         record.turns.append(turn)
         if output.usage is not None:
-            record.usage = record.usage + output.usage
+            record.prompt_tokens += output.usage.prompt_tokens
+            record.completion_tokens += output.usage.completion_tokens
         if result.done:
             record.episode = result.episode
             record.stop_reason = result.stop_reason

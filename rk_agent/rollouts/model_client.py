@@ -116,6 +116,8 @@ class ModelClient:
         self._session: aiohttp.ClientSession | None = None
         self._pool: Http1Pool | None = None
         self._proxy: dict[str, Any] = {}
+        self._tools: Any = None  # the last `tools` field sent (a copy) and its JSON
+        self._tools_json = ""
         self._headers = {
             "Authorization": f"Bearer {endpoint.key}",
             "Content-Type": "application/json",
@@ -169,7 +171,7 @@ class ModelClient:
         import aiohttp
 
         self.open()
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else self._encode(body)
         try:
             if self._pool is not None:
                 status, raw = await self._pooled(method, path, data)
@@ -197,6 +199,19 @@ class ModelClient:
                 retryable=True,
                 url=self.endpoint.url,
             ) from exc
+
+    def _encode(self, body: Any) -> bytes:
+        """``body`` as JSON. A ``tools`` field (kilobytes of schemas, the same in every
+        request of a run: two thirds of the encoding time) is encoded again only when it
+        changes; the copy it is compared with is a deep one, so edits in place show."""
+        tools = body.get("tools") if isinstance(body, dict) else None
+        if not tools:
+            return json.dumps(body).encode()
+        if tools != self._tools:
+            self._tools_json = json.dumps(tools)
+            self._tools = json.loads(self._tools_json)
+        rest = json.dumps({key: value for key, value in body.items() if key != "tools"})
+        return f'{rest[:-1]}{", " if len(rest) > 2 else ""}"tools": {self._tools_json}}}'.encode()
 
     async def _pooled(self, method: str, path: str, data: bytes | None) -> tuple[int, bytes]:
         assert self._pool is not None

@@ -65,6 +65,28 @@ def test_a_request_sends_json_with_the_key_and_returns_the_decoded_reply(
     assert request.headers["user-agent"] == f"rk-agent/{__version__}"
 
 
+def test_the_tools_are_sent_as_they_are_at_each_request(server: StubServer) -> None:
+    # Their JSON is kept from one request to the next, and must follow edits in place.
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    bodies = [{**BODY, "tools": tools, "tool_choice": "auto"}, {"tools": tools, **BODY}]
+
+    async def send(client: ModelClient) -> None:
+        for body in bodies:
+            await client.request("POST", "/chat/completions", body)
+        tools[0]["function"]["name"] = "subtract"
+        tools.append({"type": "function", "function": {"name": "é", "parameters": {}}})
+        await client.request("POST", "/chat/completions", bodies[0])
+
+    run(client_for(server.base_url), send)
+    sent = [request.body for request in server.chat_requests]
+    assert sent[:2] == [
+        {**BODY, "tools": [tools[0] | {"function": {**tools[0]["function"], "name": "add"}}],
+         "tool_choice": "auto"},
+        {"tools": [tools[0] | {"function": {**tools[0]["function"], "name": "add"}}], **BODY},
+    ]  # fmt: skip
+    assert sent[2] == {**BODY, "tools": tools, "tool_choice": "auto"}
+
+
 def test_get_without_a_body(server: StubServer) -> None:
     listed = run(client_for(server.base_url), lambda c: c.request("GET", "/models"))
     assert listed["object"] == "list" and listed["data"]

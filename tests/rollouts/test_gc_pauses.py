@@ -1,0 +1,87 @@
+"""Tests for `rk_agent.rollouts.gc_pauses`: the collector while a run plays, and after."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from rk_agent.rollouts.config import RolloutConfig
+from rk_agent.rollouts.engine import run_rollouts
+from rk_agent.rollouts.gc_pauses import YOUNG_THRESHOLD, fewer_gc_pauses
+from rk_agent.rollouts.testing import ScriptedPolicy
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_found() -> Iterator[None]:
+    saved = gc.get_threshold()
+    yield
+    gc.set_threshold(*saved)
+    gc.unfreeze()
+
+
+def test_inside_the_young_generation_is_collected_less_often_and_old_objects_are_frozen() -> None:
+    gc.set_threshold(700, 10, 10)
+    before = gc.get_freeze_count()
+    with fewer_gc_pauses():
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)
+        assert gc.get_freeze_count() > before
+        assert gc.isenabled()
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == before
+
+
+def test_the_outermost_block_restores_the_settings() -> None:
+    gc.set_threshold(1000, 5, 5)
+    with fewer_gc_pauses():
+        with fewer_gc_pauses():
+            pass
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, 5, 5)  # still inside the outer one
+    assert gc.get_threshold() == (1000, 5, 5)
+
+
+def test_settings_come_back_when_the_run_fails() -> None:
+    gc.set_threshold(700, 10, 10)
+    with pytest.raises(RuntimeError), fewer_gc_pauses():
+        raise RuntimeError("boom")
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_process_that_set_its_own_larger_threshold_or_none_keeps_it() -> None:
+    for threshold in ((0, 10, 10), (50_000, 10, 10)):
+        gc.set_threshold(*threshold)
+        with fewer_gc_pauses():
+            assert gc.get_threshold() == threshold
+        assert gc.get_threshold() == threshold
+
+
+def test_cycles_made_during_the_run_are_still_collected() -> None:
+    class Node:
+        pass
+
+    with fewer_gc_pauses():
+        node = Node()
+        node.me = node  # type: ignore[attr-defined]
+        del node
+        assert gc.collect() >= 1
+
+
+def test_run_rollouts_leaves_the_collector_as_it_found_it() -> None:
+    gc.set_threshold(700, 10, 10)
+    seen: list[tuple[int, int, int]] = []
+    policy = ScriptedPolicy(["Answer: 42"])
+
+    def on_episode(_trajectory: object) -> None:
+        seen.append(gc.get_threshold())
+
+    config = RolloutConfig(env="tools", n=3, concurrency=2, max_turns=1)
+    result = asyncio.run(
+        run_rollouts(config, policy=policy, make_env=config.env.factory(), on_episode=on_episode)
+    )
+    assert len(result.trajectories) == 3
+    assert seen == [(YOUNG_THRESHOLD, 10, 10)] * 3
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == 0
