@@ -134,8 +134,10 @@ def make_app(catalog: Catalog, *, token: str | None = None, index_wait_s: float 
         if kept is not None and kept[0] == len(index):
             return kept[1]
         drawn = [histogram_chart("hist-reward", "episode reward", index.rewards)]
+        names = index.components.keys()
         for number, (name, scores) in enumerate(sorted(index.components.items())):
-            drawn.append(histogram_chart(f"hist-{number}", name, scores))
+            part = name.partition(".")[0] in names - {name}  # answer.format: a part of answer
+            drawn.append(histogram_chart(f"hist-{number}", name, scores, part=part))
         with lock:
             histograms[run.key] = (len(index), drawn)
         return drawn
@@ -160,12 +162,14 @@ def make_app(catalog: Catalog, *, token: str | None = None, index_wait_s: float 
 
     @app.get("/", response_class=HTMLResponse)
     def runs_page() -> Response:
-        for run in catalog.runs.values():  # every pass started at once, then waited for
-            run.indexed(0)
+        # Every pass started at once, then waited for (up to index_wait_s in all).
+        started = {key: run.indexed(0) for key, run in catalog.runs.items()}
         deadline = time.monotonic() + index_wait_s
         runs = []
-        for run in catalog.runs.values():
-            index = run.indexed(max(0.0, deadline - time.monotonic()))
+        for key, run in catalog.runs.items():
+            index = started[key]
+            if index is None and index_wait_s > 0:
+                index = run.indexed(max(0.0, deadline - time.monotonic()))
             runs.append((run, run.info(index, indexing=index is None)))
         return render("runs.html", title="Runs", runs=runs)
 

@@ -118,7 +118,8 @@ class Run:
 
     def indexed(self, wait_s: float | None) -> EpisodeIndex | None:
         """The run's episode index once it is up to date with the file, or ``None`` while a
-        pass over the file is still running after ``wait_s`` seconds (``None``: until done).
+        pass over the file is still running after ``wait_s`` seconds (``None``: until done;
+        ``0``: not at all, and a pass this call started counts as running).
 
         A pass starts, in a thread of its own, when the file has bytes the index has not read
         and none runs; `progress` says how far it got.
@@ -130,7 +131,8 @@ class Run:
             if self._index is None:
                 self._index = EpisodeIndex(self.trajectories, unique=self.kind != "trajectories")
             index = self._index
-            if (self._pass is None or not self._pass.is_alive()) and index.behind():
+            started = (self._pass is None or not self._pass.is_alive()) and index.behind()
+            if started:
                 self._failed = None
                 self._pass = threading.Thread(
                     target=self._refresh,
@@ -142,7 +144,7 @@ class Run:
             running = self._pass
         if running is not None:
             running.join(wait_s)
-            if running.is_alive():
+            if running.is_alive() or (started and wait_s == 0):
                 return None
         if self._failed is not None:
             raise self._failed

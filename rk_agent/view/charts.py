@@ -121,6 +121,8 @@ class HistogramChart:
 
     Attributes:
         count: the values given; invalid: those without a valid value; mean: of the valid ones.
+        part: the histogram of a part of something shown beside it (a reward component's
+            sub-component, ``answer.format``): drawn folded.
     """
 
     id: str
@@ -131,6 +133,7 @@ class HistogramChart:
     count: int
     invalid: int
     mean: float | None
+    part: bool = False
     box: _Box = field(default_factory=_Box)
     width: int = WIDTH
     height: int = HEIGHT
@@ -157,8 +160,9 @@ def line_chart(
     """
     box = _Box()
     values = [v for vs in series.values() for v in vs if v is not None and math.isfinite(v)]
-    low, high = (0.0, 1.0) if rate else _bounds(values)
-    y_ticks = _ticks(low, high, box.bottom, box.top)
+    ticks = _tick_values(0.0, 1.0) if rate else _span(values)
+    low, high = ticks[0], ticks[-1]
+    y_ticks = _ticks(ticks, low, high, box.bottom, box.top)
     first, last = (steps[0], steps[-1]) if steps else (0, 1)
     if first == last:
         first, last = first - 1, last + 1
@@ -196,7 +200,9 @@ def line_chart(
     return LineChart(chart_id, title, lines, x_ticks, y_ticks, markers, len(steps), box)
 
 
-def histogram_chart(chart_id: str, title: str, values: Iterable[float]) -> HistogramChart:
+def histogram_chart(
+    chart_id: str, title: str, values: Iterable[float], *, part: bool = False
+) -> HistogramChart:
     """A histogram of ``values`` (NaN and infinite ones counted apart as invalid)."""
     box = _Box()
     stats = reward_stats(values, bins=BINS)
@@ -205,8 +211,9 @@ def histogram_chart(chart_id: str, title: str, values: Iterable[float]) -> Histo
     low, high = edges[0], edges[-1]
     if high == low:
         low, high = low - 0.5, high + 0.5
-    top = max(counts) if max(counts) > 0 else 1
-    y_ticks = _ticks(0.0, float(top), box.bottom, box.top, whole=True)
+    ticks = sorted({float(round(t)) for t in _tick_values(0.0, float(max(max(counts), 1)))})
+    top = ticks[-1]
+    y_ticks = _ticks(ticks, 0.0, top, box.bottom, box.top)
     span = high - low
     bars = []
     for count, left, right in zip(counts, edges, edges[1:], strict=False):
@@ -227,18 +234,18 @@ def histogram_chart(chart_id: str, title: str, values: Iterable[float]) -> Histo
         if low <= t <= high
     ]
     return HistogramChart(
-        chart_id, title, bars, x_ticks, y_ticks, stats.count, stats.invalid, stats.mean, box
+        chart_id, title, bars, x_ticks, y_ticks, stats.count, stats.invalid, stats.mean, part, box
     )
 
 
-def _bounds(values: list[float]) -> tuple[float, float]:
+def _span(values: list[float]) -> list[float]:
+    """Round tick values spanning ``values`` (around the one value when all are equal)."""
     if not values:
-        return 0.0, 1.0
+        return _tick_values(0.0, 1.0)
     low, high = min(values), max(values)
     if high == low:
-        return low - 0.5, high + 0.5
-    ticks = _tick_values(low, high)
-    return min(low, ticks[0]), max(high, ticks[-1])
+        return _tick_values(low - 0.5, high + 0.5)
+    return _tick_values(low, high)
 
 
 def _tick_values(low: float, high: float, count: int = 5) -> list[float]:
@@ -257,17 +264,9 @@ def _tick_values(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def _ticks(
-    low: float, high: float, bottom: float, top: float, *, whole: bool = False
-) -> list[Tick]:
-    values = _tick_values(low, high)
-    if whole:
-        values = sorted({float(round(v)) for v in values})
-    return [
-        Tick(bottom - (v - low) / (high - low) * (bottom - top), _label(v))
-        for v in values
-        if low - 1e-9 <= v <= high + 1e-9
-    ]
+def _ticks(values: list[float], low: float, high: float, bottom: float, top: float) -> list[Tick]:
+    """Ticks at ``values`` on an axis from ``low`` (at ``bottom``) to ``high`` (at ``top``)."""
+    return [Tick(bottom - (v - low) / (high - low) * (bottom - top), _label(v)) for v in values]
 
 
 def _label(value: float | None) -> str:

@@ -60,7 +60,8 @@ class Training:
         return [alarm for line in self.lines for alarm in line.alarms]
 
     def rows(self) -> list[tuple[str, str]]:
-        """The run's state and its last watched step, as text rows."""
+        """The run's state and how many steps were watched, as text rows (the charts show the
+        figures)."""
         rows: list[tuple[str, str]] = []
         if self.record is not None:
             rows += [
@@ -70,13 +71,7 @@ class Training:
                 ("updated", f"{self.record.updated_at:%Y-%m-%d %H:%M:%S} UTC"),
             ]
         if self.lines:
-            last = self.lines[-1]
-            rows += [
-                ("watched steps", f"{len(self.lines)} (last: step {last.step})"),
-                ("mean reward", _num(last.reward_mean)),
-                ("success rate", _num(last.success_mean)),
-                ("zero-spread groups", _num(last.zero_spread)),
-            ]
+            rows.append(("watched steps", f"{len(self.lines)} (last: step {self.lines[-1].step})"))
         return rows
 
     def charts(self) -> list[LineChart]:
@@ -172,7 +167,3 @@ def _read(folder: Path) -> Training:
         pass
     lines.sort(key=lambda line: line.step)
     return Training(read_run_record(folder), lines, unreadable)
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"

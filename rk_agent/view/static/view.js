@@ -10,10 +10,11 @@ document.addEventListener("DOMContentLoaded", () => {
       button.textContent = open ? "fold all" : "unfold all";
     });
   }
-  // Following a link to a folded tool result opens it.
+  // Following a link to a folded tool result (or to a turn's token ids) opens it.
   const openTarget = () => {
     const target = location.hash ? document.getElementById(location.hash.slice(1)) : null;
-    const fold = target ? target.querySelector("details.fold") : null;
+    const fold = target && target.tagName === "DETAILS" ? target
+      : target ? target.querySelector("details.fold") : null;
     if (fold) fold.open = true;
   };
   window.addEventListener("hashchange", openTarget);
