@@ -7,7 +7,7 @@ draws. Axes are scaled to the data: ticks at round numbers (1, 2 or 5 times a po
 rates on 0 to 1.
 
 - `line_chart`: one or more series over training steps (a missing value breaks its line), with
-  a dashed marker at each step that raised an alarm, its message as the marker's tooltip;
+  a dashed marker at each step that raised alarms, their messages as the marker's tooltip;
 - `histogram_chart`: the valid values in equal-width bins (`rk_agent.rewards.stats`), the
   values without one counted apart, never drawn as 0.
 
@@ -68,10 +68,11 @@ class Line:
 
 @dataclass(frozen=True)
 class Marker:
-    """An alarm on a chart: the step's x, its kind, its message (the tooltip)."""
+    """The alarms of one step on a chart: the step's x, a label (the alarm's kind, or how many
+    there are) and their messages, a line each (the tooltip)."""
 
     x: float
-    kind: str
+    label: str
     message: str
 
 
@@ -196,7 +197,18 @@ def line_chart(
         for t in _tick_values(first, last)
         if first <= t <= last and t % 1 == 0
     ]
-    markers = [Marker(x(step), kind, message) for step, kind, message in alarms if steps]
+    by_step: dict[int, list[tuple[str, str]]] = {}
+    for step, kind, message in alarms:
+        by_step.setdefault(step, []).append((kind, message))
+    markers = [
+        Marker(
+            x(step),
+            raised[0][0] if len(raised) == 1 else f"{len(raised)} alarms",
+            "\n".join(message for _, message in raised),
+        )
+        for step, raised in sorted(by_step.items())
+        if steps
+    ]
     return LineChart(chart_id, title, lines, x_ticks, y_ticks, markers, len(steps), box)
 
 

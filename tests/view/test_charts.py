@@ -15,9 +15,8 @@ def _points(path: str) -> list[tuple[float, float]]:
 
 
 def test_a_line_breaks_where_a_step_has_no_value_and_spans_the_plot() -> None:
-    chart = line_chart(
-        "c", "Reward", [1, 2, 3, 4], {"mean": [0.0, None, 0.5, 1.0]}, alarms=[(3, "k", "m")]
-    )
+    alarms = [(3, "k", "m"), (4, "k1", "m1"), (4, "k2", "m2")]
+    chart = line_chart("c", "Reward", [1, 2, 3, 4], {"mean": [0.0, None, 0.5, 1.0]}, alarms=alarms)
     [line] = chart.lines
     assert [len(_points(p)) for p in line.paths] == [1, 2]
     first, (third, last) = _points(line.paths[0])[0], _points(line.paths[1])
@@ -27,8 +26,9 @@ def test_a_line_breaks_where_a_step_has_no_value_and_spans_the_plot() -> None:
     assert first[1] == pytest.approx(chart.box.bottom) and last[1] == pytest.approx(chart.box.top)
     assert [t.label for t in chart.x_ticks] == ["1", "2", "3", "4"]
     assert [t.label for t in chart.y_ticks] == ["0", "0.5", "1"]
-    [marker] = chart.markers
-    assert (marker.x, marker.kind, marker.message) == (pytest.approx(third[0], abs=0.05), "k", "m")
+    one, two = chart.markers  # one a step, its alarms' messages a line each
+    assert (one.x, one.label, one.message) == (pytest.approx(third[0], abs=0.05), "k", "m")
+    assert (two.x, two.label, two.message) == (chart.box.right, "2 alarms", "m1\nm2")
     assert [d.label for d in line.dots] == ["step 1: mean 0", "step 3: mean 0.5", "step 4: mean 1"]
     assert (line.last, chart.steps, chart.empty) == ("1", 4, False)
 

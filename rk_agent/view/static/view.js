@@ -32,7 +32,9 @@ document.addEventListener("DOMContentLoaded", () => {
       const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
       for (const id of swap) {
         const now = document.getElementById(id), next = fresh.getElementById(id);
-        if (now && next) now.replaceWith(document.importNode(next, true));
+        if (now && next && now.outerHTML !== next.outerHTML) {
+          now.replaceWith(document.importNode(next, true));
+        }
       }
       if (!fresh.querySelector("[data-refresh]")) clearInterval(timer);
     };
@@ -58,10 +60,11 @@ document.addEventListener("DOMContentLoaded", () => {
     const poller = setInterval(() => { poll().catch(() => {}); }, 500);
   }
   // The filters apply as soon as a choice changes.
+  // (Listened for on the form: a running run's page swaps its alarm choice in.)
   const filters = document.getElementById("filters");
   if (filters) {
-    for (const select of filters.querySelectorAll("select")) {
-      select.addEventListener("change", () => filters.submit());
-    }
+    filters.addEventListener("change", (event) => {
+      if (event.target.tagName === "SELECT") filters.submit();
+    });
   }
 });
