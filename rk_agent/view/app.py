@@ -44,9 +44,10 @@ from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.summary import RunSummary
+from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.view.catalog import Catalog, Run
 from rk_agent.view.charts import HistogramChart, histogram_chart
-from rk_agent.view.episode import episode_view
+from rk_agent.view.episode import EpisodeView, episode_view
 from rk_agent.view.filters import EpisodeFilter
 from rk_agent.view.index import EpisodeIndex
 from rk_agent.view.listing import Listing
@@ -206,7 +207,7 @@ def make_app(catalog: Catalog, *, token: str | None = None, index_wait_s: float 
             alarms=alarms,
             flt=flt,
             page=shown,
-            stepped=any(step >= 0 for step in index.steps[:1]) or flt.step is not None,
+            stepped=bool(len(index)) and index.steps[0] >= 0,  # a training run's episodes
             stops=[w for w in index.stops.words if w],
             failures=[w for w in index.failures.words if w],
             unreadable=index.unreadable,
@@ -296,7 +297,7 @@ def _require_token(app: FastAPI, token: str) -> None:
         return response
 
 
-def _checked_view(run: Run, trajectory: Any) -> Any:
+def _checked_view(run: Run, trajectory: Trajectory) -> EpisodeView:
     """The episode's view, its token ids checked for drift with the run's tokenizer."""
     if not any(turn.token_ids for turn in trajectory.turns):
         return episode_view(trajectory)

@@ -46,8 +46,12 @@ def page(browser: Any, tmp_path: Path) -> Iterator[Any]:
     assert errors == []
 
 
-def shot(page: Any, tmp_path: Path, name: str) -> None:
-    page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+def shot(page: Any, tmp_path: Path, name: str, part: str | None = None) -> None:
+    """Keep a screenshot of the page (or of its element ``part``, a CSS selector)."""
+    if part is None:
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+    else:
+        page.locator(part).screenshot(path=str(tmp_path / f"{name}.png"))
     assert (tmp_path / f"{name}.png").stat().st_size > 0
 
 
@@ -168,6 +172,7 @@ def test_a_training_run_draws_its_charts_and_filters_by_alarm(
     assert len(reward.split()) == 4  # a point per step
     assert page.locator("#hist-reward rect.bar").count() == 20
     shot(page, tmp_path, "training-run")
+    shot(page, tmp_path, "training-charts", "#charts")
 
     page.click("#alarms a.alarm-link >> text=zero_spread")
     page.wait_for_url("**alarm=zero_spread**")
@@ -248,6 +253,7 @@ def test_token_ids_fold_per_turn_and_drifted_turns_are_marked(
         marks.first.click()
         assert page.evaluate("location.hash") == "#t0-tokens"
         assert page.locator("#t0-tokens pre.ids").first.is_visible()  # the mark opens it
+        shot(page, tmp_path, "token-drift-turn", "#turn-0")
         prompt = page.locator("#t0-tokens details.prompt-ids")  # long: folded again
         assert not prompt.locator("pre.ids").is_visible()
         prompt.locator("summary").click()
