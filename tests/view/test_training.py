@@ -145,3 +145,35 @@ def test_a_run_without_a_watch_says_so(runs_root: Path, tmp_path: Path) -> None:
     page = TestClient(make_app(find_runs([tmp_path / "sft"]))).get("/run/sft")
     assert page.status_code == 200
     assert "No step watched yet." in page.text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # a process start and three steps: minutes on a loaded machine
+def test_a_real_grpo_run_is_shown_step_by_step(tmp_path: Path, tiny_model_dir: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "grpo"
+    command = [
+        sys.executable, "-m", "rk_agent", "train", "grpo", "--model", str(tiny_model_dir),
+        "--output-dir", str(out), "--env", "guess", "--n-tasks", "4", "--max-turns", "2",
+        "--no-wandb", "--num_generations", "2", "--per_device_train_batch_size", "2",
+        "--max_completion_length", "12", "--max_steps", "3", "--save_steps", "10",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=800,
+                          env={**env, "HOME": str(tmp_path / "home")})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    catalog = find_runs([out])
+    assert catalog.runs["grpo"].kind == "training"
+    index = catalog.runs["grpo"].index()
+    assert sorted(set(index.steps)) == [1, 2, 3]  # each step's episodes, their ids repeating
+    client = TestClient(make_app(catalog))
+    page = client.get("/run/grpo")
+    assert page.status_code == 200
+    assert 'id="chart-reward" data-steps="3"' in page.text
+    assert "finished" in page.text
+    assert _count(page.text) == f"{len(index)} of {len(index)} episodes"
+    assert _count(client.get("/run/grpo?step=2").text) == f"2 of {len(index)} episodes"
+    assert client.get("/run/grpo/episode/0-0@2").status_code == 200
