@@ -42,8 +42,10 @@ def view(
         ),
     ] = False,
 ) -> None:
-    """Browse runs in a web page: every run, a run's episodes with filters, one episode turn by
-    turn, and two runs compared. Read-only; prints the URL and serves until Ctrl-C."""
+    """Browse runs in a web page: every run and its alarms, a run's episodes with filters and
+    histograms, a training run's figures per step as charts (updating while it trains), one
+    episode turn by turn, and two runs compared. Read-only; prints the URL and serves until
+    Ctrl-C."""
     from rk_agent.view.serve import serve_view
 
     token = None

@@ -19,9 +19,11 @@ around it on both sides (`TurnDrift`).
 The prompt is rendered as the run's policy rendered it: the tools offered and the tool-call
 format of its `rk_agent.rollouts.provenance.RunProvenance` (``"native"``: the template renders
 the tools; a text format's name: that format describes them), with the run's local model
-folder's tokenizer unless another is given.
+folder's tokenizer unless another is given. `TokenChecker` holds what that takes for one run
+(the tokenizer loaded once) and checks one episode at a time: what ``rk-agent view`` does for
+the episode it shows.
 
-Main names: `check_tokens`, `TokenDriftReport`, `TurnDrift`, `load_tokenizer`.
+Main names: `check_tokens`, `TokenChecker`, `TokenDriftReport`, `TurnDrift`, `load_tokenizer`.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.tool_calls import get_tool_call_format
 from rk_agent.types import Message
 
-__all__ = ["TokenDriftReport", "TurnDrift", "check_tokens", "load_tokenizer"]
+__all__ = ["TokenChecker", "TokenDriftReport", "TurnDrift", "check_tokens", "load_tokenizer"]
 
 _BEFORE = 4  # ids shown before the first differing position
 _AFTER = 6  # ids shown from it on
@@ -164,6 +166,44 @@ class _Renderer(ChatTemplate):
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+class TokenChecker:
+    """Checks the episodes of one run for token drift, one at a time (module docstring).
+
+    Args:
+        run: a run directory or a trajectories JSONL file (then ``tokenizer`` is needed).
+        tokenizer: as for `check_tokens`.
+
+    Attributes:
+        source: where the tokenizer came from.
+        note: a warning about the check itself (the tokenizer's chat template is not the run's).
+
+    Raises:
+        ConfigError: no tokenizer is available (`load_tokenizer`).
+
+    Example:
+        >>> checker = TokenChecker("runs/local")  # doctest: +SKIP
+        >>> drifts, checked = checker.check(trajectory)  # doctest: +SKIP
+    """
+
+    def __init__(self, run: str | Path, tokenizer: str | Path | None = None) -> None:
+        folder = Path(run)
+        self.provenance = read_provenance(folder) if folder.is_dir() else None
+        self.tokenizer, self.source = load_tokenizer(run, tokenizer, self.provenance)
+        self.note = _template_note(self.tokenizer, self.provenance)
+        self._renderers: dict[str | None, _Renderer] = {}
+
+    def check(self, trajectory: Trajectory) -> tuple[list[TurnDrift], int]:
+        """The drifted turns of one episode, and how many of its turns had generated ids."""
+        if not any(turn.token_ids for turn in trajectory.turns):
+            return [], 0
+        provenance = self.provenance
+        fmt = provenance.episode_format(trajectory.provenance) if provenance else None
+        if fmt not in self._renderers:
+            self._renderers[fmt] = _Renderer(self.tokenizer, fmt)
+        tools = provenance.episode_tools(trajectory.provenance) if provenance else []
+        return _check_episode(trajectory, self._renderers[fmt], tools)
+
+
 def check_tokens(run: str | Path, tokenizer: str | Path | None = None) -> TokenDriftReport:
     """Check every turn of ``run`` that has generated ids for token drift (module docstring).
 
@@ -183,23 +223,15 @@ def check_tokens(run: str | Path, tokenizer: str | Path | None = None) -> TokenD
         (0, 0.0)
     """
     trajectories = iter_trajectories(run)  # checks the path first
-    folder = Path(run)
-    provenance = read_provenance(folder) if folder.is_dir() else None
-    loaded, source = load_tokenizer(run, tokenizer, provenance)
-    note = _template_note(loaded, provenance)
+    checker = TokenChecker(run, tokenizer)
     episodes = checked = turns = 0
     drifts: list[tuple[int, int, TurnDrift]] = []
-    renderer: dict[str | None, _Renderer] = {}
     for trajectory in trajectories:
         episodes += 1
-        if not any(turn.token_ids for turn in trajectory.turns):
+        found, count = checker.check(trajectory)
+        if not count:
             continue
         checked += 1
-        fmt = provenance.episode_format(trajectory.provenance) if provenance else None
-        if fmt not in renderer:
-            renderer[fmt] = _Renderer(loaded, fmt)
-        tools = provenance.episode_tools(trajectory.provenance) if provenance else []
-        found, count = _check_episode(trajectory, renderer[fmt], tools)
         turns += count
         drifts += [(trajectory.task_index, trajectory.sample, drift) for drift in found]
     if not checked:
@@ -209,12 +241,12 @@ def check_tokens(run: str | Path, tokenizer: str | Path | None = None) -> TokenD
         )
     return TokenDriftReport(
         run=str(run),
-        tokenizer=source,
+        tokenizer=checker.source,
         episodes=episodes,
         episodes_checked=checked,
         turns_checked=turns,
         drifts=[drift for *_, drift in sorted(drifts, key=lambda d: (d[0], d[1], d[2].turn))],
-        note=note,
+        note=checker.note,
     )
 
 

@@ -2,12 +2,18 @@
 
 Pages, all ``GET``:
 
-- ``/``: every run found (`rk_agent.view.catalog`), and a form to compare two;
-- ``/run/KEY``: a run's summary, filters and one page of its episode list
+- ``/``: every run found (`rk_agent.view.catalog`) with its alarms, and a form to compare two;
+- ``/run/KEY``: a run's summary; a training run's charts per step (`rk_agent.view.training`);
+  the histograms of its episode reward and of each reward component (`rk_agent.view.charts`);
+  its alarms, each a link to the episodes behind it; filters and one page of its episode list
   (`rk_agent.view.listing`); while the run is being written the page's script fetches it again
-  every few seconds and swaps in the new summary and list;
-- ``/run/KEY/episode/ID``: one episode turn by turn (`rk_agent.view.episode`), with links to
-  the previous and next episode of its group;
+  every few seconds and swaps in the parts that change;
+- ``/run/KEY/episode/KEY``: one episode turn by turn (`rk_agent.view.episode`), with links to
+  the previous and next episode of its group, and its token ids checked for drift where it
+  has them (`rk_agent.rollouts.token_drift`, with the run's tokenizer);
+- ``/run/KEY/progress``: how far the run's index got (JSON), for the page shown while a big
+  run is first read: a page that needs a run's index waits up to ``index_wait_s`` for it, then
+  shows that page instead, whose script polls this and loads the page asked for when done;
 - ``/compare?a=KEY&b=KEY``: run B against run A on their shared tasks
   (`rk_agent.rollouts.compare.compare_runs`), gained and lost tasks listed;
 - ``/compare/task?a=KEY&b=KEY&task=ID``: a task's episodes in both runs, side by side;
@@ -25,21 +31,25 @@ from __future__ import annotations
 
 import hmac
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, PackageLoader
 from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.summary import RunSummary
+from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.view.catalog import Catalog, Run
-from rk_agent.view.episode import episode_view
+from rk_agent.view.charts import HistogramChart, histogram_chart
+from rk_agent.view.episode import EpisodeView, episode_view
 from rk_agent.view.filters import EpisodeFilter
+from rk_agent.view.index import EpisodeIndex
 from rk_agent.view.listing import Listing
 
 __all__ = ["TOKEN_COOKIE", "make_app"]
@@ -65,12 +75,19 @@ class _NotFound(Exception):
         self.message = message
 
 
-def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
+class _Indexing(Exception):
+    def __init__(self, run: Run) -> None:
+        super().__init__(run.key)
+        self.run = run
+
+
+def make_app(catalog: Catalog, *, token: str | None = None, index_wait_s: float = 1.0) -> FastAPI:
     """The viewer's app over the runs of ``catalog`` (module docstring).
 
     Args:
         catalog: the runs to show (`rk_agent.view.catalog.find_runs`).
         token: when set, every request must carry it.
+        index_wait_s: how long a page waits for a run's index before it shows how far it got.
 
     Example:
         >>> app = make_app(find_runs(["runs/"]))  # doctest: +SKIP
@@ -86,6 +103,7 @@ def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
     templates.filters["num"] = _num
     templates.globals["qs"] = lambda **fields: urlencode({k: v for k, v in fields.items() if v})
     listings: dict[str, Listing] = {}
+    histograms: dict[str, tuple[int, list[HistogramChart]]] = {}
     comparisons: dict[tuple[str, str], tuple[tuple[int, int], Any]] = {}
     lock = threading.Lock()
 
@@ -99,16 +117,42 @@ def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
             raise _NotFound(f"No run {key!r} here: the runs page lists the runs this viewer has.")
         return run
 
-    def listing(run: Run) -> Listing:
-        index = run.index()
+    def ready(run: Run) -> EpisodeIndex:
+        index = run.indexed(index_wait_s)
+        if index is None:
+            raise _Indexing(run)
+        return index
+
+    def listing(run: Run, index: EpisodeIndex) -> Listing:
         with lock:
             if run.key not in listings:
                 listings[run.key] = Listing(index)
             return listings[run.key]
 
+    def run_histograms(run: Run, index: EpisodeIndex) -> list[HistogramChart]:
+        with lock:
+            kept = histograms.get(run.key)
+        if kept is not None and kept[0] == len(index):
+            return kept[1]
+        drawn = [histogram_chart("hist-reward", "episode reward", index.rewards)]
+        names = index.components.keys()
+        for number, (name, scores) in enumerate(sorted(index.components.items())):
+            part = name.partition(".")[0] in names - {name}  # answer.format: a part of answer
+            drawn.append(histogram_chart(f"hist-{number}", name, scores, part=part))
+        with lock:
+            histograms[run.key] = (len(index), drawn)
+        return drawn
+
     @app.exception_handler(_NotFound)
     async def not_found(request: Request, exc: _NotFound) -> Response:
         return render("error.html", 404, title="Not found", message=exc.message)
+
+    @app.exception_handler(_Indexing)
+    async def indexing(request: Request, exc: _Indexing) -> Response:
+        run = exc.run
+        return render(
+            "indexing.html", 202, title=f"Reading {run.key}", run=run, share=run.progress()
+        )
 
     @app.exception_handler(ConfigError)
     async def bad_request(request: Request, exc: ConfigError) -> Response:
@@ -119,56 +163,78 @@ def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def runs_page() -> Response:
-        runs = [(run, run.info()) for run in catalog.runs.values()]
+        # Every pass started at once, then waited for (up to index_wait_s in all).
+        started = {key: run.indexed(0) for key, run in catalog.runs.items()}
+        deadline = time.monotonic() + index_wait_s
+        runs = []
+        for key, run in catalog.runs.items():
+            index = started[key]
+            if index is None and index_wait_s > 0:
+                index = run.indexed(max(0.0, deadline - time.monotonic()))
+            runs.append((run, run.info(index, indexing=index is None)))
         return render("runs.html", title="Runs", runs=runs)
+
+    @app.get("/run/{key}/progress")
+    def progress(key: str) -> Response:
+        run = run_or_404(key)
+        ready = run.indexed(0) is not None
+        share = 1.0 if ready else run.progress()
+        return JSONResponse({"ready": ready, "share": share}, headers=_HEADERS)
 
     @app.get("/run/{key}", response_class=HTMLResponse)
     def run_page(key: str, request: Request, page: int = 1) -> Response:
         run = run_or_404(key)
         flt = EpisodeFilter.from_query(request.query_params)
-        runs_listing = listing(run)
-        shown = runs_listing.page(flt, page)
-        index = runs_listing.index
+        index = ready(run)
+        alarms = run.alarms()
+        shown = listing(run, index).page(flt, page, alarms=alarms)
         summary = run.summary()
+        training = run.training()
         return render(
             "run.html",
             title=f"Run {run.key}",
             run=run,
-            info=run.info(),
+            info=run.info(index),
             summary_rows=_summary_rows(summary) if summary is not None else [],
             component_rows=(
                 [(name, _num(mean)) for name, mean in summary.metric_means.items()]
                 if summary is not None
                 else []
             ),
+            training=training,
+            charts=training.charts() if training is not None else [],
+            histograms=run_histograms(run, index),
+            alarms=alarms,
             flt=flt,
             page=shown,
+            stepped=bool(len(index)) and index.steps[0] >= 0,  # a training run's episodes
             stops=[w for w in index.stops.words if w],
             failures=[w for w in index.failures.words if w],
             unreadable=index.unreadable,
         )
 
-    @app.get("/run/{key}/episode/{episode_id}", response_class=HTMLResponse)
-    def episode_page(key: str, episode_id: str) -> Response:
+    @app.get("/run/{key}/episode/{episode_key}", response_class=HTMLResponse)
+    def episode_page(key: str, episode_key: str) -> Response:
         run = run_or_404(key)
-        index = run.index()
-        position = index.position(episode_id)
+        index = ready(run)
+        position = index.position(episode_key)
         if position is None:
-            raise _NotFound(f"Run {key!r} has no episode {episode_id!r}.")
+            raise _NotFound(f"Run {key!r} has no episode {episode_key!r}.")
         try:
             trajectory = index.read(position)
         except ValidationError as exc:
-            message = f"Episode {episode_id!r} of run {key!r} is not a readable trajectory: {exc}"
+            message = f"Episode {episode_key!r} of run {key!r} is not a readable trajectory: {exc}"
             return render("error.html", 500, title="Unreadable episode", message=message)
-        group = index.group(index.row(position).task_index)
+        group = index.group_of(position)
         at = group.index(position)
-        previous = index.row(group[at - 1]).id if at > 0 else None
-        following = index.row(group[at + 1]).id if at + 1 < len(group) else None
+        previous = index.row(group[at - 1]) if at > 0 else None
+        following = index.row(group[at + 1]) if at + 1 < len(group) else None
         return render(
             "episode.html",
-            title=f"Episode {episode_id}",
+            title=f"Episode {episode_key}",
             run=run,
-            view=episode_view(trajectory),
+            row=index.row(position),
+            view=_checked_view(run, trajectory),
             previous=previous,
             following=following,
             group_size=len(group),
@@ -193,7 +259,7 @@ def make_app(catalog: Catalog, *, token: str | None = None) -> FastAPI:
         run_a, run_b = run_or_404(a), run_or_404(b)
         sides = []
         for run in (run_a, run_b):
-            index = run.index()
+            index = ready(run)
             views = [episode_view(index.read(p)) for p in index.of_task(task)]
             sides.append((run, views))
         if not sides[0][1] and not sides[1][1]:
@@ -229,6 +295,24 @@ def _require_token(app: FastAPI, token: str) -> None:
             return Response(message, status_code=401, media_type="text/plain")
         response: Response = await call_next(request)
         return response
+
+
+def _checked_view(run: Run, trajectory: Trajectory) -> EpisodeView:
+    """The episode's view, its token ids checked for drift with the run's tokenizer."""
+    if not any(turn.token_ids for turn in trajectory.turns):
+        return episode_view(trajectory)
+    checker = run.token_checker()
+    if isinstance(checker, str):
+        return episode_view(trajectory, drift_note=f"Not checked for drift: {checker}")
+    with _checking:  # one tokenizer per run, used by one request at a time
+        drifts, checked = checker.check(trajectory)
+    note = f"{checked} turn(s) checked for drift with the tokenizer of {checker.source}"
+    if checker.note:
+        note += f" (note: {checker.note})"
+    return episode_view(trajectory, {d.turn: d for d in drifts}, note + ".")
+
+
+_checking = threading.Lock()
 
 
 def _size(file: Path) -> int:

@@ -8,8 +8,14 @@ only when given). Each run gets a short key for its URLs
 
 A run's line on the runs page (`RunInfo`) comes from what ``rk-agent show`` reads:
 ``summary.json`` and ``run.json`` for a rollout run (``rescore.json`` marks a rescored one),
-``rk_agent_run.json`` for a training run (its status and alarms), and the run's episode index
-where there is no summary yet (a run still playing, a training run, a bare file).
+``rk_agent_run.json`` and ``watch.jsonl`` for a training run (its status and alarms:
+`rk_agent.view.training`), and the run's episode index where there is no summary yet (a run
+still playing, a training run, a bare file).
+
+A run's index is built by a thread of its own (`Run.indexed`): the first open of a big run
+reads its whole trajectories file (about 20 s at 100,000 episodes), and pages show how far it
+got meanwhile instead of waiting. A run's token checker (`rk_agent.rollouts.token_drift`) is
+loaded the first time one of its episodes with token ids is shown.
 
 Main names: `Catalog`, `Run`, `RunInfo`, `find_runs`.
 """
@@ -21,10 +27,12 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError
+from rk_agent.rollouts.alarms import Alarm
 from rk_agent.rollouts.rescore import RESCORE_FILE
 from rk_agent.rollouts.run_dir import (
     CONFIG_FILE,
@@ -36,9 +44,13 @@ from rk_agent.rollouts.run_dir import (
 )
 from rk_agent.rollouts.run_lock import RunLock, process_alive
 from rk_agent.rollouts.summary import RunSummary
-from rk_agent.trainers.run_record import RUN_RECORD_FILE, read_run_record
+from rk_agent.trainers.run_record import RUN_RECORD_FILE
 from rk_agent.types import RunStatus
 from rk_agent.view.index import EpisodeIndex
+from rk_agent.view.training import Training, TrainingLog
+
+if TYPE_CHECKING:
+    from rk_agent.rollouts.token_drift import TokenChecker
 
 __all__ = ["Catalog", "Run", "RunInfo", "find_runs"]
 
@@ -54,8 +66,10 @@ class RunInfo:
         kind: ``rollout``, ``rescored``, ``training`` or ``trajectories`` (a bare file).
         status: ``running``, ``finished``, ``interrupted``, ``failed``, ``stopped``, or
             ``killed`` (says running, but no live process writes it).
-        alarms: the messages of the alarms the run raised.
+        alarms: the alarms the run raised.
         error: why the run's records could not be read, if they could not.
+        indexing: while the run's index is being built: the share of its file read so far
+            (then ``env``, ``model`` and the figures are not known yet).
     """
 
     env: str
@@ -64,8 +78,9 @@ class RunInfo:
     success_rate: float | None
     reward_mean: float | None
     status: str | None
-    alarms: list[str]
+    alarms: list[Alarm]
     error: str | None = None
+    indexing: float | None = None
 
 
 @dataclass
@@ -82,8 +97,12 @@ class Run:
     path: Path
     kind: str
     _index: EpisodeIndex | None = field(default=None, repr=False)
+    _pass: threading.Thread | None = field(default=None, repr=False)
+    _failed: OSError | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _rates: tuple[int, float | None, float | None] = field(default=(-1, None, None), repr=False)
+    _log: TrainingLog | None = field(default=None, repr=False)
+    _checker: TokenChecker | str | None = field(default=None, repr=False)
 
     @property
     def trajectories(self) -> Path:
@@ -91,12 +110,90 @@ class Run:
         return self.path if self.path.is_file() else self.path / TRAJECTORIES_FILE
 
     def index(self) -> EpisodeIndex:
-        """The run's episode index, brought up to date with the file."""
+        """The run's episode index, brought up to date with the file (waiting for it)."""
+        while True:
+            index = self.indexed(None)
+            if index is not None:  # waited for: always, unless another pass just started
+                return index
+
+    def indexed(self, wait_s: float | None) -> EpisodeIndex | None:
+        """The run's episode index once it is up to date with the file, or ``None`` while a
+        pass over the file is still running after ``wait_s`` seconds (``None``: until done;
+        ``0``: not at all, and a pass this call started counts as running).
+
+        A pass starts, in a thread of its own, when the file has bytes the index has not read
+        and none runs; `progress` says how far it got.
+
+        Raises:
+            OSError: the file could not be read.
+        """
         with self._lock:
             if self._index is None:
                 self._index = EpisodeIndex(self.trajectories, unique=self.kind != "trajectories")
-        self._index.refresh()
-        return self._index
+            index = self._index
+            started = (self._pass is None or not self._pass.is_alive()) and index.behind()
+            if started:
+                self._failed = None
+                self._pass = threading.Thread(
+                    target=self._refresh,
+                    args=(index,),
+                    name=f"rk-agent view index {self.key}",
+                    daemon=True,
+                )
+                self._pass.start()
+            running = self._pass
+        if running is not None:
+            running.join(wait_s)
+            if running.is_alive() or (started and wait_s == 0):
+                return None
+        if self._failed is not None:
+            raise self._failed
+        return index
+
+    def _refresh(self, index: EpisodeIndex) -> None:
+        try:
+            index.refresh()
+        except OSError as exc:
+            self._failed = exc
+
+    def progress(self) -> float:
+        """The share of the trajectories file the index has read (1.0 when up to date)."""
+        index = self._index
+        if index is None:
+            return 0.0
+        done, size = index.progress()
+        running = self._pass is not None and self._pass.is_alive()
+        return done / size if running and size else 1.0
+
+    def training(self) -> Training | None:
+        """A training run's record and watch (`rk_agent.view.training`); ``None`` for other
+        runs."""
+        if self.kind != "training":
+            return None
+        with self._lock:
+            if self._log is None:
+                self._log = TrainingLog(self.path)
+        return self._log.read()
+
+    def alarms(self) -> list[Alarm]:
+        """The alarms the run raised: a rollout run's summary's, a training run's."""
+        training = self.training()
+        if training is not None:
+            return training.alarms
+        summary = self.summary()
+        return list(summary.alarms) if summary is not None else []
+
+    def token_checker(self) -> TokenChecker | str:
+        """The run's token checker, loaded once; or why there is none (a sentence)."""
+        with self._lock:
+            if self._checker is None:
+                from rk_agent.rollouts.token_drift import TokenChecker
+
+                try:
+                    self._checker = TokenChecker(self.path)
+                except ConfigError as exc:
+                    self._checker = str(exc)
+            return self._checker
 
     def summary(self) -> RunSummary | None:
         """``summary.json`` of a rollout or rescored run (``None``: none, or unreadable)."""
@@ -107,12 +204,22 @@ class Run:
         except (OSError, ValidationError):
             return None
 
-    def info(self) -> RunInfo:
-        """The run's line on the runs page (module docstring)."""
-        index = self.index()
+    def info(self, index: EpisodeIndex | None = None, *, indexing: bool = False) -> RunInfo:
+        """The run's line on the runs page (module docstring).
+
+        Args:
+            index: the run's index (default: brought up to date, waiting for it).
+            indexing: the index is being built: its figures are not known yet.
+        """
         summary = self.summary()
-        alarms = [a.message for a in summary.alarms] if summary is not None else []
-        status, error = self._status(alarms)
+        alarms = self.alarms()
+        status, error = self._status()
+        if indexing:
+            return RunInfo(
+                env="", model="", episodes=0, success_rate=None, reward_mean=None,
+                status=status, alarms=alarms, error=error, indexing=self.progress(),
+            )  # fmt: skip
+        index = index if index is not None else self.index()
         episodes = len(index)
         if summary is not None and summary.episodes == episodes:
             success, reward = summary.success_rate, summary.episode_reward.mean
@@ -137,14 +244,14 @@ class Run:
             self._rates = (len(index), success, reward)
         return success, reward
 
-    def _status(self, alarms: list[str]) -> tuple[str | None, str | None]:
+    def _status(self) -> tuple[str | None, str | None]:
         if self.kind == "trajectories":
             return None, None
         if self.kind == "training":
-            record = read_run_record(self.path)
+            training = self.training()
+            record = training.record if training is not None else None
             if record is None:
                 return None, None
-            alarms.extend(a.message for a in record.alarms)
             status = record.status.value
             here = record.host == socket.gethostname()
             if record.status is RunStatus.RUNNING and here and not process_alive(record.pid):

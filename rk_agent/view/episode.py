@@ -4,7 +4,11 @@
 then each turn's assistant text and tool calls (arguments pretty-printed when they are JSON),
 the environment's answers (a tool result linked to the call it answers, both ways, by the
 call's id; long ones marked to be folded), the step reward and its components, and the episode
-reward with its components and reasons. Everything here is text; the template escapes it.
+reward with its components and reasons. Where the run recorded token ids (a policy that
+generates from ids: `rk_agent.rollouts.token_drift`), each turn carries its prompt's and its
+reply's ids, and the turns whose re-tokenized conversation differs from them their
+`TurnDrift` (checked by the caller, with the run's tokenizer). Everything here is text; the
+template escapes it.
 
 Main names: `episode_view`, `EpisodeView`, `TurnView`, `CallView`, `MessageView`, `ScoreView`.
 """
@@ -12,10 +16,15 @@ Main names: `episode_view`, `EpisodeView`, `TurnView`, `CallView`, `MessageView`
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rk_agent.rollouts.trajectory import Trajectory, Turn
 from rk_agent.types import MetricResult
+
+if TYPE_CHECKING:
+    from rk_agent.rollouts.token_drift import TurnDrift
 
 __all__ = ["CallView", "EpisodeView", "MessageView", "ScoreView", "TurnView", "episode_view"]
 
@@ -74,11 +83,19 @@ class TurnView:
     components: list[ScoreView]
     parse_error: str | None
     finish_reason: str | None
+    prompt_ids: list[int] | None = None
+    token_ids: list[int] | None = None
+    drift: TurnDrift | None = None
 
 
 @dataclass
 class EpisodeView:
-    """The episode page's content (module docstring)."""
+    """The episode page's content (module docstring).
+
+    Attributes:
+        has_ids: some turn recorded its generated token ids.
+        drift_note: how the ids were checked for drift, or why they were not.
+    """
 
     trajectory: Trajectory
     task: list[MessageView]
@@ -87,10 +104,21 @@ class EpisodeView:
     score_valid: bool
     reason: str
     components: list[ScoreView] = field(default_factory=list)
+    has_ids: bool = False
+    drift_note: str = ""
 
 
-def episode_view(trajectory: Trajectory) -> EpisodeView:
+def episode_view(
+    trajectory: Trajectory,
+    drifts: Mapping[int, TurnDrift] | None = None,
+    drift_note: str = "",
+) -> EpisodeView:
     """Lay out one episode for its page (module docstring).
+
+    Args:
+        trajectory: the episode.
+        drifts: the drifted turns by turn index, when its ids were checked.
+        drift_note: how they were checked, or why they were not.
 
     Example:
         >>> view = episode_view(trajectory)  # doctest: +SKIP
@@ -102,6 +130,8 @@ def episode_view(trajectory: Trajectory) -> EpisodeView:
         for i, m in enumerate(trajectory.task.messages)
     ]
     turns = [_turn(turn_index, turn) for turn_index, turn in enumerate(trajectory.turns)]
+    for view in turns:
+        view.drift = (drifts or {}).get(view.index)
     episode = trajectory.episode
     return EpisodeView(
         trajectory=trajectory,
@@ -111,6 +141,8 @@ def episode_view(trajectory: Trajectory) -> EpisodeView:
         score_valid=episode is not None and episode.is_score_valid,
         reason="" if episode is None else (episode.reason or episode.error or ""),
         components=[] if episode is None else _scores(episode.metrics),
+        has_ids=any(turn.token_ids for turn in trajectory.turns),
+        drift_note=drift_note,
     )
 
 
@@ -149,6 +181,8 @@ def _turn(position: int, turn: Turn) -> TurnView:
         components=_scores(turn.metrics),
         parse_error=turn.parse_error,
         finish_reason=turn.finish_reason,
+        prompt_ids=turn.prompt_token_ids,
+        token_ids=turn.token_ids,
     )
 
 

@@ -2,15 +2,25 @@
 
 A run page must stay fast on a run of 100,000 episodes, so the viewer never holds episodes: it
 reads ``trajectories.jsonl`` once, as a stream, and keeps per episode its line's byte offset and
-length and the few fields the filters and the episode list need (id, task, sample, success,
-episode reward, stop reason, failure kind, turns, the start of the task's question, casefolded
-for the text filter) in compact arrays. A page of the list reads its rows' lines back for
-their questions as written, and an episode page its one line (`EpisodeIndex.read`).
+length and the few fields the filters, the histograms and the episode list need in compact
+arrays: id, task, sample, training step, success, the episode reward and its components'
+scores, the reward the watch reads (the episode reward plus the step rewards), stop reason,
+failure kind, turns, whether it was truncated, a hash of its final answer, and the start of the
+task's question, casefolded for the text filter. A page of the list reads
+its rows' lines back for their questions as written, and an episode page its one line
+(`EpisodeIndex.read`). While a pass runs, `EpisodeIndex.progress` says how far it got.
+
+A training run's file holds every step's episodes, and their ids repeat from step to step
+(``0-0`` is the first row of each step): an episode's **step** is the optimizer step its
+rollouts fed (``metadata.train_step``, the steps done when it was generated, plus one: the
+step ``watch.jsonl`` and the alarms name), and its **key** (its name in URLs) is
+``<id>@<step>``; elsewhere the key is the id. An episode's **group** (its GRPO group) is the
+episodes of its task index in a rollout run, of its task in the same step in a training run.
 
 The file may grow while it is shown (a run still playing): `EpisodeIndex.refresh` indexes the
 lines appended since the last look, and starts over when the file shrank (replaced). The rules
 for lines are the run reader's (`rk_agent.rollouts.run_dir`): a last line without its newline
-that is not JSON is a torn write, left for later; a repeated episode id in a run directory is
+that is not JSON is a torn write, left for later; a repeated episode key in a run directory is
 counted once, the first kept. A line that is not an episode is counted in ``unreadable``, not
 fatal: a viewer shows what it can.
 
@@ -47,7 +57,9 @@ class EpisodeRow:
 
     Attributes:
         position: the episode's place in the index (file order).
+        key: its name in URLs (module docstring).
         id, task_index, sample, task_id: as in the `Trajectory`.
+        step: the training step it fed (module docstring), ``None`` outside training runs.
         success: the environment's verdict, ``None`` when there is none.
         reward: the valid episode reward, ``None`` when missing or invalid.
         stop_reason: why it ended; failure_kind: what failed ("" when nothing did).
@@ -56,10 +68,12 @@ class EpisodeRow:
     """
 
     position: int
+    key: str
     id: str
     task_index: int
     sample: int
     task_id: str
+    step: int | None
     success: bool | None
     reward: float | None
     stop_reason: str
@@ -84,9 +98,29 @@ class _Task(_Fields):
     messages: list[_Message] = []
 
 
-class _Score(_Fields):
+class _Metric(_Fields):
     score: float | None = None
     is_score_valid: bool = True
+
+
+class _Score(_Metric):
+    metrics: dict[str, _Metric] = {}
+
+
+class _Assistant(_Message):
+    tool_calls: list[_Fields] | None = None
+
+
+class _Turn(_Fields):
+    assistant: _Assistant = _Assistant()
+    finish_reason: str | None = None
+    reward: float = 0.0
+    reward_valid: bool = True
+
+
+class _Metadata(_Fields):
+    train_step: Any = None
+    budget_hit: Any = False
 
 
 class _Failure(_Fields):
@@ -103,11 +137,18 @@ class _Head(_Fields):
     task: _Task = _Task()
     env: str = ""
     model: str = ""
-    turns: list[_Fields] = []
+    turns: list[_Turn] = []
     episode: _Score | None = None
     success: bool | None = None
     stop_reason: str = ""
     failure: _Failure | None = None
+    metadata: _Metadata = _Metadata()
+
+
+class _TaskHead(_Fields):
+    """A line's task alone: what a page of the list reads back for its questions."""
+
+    task: _Task = _Task()
 
 
 class _Vocabulary:
@@ -130,7 +171,7 @@ class EpisodeIndex:
 
     Args:
         file: the trajectories JSONL file.
-        unique: drop repeated episode ids (a run directory's rule).
+        unique: drop repeated episode keys (a run directory's rule).
 
     Example:
         >>> index = EpisodeIndex(Path("runs/demo/trajectories.jsonl"))  # doctest: +SKIP
@@ -146,6 +187,8 @@ class EpisodeIndex:
 
     def _reset(self) -> None:
         self.end = 0  # bytes indexed so far
+        self.reading = 0  # bytes read so far by the pass under way
+        self.size = 0  # the file's size when the pass began
         self.unreadable = 0
         self.env = ""
         self.model = ""
@@ -153,15 +196,23 @@ class EpisodeIndex:
         self._lengths = array("l")
         self._task_index = array("l")
         self._sample = array("l")
+        self._step = array("l")
+        self._group = array("l")
         self._success = array("b")
         self._reward = array("d")
+        self._return = array("d")
         self._stop = array("B")
         self._failure = array("B")
         self._turns = array("l")
+        self._truncated = array("b")
+        self._answer = array("q")
+        self._components: dict[str, array[float]] = {}
         self._ids: list[str] = []
+        self._keys: list[str] = []
         self._task_ids: list[str] = []
         self._text: list[str] = []
         self._positions: dict[str, int] = {}
+        self._groups: dict[tuple[int, object], int] = {}
         self.stops = _Vocabulary()
         self.failures = _Vocabulary()
 
@@ -169,6 +220,17 @@ class EpisodeIndex:
         return len(self._ids)
 
     # ------------------------------------------------------------------ building
+
+    def behind(self) -> bool:
+        """Whether the file has bytes the index has not read (a pass would change it)."""
+        try:
+            return self.file.stat().st_size != self.end
+        except FileNotFoundError:
+            return self.end != 0
+
+    def progress(self) -> tuple[int, int]:
+        """How far the pass under way got: bytes read, and the file's size when it began."""
+        return self.reading, max(self.size, self.reading)
 
     def refresh(self) -> None:
         """Index the lines appended since the last call (all of them the first time)."""
@@ -181,6 +243,7 @@ class EpisodeIndex:
                 self._reset()  # the file was replaced: start over
             if size == self.end:
                 return
+            self.size, self.reading = size, self.end
             with self.file.open("rb") as handle:
                 handle.seek(self.end)
                 offset = self.end
@@ -189,6 +252,7 @@ class EpisodeIndex:
                         break  # a torn (or half-written) last line: read it next time
                     self._add(offset, line)
                     offset += len(line)
+                    self.reading = offset
                 self.end = offset
 
     def _add(self, offset: int, line: bytes) -> None:
@@ -199,16 +263,23 @@ class EpisodeIndex:
         except ValidationError:
             self.unreadable += 1
             return
-        if self.unique and head.id in self._positions:
+        step = _step(head.metadata.train_step)
+        key = head.id if step is None else f"{head.id}@{step}"
+        if self.unique and key in self._positions:
             return
         if not self._ids:
             self.env, self.model = head.env, head.model
-        self._positions.setdefault(head.id, len(self._ids))  # the first of repeated ids
+        position = len(self._ids)
+        self._positions.setdefault(key, position)  # the first of repeated keys
         self._ids.append(head.id)
+        self._keys.append(key)
         self._offsets.append(offset)
         self._lengths.append(len(line))
         self._task_index.append(head.task_index)
         self._sample.append(head.sample)
+        self._step.append(-1 if step is None else step)
+        group = (-1, head.task_index) if step is None else (step, head.task.id)
+        self._group.append(self._groups.setdefault(group, len(self._groups)))
         self._task_ids.append(head.task.id)
         self._text.append(_question(head.task.messages)[:TEXT_CHARS].casefold())
         self._success.append(_NO_VERDICT if head.success is None else int(head.success))
@@ -216,16 +287,31 @@ class EpisodeIndex:
         if episode is not None and episode.is_score_valid and episode.score is not None:
             reward = episode.score
         self._reward.append(reward)
+        self._return.append(_return(reward, head.turns))
+        self._add_components(position, episode)
         self._stop.append(self.stops.code(head.stop_reason))
         kind = head.failure.kind if head.failure is not None else ""
         self._failure.append(self.failures.code("env_error" if kind == "tool_error" else kind))
         self._turns.append(len(head.turns))
+        self._truncated.append(_truncated(head))
+        answer = _final_answer(head.turns)
+        self._answer.append(0 if answer is None else hash(answer) or 1)
+
+    def _add_components(self, position: int, episode: _Score | None) -> None:
+        metrics = {} if episode is None or not episode.is_score_valid else episode.metrics
+        for name in metrics.keys() - self._components.keys():
+            self._components[name] = array("d", [math.nan]) * position
+        for name, column in self._components.items():
+            metric, score = metrics.get(name), math.nan
+            if metric is not None and metric.is_score_valid and metric.score is not None:
+                score = metric.score
+            column.append(score)
 
     # ------------------------------------------------------------------ reading
 
-    def position(self, episode_id: str) -> int | None:
-        """The index position of an episode id, ``None`` when the run has no such episode."""
-        return self._positions.get(episode_id)
+    def position(self, key: str) -> int | None:
+        """The index position of an episode key, ``None`` when the run has no such episode."""
+        return self._positions.get(key)
 
     def row(self, position: int) -> EpisodeRow:
         """What the index knows of the episode at ``position`` (its question read back)."""
@@ -239,13 +325,16 @@ class EpisodeIndex:
                 line = os.pread(handle.fileno(), self._lengths[position], self._offsets[position])
                 success = self._success[position]
                 reward = self._reward[position]
+                step = self._step[position]
                 found.append(
                     EpisodeRow(
                         position=position,
+                        key=self._keys[position],
                         id=self._ids[position],
                         task_index=self._task_index[position],
                         sample=self._sample[position],
                         task_id=self._task_ids[position],
+                        step=None if step < 0 else step,
                         success=None if success == _NO_VERDICT else bool(success),
                         reward=None if math.isnan(reward) else reward,
                         stop_reason=self.stops.words[self._stop[position]],
@@ -266,9 +355,10 @@ class EpisodeIndex:
             line = os.pread(handle.fileno(), self._lengths[position], self._offsets[position])
         return Trajectory.model_validate_json(line)
 
-    def group(self, task_index: int) -> list[int]:
-        """The positions of a task's samples (its GRPO group), by sample number."""
-        found = [p for p, t in enumerate(self._task_index) if t == task_index]
+    def group_of(self, position: int) -> list[int]:
+        """The positions of the episode's group (module docstring), by sample number."""
+        code = self._group[position]
+        found = [p for p, g in enumerate(self._group) if g == code]
         return sorted(found, key=lambda p: self._sample[p])
 
     def of_task(self, task_id: str) -> list[int]:
@@ -289,6 +379,37 @@ class EpisodeIndex:
         return self._reward
 
     @property
+    def returns(self) -> array[float]:
+        """Per episode: the reward the watch reads (the episode reward plus the step rewards,
+        weights 1), NaN when it has none."""
+        return self._return
+
+    @property
+    def components(self) -> dict[str, array[float]]:
+        """Per episode reward component: each episode's valid score, NaN when it has none."""
+        return self._components
+
+    @property
+    def steps(self) -> array[int]:
+        """Per episode: its training step, -1 outside training runs."""
+        return self._step
+
+    @property
+    def groups(self) -> array[int]:
+        """Per episode: its group's code (equal codes: the same group)."""
+        return self._group
+
+    @property
+    def truncations(self) -> array[int]:
+        """Per episode: 1 when it was cut by a token limit (as the watch counts it), else 0."""
+        return self._truncated
+
+    @property
+    def answers(self) -> array[int]:
+        """Per episode: a hash of its final answer (as the watch reads it), 0 when none."""
+        return self._answer
+
+    @property
     def stop_codes(self) -> array[int]:
         """Per episode: its stop reason's code in `stops`."""
         return self._stop
@@ -304,18 +425,48 @@ class EpisodeIndex:
         return self._text
 
 
-def _question(messages: list[_Message]) -> str:
-    """The task's first user message as text (its first message when none is the user's)."""
-    chosen = next((m for m in messages if m.role == "user"), messages[0] if messages else None)
-    content = None if chosen is None else chosen.content
+def _step(train_step: Any) -> int | None:
+    if isinstance(train_step, bool) or not isinstance(train_step, int):
+        return None
+    return train_step + 1
+
+
+def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return content if isinstance(content, str) else ""
 
 
+def _question(messages: list[_Message]) -> str:
+    """The task's first user message as text (its first message when none is the user's)."""
+    chosen = next((m for m in messages if m.role == "user"), messages[0] if messages else None)
+    return "" if chosen is None else _text(chosen.content)
+
+
+def _final_answer(turns: list[_Turn]) -> str | None:
+    """The watch's final answer (`rk_agent.rollouts.watch.final_answer`) from the line."""
+    if not turns or turns[-1].assistant.tool_calls:
+        return None
+    return " ".join(_text(turns[-1].assistant.content).split()).lower() or None
+
+
+def _return(reward: float, turns: list[_Turn]) -> float:
+    """`rk_agent.rollouts.watch.outcome_of`'s reward, weights 1 (NaN: none)."""
+    if math.isnan(reward) or not all(turn.reward_valid for turn in turns):
+        return math.nan
+    return reward + math.fsum(turn.reward for turn in turns)
+
+
+def _truncated(head: _Head) -> int:
+    """The watch's rule (`rk_agent.rollouts.watch`): stopped as truncated, out of its token
+    budget, or a reply cut by a token limit."""
+    cut = head.stop_reason == "truncated" or head.metadata.budget_hit is True
+    return int(cut or any(turn.finish_reason == "length" for turn in head.turns))
+
+
 def _line_question(line: bytes) -> str:
     try:
-        return _question(_Head.model_validate_json(line).task.messages)
+        return _question(_TaskHead.model_validate_json(line).task.messages)
     except ValidationError:
         return ""  # the file changed under the index: the row still shows what it knows
 

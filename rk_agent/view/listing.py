@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rk_agent.rollouts.alarms import Alarm
 from rk_agent.view.filters import EpisodeFilter
 from rk_agent.view.index import EpisodeIndex, EpisodeRow
 
@@ -49,24 +51,32 @@ class Listing:
         self._kept: OrderedDict[tuple[EpisodeFilter, int], list[int]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def select(self, flt: EpisodeFilter) -> list[int]:
-        """The positions the filter lets through (kept while the index stays the same size)."""
+    def select(self, flt: EpisodeFilter, alarms: Sequence[Alarm] = ()) -> list[int]:
+        """The positions the filter lets through (kept while the index stays the same size;
+        an alarm, once raised, stays as it is)."""
         key = (flt, len(self.index))
         with self._lock:
             found = self._kept.get(key)
             if found is not None:
                 self._kept.move_to_end(key)
                 return found
-        found = flt.select(self.index)
+        found = flt.select(self.index, alarms)
         with self._lock:
             self._kept[key] = found
             while len(self._kept) > _KEPT:
                 self._kept.popitem(last=False)
         return found
 
-    def page(self, flt: EpisodeFilter, number: int, size: int = PAGE_SIZE) -> Page:
-        """Page ``number`` (1-based, clamped to the pages there are) of the filter's episodes."""
-        selected = self.select(flt)
+    def page(
+        self,
+        flt: EpisodeFilter,
+        number: int,
+        size: int = PAGE_SIZE,
+        alarms: Sequence[Alarm] = (),
+    ) -> Page:
+        """Page ``number`` (1-based, clamped to the pages there are) of the filter's episodes
+        (``alarms``: the run's, for the alarm filter)."""
+        selected = self.select(flt, alarms)
         pages = max(1, -(-len(selected) // size))
         number = min(max(1, number), pages)
         start = (number - 1) * size

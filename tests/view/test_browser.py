@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.view.conftest import MARKUP, serving
+from tests.view.conftest import MARKED, MARKUP, serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -46,8 +46,12 @@ def page(browser: Any, tmp_path: Path) -> Iterator[Any]:
     assert errors == []
 
 
-def shot(page: Any, tmp_path: Path, name: str) -> None:
-    page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+def shot(page: Any, tmp_path: Path, name: str, part: str | None = None) -> None:
+    """Keep a screenshot of the page (or of its element ``part``, a CSS selector)."""
+    if part is None:
+        page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)
+    else:
+        page.locator(part).screenshot(path=str(tmp_path / f"{name}.png"))
     assert (tmp_path / f"{name}.png").stat().st_size > 0
 
 
@@ -142,3 +146,134 @@ def test_a_running_rollout_updates_itself(page: Any, runs_root: Path, tmp_path: 
         assert page.locator("#episodes a.episode-link", has_text="9-0").count() == 1
         shot(page, tmp_path, "running-after")
         run.finish("finished")
+
+
+@pytest.fixture(scope="module")
+def training_viewer(runs_root: Path, training_root: Path) -> Iterator[str]:
+    """The viewer over the rollout runs and the training runs: its base URL."""
+    with serving([runs_root, training_root]) as url:
+        yield url
+
+
+def test_a_training_run_draws_its_charts_and_filters_by_alarm(
+    page: Any, training_viewer: str, tmp_path: Path
+) -> None:
+    page.goto(training_viewer + "/")
+    assert "zero_spread (step 4)" in page.locator("#runs").inner_text()
+    page.click("#runs a.run-link >> text=train")
+    for chart in ("chart-reward", "chart-success", "chart-zero-spread", "chart-length"):
+        svg = page.locator(f"#{chart} svg")
+        assert svg.is_visible()
+        assert svg.bounding_box()["width"] > 200
+        assert page.locator(f"#{chart} polyline").count() >= 1
+        marker = page.locator(f"#{chart} .alarm-marker")  # step 4 raised 3
+        assert marker.count() == 1 and marker.locator("text").inner_html() == "3 alarms"
+    reward = page.locator("#chart-reward polyline.series-0").first.get_attribute("points")
+    assert len(reward.split()) == 4  # a point per step
+    assert page.locator("#hist-reward rect.bar").count() == 20
+    shot(page, tmp_path, "training-run")
+    shot(page, tmp_path, "training-charts", "#charts")
+
+    page.click("#alarms a.alarm-link >> text=zero_spread")
+    page.wait_for_url("**alarm=zero_spread**")
+    assert page.locator("#count").inner_text().startswith("8 of 32 episodes")
+    steps = page.locator("#episodes tbody tr td:nth-child(2)").all_inner_texts()
+    assert set(steps) == {"4"}
+    shot(page, tmp_path, "training-run-alarm")
+    page.select_option("#filters select[name=alarm]", "")  # submits on change
+    page.wait_for_url(lambda url: "alarm=zero_spread" not in url)
+    assert page.locator("#count").inner_text().startswith("32 of 32 episodes")
+    page.select_option("#filters select[name=alarm]", "answer_collapse")
+    page.wait_for_url("**alarm=answer_collapse**")
+    assert page.locator("#count").inner_text().startswith("8 of 32 episodes")
+
+
+def test_a_running_training_run_updates_its_charts(
+    page: Any, runs_root: Path, tmp_path: Path
+) -> None:
+    from tests.view.conftest import mixed_steps
+    from tests.view.training import TrainingRun
+
+    steps = mixed_steps(runs_root)
+    run = TrainingRun(tmp_path / "live")
+    run.step(steps[0])
+    run.step(steps[1])
+    with serving([tmp_path / "live"]) as url:
+        page.goto(url + "/run/live")
+        assert "running" in page.locator("#run-title").inner_text()
+        assert page.locator("#chart-reward").get_attribute("data-steps") == "2"
+        shot(page, tmp_path, "training-running-before")
+        run.step(steps[2])
+        page.locator('#chart-reward[data-steps="3"]').wait_for(timeout=20_000)
+        assert page.locator("#count").inner_text().startswith("24 of 24 episodes")
+        success = page.locator("#chart-success polyline").first.get_attribute("points")
+        assert len(success.split()) == 3
+        run.step(steps[3])
+        page.locator('#chart-reward[data-steps="4"]').wait_for(timeout=20_000)
+        page.locator("#alarms a.alarm-link", has_text="zero_spread (step 4)").wait_for()
+        assert page.locator("#chart-reward .alarm-marker title").count() == 1
+        assert page.locator("#filters select[name=alarm] option").count() == 4  # any, and 3
+        shot(page, tmp_path, "training-running-after")
+        run.finish()
+        page.locator("#summary", has_text="finished").wait_for(timeout=20_000)
+
+
+def test_the_first_open_of_a_run_shows_how_far_it_got(
+    page: Any, runs_root: Path, tmp_path: Path
+) -> None:
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:  # the page's polls wait until the shot is taken
+        held.append(route)
+
+    page.route("**/progress", hold)
+    with serving([runs_root], index_wait_s=0) as url:
+        response = page.goto(url + "/run/solver")
+        assert response.status == 202
+        assert page.locator("#indexing progress").is_visible()
+        assert "Reading this run's episodes" in page.locator("#indexing").inner_text()
+        with page.expect_request("**/progress"):
+            pass  # the page's script polls (and the poll is held)
+        shot(page, tmp_path, "first-open")
+        for route in held:
+            route.continue_()
+        page.unroute("**/progress")
+        page.locator("#count").wait_for(timeout=20_000)  # the run page, once the index is done
+        assert page.locator("#count").inner_text().startswith("8 of 8 episodes")
+
+
+def test_token_ids_fold_per_turn_and_drifted_turns_are_marked(
+    page: Any, drift_root: Path, tmp_path: Path
+) -> None:
+    with serving([drift_root]) as url:
+        page.goto(url + "/run/drift/episode/0-0")
+        marks = page.locator(".turn h3 a.drift-mark")
+        assert marks.count() == 2
+        assert not page.locator("#t0-tokens pre.ids").first.is_visible()  # folded
+        marks.first.click()
+        assert page.evaluate("location.hash") == "#t0-tokens"
+        assert page.locator("#t0-tokens pre.ids").first.is_visible()  # the mark opens it
+        shot(page, tmp_path, "token-drift-turn", "#turn-0")
+        prompt = page.locator("#t0-tokens details.prompt-ids")  # long: folded again
+        assert not prompt.locator("pre.ids").is_visible()
+        prompt.locator("summary").click()
+        assert prompt.locator("pre.ids").is_visible()
+        assert "re-tokenized otherwise" in page.locator("#t0-tokens > summary").inner_text()
+        assert "re-tokenized otherwise" not in page.locator("#t2-tokens > summary").inner_text()
+        shot(page, tmp_path, "token-drift")
+
+
+def test_markup_in_charts_alarms_and_task_names_runs_nothing(
+    page: Any, training_viewer: str, tmp_path: Path
+) -> None:
+    page.goto(training_viewer + "/run/marked")
+    assert MARKED in page.locator("#alarms .alarm-message").inner_text()
+    captions = page.locator("#histograms figcaption").all_inner_texts()
+    assert any(caption.startswith(MARKED) for caption in captions), captions
+    assert page.locator("#episodes tbody td:nth-child(3)").first.inner_text() == MARKED
+    assert page.locator("main img").count() == 0
+    assert page.evaluate("typeof window.__rk_xss") == "undefined"
+    shot(page, tmp_path, "training-markup")
+    page.goto(training_viewer + "/")
+    assert page.locator("main img").count() == 0
+    assert page.evaluate("typeof window.__rk_xss") == "undefined"

@@ -115,7 +115,7 @@ def test_failures_invalid_rewards_and_groups(tmp_path: Path) -> None:
     failed = index.row(1)
     assert (failed.success, failed.reward, failed.failure_kind) == (None, None, "env_error")
     assert index.row(2).reward is None
-    assert index.group(0) == [0, 1] and index.of_task("task-1") == [2]
+    assert index.group_of(1) == [0, 1] and index.of_task("task-1") == [2]
 
 
 @pytest.mark.parametrize(
