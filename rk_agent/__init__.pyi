@@ -47,6 +47,26 @@ from rk_agent.errors import (
     SandboxError as SandboxError,
     UnknownNameError as UnknownNameError,
 )
+from rk_agent.policies.function_policy import (
+    FunctionPolicy as FunctionPolicy,
+)
+from rk_agent.policies.hf_policy import (
+    HFPolicy as HFPolicy,
+)
+from rk_agent.policies.local_model import (
+    embedded_model_path as embedded_model_path,
+)
+from rk_agent.policies.openai_policy import (
+    OpenAIPolicy as OpenAIPolicy,
+)
+from rk_agent.policies.policy import (
+    Policy as Policy,
+    PolicyOutput as PolicyOutput,
+    SamplingParams as SamplingParams,
+)
+from rk_agent.policies.vllm_policy import (
+    VLLMPolicy as VLLMPolicy,
+)
 from rk_agent.rewards.compose import (
     combine as combine,
 )
@@ -78,38 +98,14 @@ from rk_agent.rollouts.config import (
 from rk_agent.rollouts.engine import (
     run_rollouts as run_rollouts,
 )
-from rk_agent.rollouts.hf_policy import (
-    HFPolicy as HFPolicy,
-)
-from rk_agent.rollouts.local_model import (
-    embedded_model_path as embedded_model_path,
-)
-from rk_agent.rollouts.openai_policy import (
-    OpenAIPolicy as OpenAIPolicy,
-)
-from rk_agent.rollouts.policy import (
-    Policy as Policy,
-    PolicyOutput as PolicyOutput,
-    SamplingParams as SamplingParams,
-)
 from rk_agent.rollouts.run_dir import (
     RunDir as RunDir,
 )
 from rk_agent.rollouts.runner import (
     prepare_run as prepare_run,
 )
-from rk_agent.rollouts.stub_server import (
-    StubServer as StubServer,
-)
-from rk_agent.rollouts.testing import (
-    FunctionPolicy as FunctionPolicy,
-    ScriptedPolicy as ScriptedPolicy,
-)
 from rk_agent.rollouts.trajectory import (
     Trajectory as Trajectory,
-)
-from rk_agent.rollouts.vllm_policy import (
-    VLLMPolicy as VLLMPolicy,
 )
 from rk_agent.soundness.env_check import (
     check_env as check_env,
@@ -122,6 +118,12 @@ from rk_agent.soundness.report import (
 )
 from rk_agent.soundness.reward_check import (
     check_reward as check_reward,
+)
+from rk_agent.testing.scripted_policy import (
+    ScriptedPolicy as ScriptedPolicy,
+)
+from rk_agent.testing.stub_server import (
+    StubServer as StubServer,
 )
 from rk_agent.trainers.config import (
     TrainConfig as TrainConfig,

@@ -37,7 +37,7 @@ from rk_agent.envs.spec import (
     nest_env_keys,
 )
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.policy import SamplingParams
+from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.workers import RayOptions
 
 __all__ = ["FailurePolicy", "RolloutConfig", "load_rollout_config"]

@@ -46,9 +46,9 @@ from typing import Any
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.spec import EnvFactory, EnvSpec
 from rk_agent.errors import ConfigError, WorkerError
+from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
-from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
 from rk_agent.rollouts.trajectory import Trajectory
@@ -624,7 +624,7 @@ def _env_source(make_env: Callable[[], ChatEnv]) -> tuple[int | None, Any]:
 
 
 def _check_policy(policy: Policy) -> None:
-    hf_policy = sys.modules.get("rk_agent.rollouts.hf_policy")  # not loaded: not an HFPolicy
+    hf_policy = sys.modules.get("rk_agent.policies.hf_policy")  # not loaded: not an HFPolicy
     if hf_policy is not None and isinstance(policy, hf_policy.HFPolicy):
         raise ConfigError(LOCAL_MODEL_REFUSED)
 

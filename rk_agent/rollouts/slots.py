@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.trajectory import Trajectory
 

@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.errors import ConfigError, DataError
+from rk_agent.policies.local_model import resolve_model
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.alarms import AlarmOptions
-from rk_agent.rollouts.local_model import resolve_model
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.trainers.rewards import episode_reward_funcs

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_replies import call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer
 
 SECRET = "sk-train-SECRET-0123456789abcdef"
 # A tiny run: one GRPO group of 2 episodes, a few tokens each.

@@ -14,9 +14,9 @@ from rk_agent.envs.mcp_tools_env import McpToolsEnv
 from rk_agent.envs.spec import EnvSpec
 from rk_agent.envs.tools_env import solve
 from rk_agent.mcp import McpServers
+from rk_agent.policies.function_policy import FunctionPolicy, tool_call
+from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.policy import SamplingParams
-from rk_agent.rollouts.testing import FunctionPolicy, tool_call
 from rk_agent.types import FailureKind, FailureSite, StopReason
 
 from .conftest import (

@@ -22,7 +22,7 @@ from rk_agent.rollouts.provenance import (
 )
 from rk_agent.rollouts.run_dir import read_provenance, read_trajectories
 from rk_agent.rollouts.runner import prepare_run
-from rk_agent.rollouts.stub_server import StubServer, call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer, call_first_tool_then_answer
 from tests.rollouts.served import (
     API_KEY,
     MCP_SECRET,

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is in the dev group: `uv sync` installs it")
 
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_server import StubServer
 from rk_agent.types import StopReason
 from tests.trainers.test_episode_tokens import _runs
 from tests.trainers.test_grpo import _trajectories

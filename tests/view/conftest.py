@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_replies import call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer
 
 MARKUP = (
     '<img src=x onerror="window.__rk_xss = 1"> <script>window.__rk_xss = 2</script> '
