@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.envs.spec import EnvFactory
+from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
 from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import RolloutConfig

@@ -1,9 +1,9 @@
 """From a `RolloutConfig` to a finished run: build the policy and environments, check every
 input before any work starts, run the engine, write the summary.
 
-The environments come from the config's `rk_agent.envs.spec.EnvSpec` (``config.env.factory()``):
-one is built while checking and is the first the engine plays, and the factory knows the name
-trajectories record.
+The environments come from the config's `rk_agent.envs.env_setup.EnvSetup`
+(``config.env.factory()``): one is built while checking and is the first the engine plays, and
+the factory knows the name trajectories record.
 
 Main names: `prepare_run`, `PreparedRun`, `build_policy`.
 """
@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rk_agent.envs.spec import EnvFactory
+from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
 from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import PLACEMENT_KEYS, RolloutConfig

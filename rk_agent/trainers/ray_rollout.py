@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.envs.spec import EnvFactory
+from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.policies.episode_tokens import EpisodeTokens, SuffixRenderer
 from rk_agent.policies.policy import SamplingParams
 from rk_agent.policies.vllm_policy import VLLMPolicy
@@ -105,7 +105,7 @@ class RayEpisodes:
         self.workers = workers
         self.ray = RayOptions.model_validate(ray or {})
         self.env_source: Any = (
-            env_factory.spec if isinstance(env_factory, EnvFactory) else env_factory
+            env_factory.setup if isinstance(env_factory, EnvFactory) else env_factory
         )
         self.env_name = env_name
         self.failures: list[WorkerFailure] = []

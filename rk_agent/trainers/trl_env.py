@@ -52,7 +52,7 @@ from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.alarms import AlarmOptions
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.trainers.rewards import episode_reward_funcs
+from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
 from rk_agent.trainers.trl_patches import score_completions_only
 from rk_agent.trainers.trl_tool_env import TRLToolEnv, episode_trajectory, trl_env_class
@@ -65,8 +65,6 @@ if TYPE_CHECKING:
     from rk_agent.envs.base import ChatEnv
 
 __all__ = ["TRLEnvSpec", "trl_environment", "trl_grpo_trainer"]
-
-RewardFunc = Callable[..., list[float | None]]
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rk_agent.envs.spec import EnvSpec
+from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.provenance import (
@@ -33,7 +33,7 @@ from tests.rollouts.served import (
 
 
 def _tools_env_schemas() -> list[dict[str, Any]]:
-    env = EnvSpec(name="tools").make()
+    env = EnvSetup(name="tools").make()
     try:
         return env.tool_schemas
     finally:

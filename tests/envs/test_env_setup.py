@@ -1,4 +1,4 @@
-"""`EnvSpec`: building every registered environment from a spec, its name, and its errors."""
+"""`EnvSetup`: building every registered environment from a setup, its name, and its errors."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rk_agent.envs import get_env_class, list_envs
-from rk_agent.envs.spec import (
-    EnvSpec,
+from rk_agent.envs.env_setup import (
+    EnvSetup,
     env_override_key,
     flat_location,
     flatten_env_keys,
@@ -31,7 +31,7 @@ class TinyGuess(GuessEnv):
 
 @pytest.mark.parametrize("name", sorted(list_envs()))
 def test_every_registered_env_builds_from_a_spec(name: str) -> None:
-    spec = EnvSpec(name=name, max_turns=2)
+    spec = EnvSetup(name=name, max_turns=2)
     env = spec.make()
     assert isinstance(env, get_env_class(name)) and env.max_turns == 2
     env.close()
@@ -52,13 +52,13 @@ def test_every_registered_env_builds_from_a_spec(name: str) -> None:
 def test_every_way_of_naming_a_builtin_records_its_registered_name(
     written: str, registered: str
 ) -> None:
-    assert EnvSpec(name=written).registered_name() == registered
-    assert EnvSpec(name=written).factory().name == registered
+    assert EnvSetup(name=written).registered_name() == registered
+    assert EnvSetup(name=written).factory().name == registered
 
 
 def test_code_no_name_points_at_keeps_the_spec_as_written(tmp_path: Path) -> None:
     (tmp_path / "tiny.py").write_text(USER_ENV)
-    spec = EnvSpec(name=f"{tmp_path / 'tiny.py'}::TinyGuess")
+    spec = EnvSetup(name=f"{tmp_path / 'tiny.py'}::TinyGuess")
     factory = spec.factory()
     assert factory.name == spec.name
     assert factory().high == 3  # type: ignore[attr-defined]
@@ -69,7 +69,7 @@ def test_the_spec_sets_turns_rewards_and_tasks(tmp_path: Path) -> None:
     tasks.write_text(
         '{"prompt": "2+2?", "ground_truth": "4"}\n{"prompt": "3+3?", "ground_truth": "6"}\n'
     )
-    spec = EnvSpec(
+    spec = EnvSetup(
         name="math",
         kwargs={"retries": 1},
         tasks=str(tasks),
@@ -92,7 +92,7 @@ def test_rewards_sharing_a_name_keep_their_full_specs(tmp_path: Path) -> None:
         "rk_agent.rewards.builtin.length:length_reward",
         f"{tmp_path / 'mine.py'}::length_reward",
     ]
-    env = EnvSpec(name="guess", rewards=rewards).make()
+    env = EnvSetup(name="guess", rewards=rewards).make()
     assert list(env.episode_reward_specs) == rewards
 
 
@@ -101,7 +101,7 @@ def test_unknown_env_names_get_did_you_mean() -> None:
         "unknown environment 'gues'. Did you mean 'guess'? Known environments: code, guess, "
         "math, mcp_tools, tools."
     )
-    for build in (EnvSpec(name="gues").make, EnvSpec(name="gues").factory):
+    for build in (EnvSetup(name="gues").make, EnvSetup(name="gues").factory):
         with pytest.raises(UnknownNameError, match=f"^{re.escape(message)}"):
             build()
 
@@ -111,30 +111,30 @@ def test_bad_kwargs_name_what_the_env_takes() -> None:
         "environment 'guess' does not take 'hihg'. Did you mean 'high'? It takes: "
         "episode_rewards, episode_weights, high, max_turns, mcp, render_mode, step_rewards, tasks."
     )
-    for build in (EnvSpec(name="guess", kwargs={"hihg": 5}).make,
-                  EnvSpec(name="guess", kwargs={"hihg": 5}).factory):  # fmt: skip
+    for build in (EnvSetup(name="guess", kwargs={"hihg": 5}).make,
+                  EnvSetup(name="guess", kwargs={"hihg": 5}).factory):  # fmt: skip
         with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
             build()
 
 
 def test_bad_rewards_and_task_files_fail_when_built(tmp_path: Path) -> None:
     with pytest.raises(UnknownNameError, match=re.escape("unknown reward 'lenght'")):
-        EnvSpec(name="guess", rewards=["lenght"]).make()
+        EnvSetup(name="guess", rewards=["lenght"]).make()
     with pytest.raises(DataError, match=re.escape("missing.jsonl")):
-        EnvSpec(name="math", tasks=str(tmp_path / "missing.jsonl")).make()
+        EnvSetup(name="math", tasks=str(tmp_path / "missing.jsonl")).make()
 
 
 def test_the_spec_checks_its_own_fields() -> None:
     with pytest.raises(ValueError, match="max_turns"):
-        EnvSpec(max_turns=0)
+        EnvSetup(max_turns=0)
     with pytest.raises(ValueError, match="seed"):
-        EnvSpec(seed=-1)
+        EnvSetup(seed=-1)
     with pytest.raises(ValueError, match="Extra inputs are not permitted"):
-        EnvSpec(env_kwargs={})  # type: ignore[call-arg]
+        EnvSetup(env_kwargs={})  # type: ignore[call-arg]
 
 
 def test_an_unplayed_check_env_is_closed() -> None:
-    factory = EnvSpec(name="guess", max_turns=3).factory()
+    factory = EnvSetup(name="guess", max_turns=3).factory()
     factory.close()
     factory.close()  # once only
     fresh = factory()  # the checked one is gone: a new one is built, with the same arguments
@@ -153,7 +153,7 @@ def test_flat_keys_go_in_and_come_out() -> None:
     assert flatten_env_keys(nested) == flat
     # A flat key wins over the same field of an `env:` mapping (flags over a file).
     assert nest_env_keys({"env": {"name": "math", "seed": 1}, "seed": 2})["env"]["seed"] == 2
-    spec = EnvSpec(name="math")
+    spec = EnvSetup(name="math")
     assert nest_env_keys({"env": spec})["env"] is spec
     assert nest_env_keys({"env": spec, "seed": 4})["env"]["seed"] == 4
     assert nest_env_keys({"n": 1}) == {"n": 1} and nest_env_keys([1]) == [1]

@@ -1,24 +1,24 @@
-"""One environment as a run names it, and the one way to build it.
+"""One environment as a run sets it up (`EnvSetup`), and the one way to build it.
 
 A rollout run (`rk_agent.rollouts.config.RolloutConfig`) and a training run
-(`rk_agent.trainers.config.TrainConfig`) both hold an `EnvSpec` as their ``env`` option: which
+(`rk_agent.trainers.config.TrainConfig`) both hold an `EnvSetup` as their ``env`` option: which
 environment, its constructor's arguments, a task file, episode rewards replacing the
 environment's, the turn limit, the seed of the first task, and MCP servers whose tools the
-environment offers too (`rk_agent.mcp`). `EnvSpec.make` builds the
-environment through the registry (`rk_agent.envs.registry`); `EnvSpec.factory` builds the fresh
+environment offers too (`rk_agent.mcp`). `EnvSetup.make` builds the environment through the
+registry (`rk_agent.envs.registry`); `EnvSetup.factory` builds the fresh
 ones a run needs, checked once, and knows the name trajectories record.
 
 Config files keep their flat keys (``env: math``, ``env_kwargs: {...}``, ``tasks: t.jsonl``,
 ``rewards: [...]``, ``max_turns: 3``, ``seed: 0``, ``mcp: servers.json``): `nest_env_keys` lifts
-them into the spec when a config is read, `flatten_env_keys` writes them flat again when it is
+them into the setup when a config is read, `flatten_env_keys` writes them flat again when it is
 saved, and `flat_location` names a field in an error the way the file spells it.
 
-Main names: `EnvSpec`, `EnvFactory`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
+Main names: `EnvSetup`, `EnvFactory`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
 `env_override_key`, `flat_location`, `EnvConfig`.
 
 Example:
-    >>> spec = EnvSpec(name="guess", kwargs={"high": 10}, max_turns=4)
-    >>> env = spec.make()
+    >>> setup = EnvSetup(name="guess", kwargs={"high": 10}, max_turns=4)
+    >>> env = setup.make()
     >>> type(env).__name__, env.high, env.max_turns
     ('GuessEnv', 10, 4)
     >>> nest_env_keys({"env": "math", "env_kwargs": {"retries": 2}, "n": 4})
@@ -50,7 +50,7 @@ __all__ = [
     "ENV_KEYS",
     "EnvConfig",
     "EnvFactory",
-    "EnvSpec",
+    "EnvSetup",
     "env_override_key",
     "flat_location",
     "flatten_env_keys",
@@ -67,13 +67,16 @@ ENV_KEYS: Mapping[str, str] = {
     "seed": "seed",
     "mcp": "mcp",
 }
-"""Flat config key -> `EnvSpec` field, in the order configs list them."""
+"""Flat config key -> `EnvSetup` field, in the order configs list them."""
 
 _FIELD_KEYS = {field: key for key, field in ENV_KEYS.items()}
 
 
-class EnvSpec(BaseModel):
+class EnvSetup(BaseModel):
     """Which environment a run plays, and how it is set up.
+
+    Not Gymnasium's ``EnvSpec`` (a registered id and its entry point): a run's choice of
+    environment, with its arguments, tasks and rewards.
 
     Attributes:
         name: the environment: a registered name (``tools``), a Gymnasium id
@@ -91,7 +94,7 @@ class EnvSpec(BaseModel):
             end.
 
     Example:
-        >>> EnvSpec(name="math", rewards=["rk_agent.rewards.math:math_reward"]).make().max_turns
+        >>> EnvSetup(name="math", rewards=["rk_agent.rewards.math:math_reward"]).make().max_turns
         1
     """
 
@@ -119,10 +122,10 @@ class EnvSpec(BaseModel):
         """The name the environment is registered under; trajectories record it.
 
         ``rk_agent/Math-v0`` and ``rk_agent.envs.math_env:MathEnv`` are both ``math``; code
-        that no registered name points at keeps the spec as written.
+        that no registered name points at keeps the name as written.
 
         Example:
-            >>> EnvSpec(name="rk_agent/Guess-v0").registered_name()
+            >>> EnvSetup(name="rk_agent/Guess-v0").registered_name()
             'guess'
         """
         from rk_agent.envs.registry import GYMNASIUM_IDS, REGISTRY
@@ -141,7 +144,7 @@ class EnvSpec(BaseModel):
 
     def constructor_kwargs(self, tasks: list[Task] | None = None) -> dict[str, Any]:
         """The environment's constructor arguments: ``kwargs`` with ``max_turns``, the rewards
-        (loaded) and the tasks (``tasks``, or the file read now) set from the spec.
+        (loaded) and the tasks (``tasks``, or the file read now) set from the setup.
 
         Raises:
             ConfigError: a reward is unknown or does not load.
@@ -188,58 +191,58 @@ class EnvSpec(BaseModel):
             raise
 
     def factory(self) -> EnvFactory:
-        """An `EnvFactory` of this spec: one environment is built now, as a check."""
+        """An `EnvFactory` of this setup: one environment is built now, as a check."""
         return EnvFactory(self)
 
 
 class EnvFactory:
-    """Fresh environments of one `EnvSpec`, one per call: what a run's workers play.
+    """Fresh environments of one `EnvSetup`, one per call: what a run's workers play.
 
     Building the factory builds the first environment (so a bad argument fails before any
     work starts) and reads the task file once; the first call hands out that environment, the
     next ones build new ones with the same arguments.
 
     Args:
-        spec: the environment.
+        setup: the environment.
 
     Attributes:
-        spec: the environment.
-        name: its registered name (`EnvSpec.registered_name`), recorded with trajectories.
+        setup: the environment.
+        name: its registered name (`EnvSetup.registered_name`), recorded with trajectories.
         dataset_size: how many tasks its dataset holds (``None``: generated tasks).
         tool_schemas: the tool schemas its environments offer (their own and MCP servers'),
             as the first one offers them.
         tool_origins: where each tool that is not the environment's own comes from.
         max_turns: the turn limit of its episodes.
 
-    With ``spec.mcp``, the MCP servers are connected once here and shared by every environment
+    With ``setup.mcp``, the MCP servers are connected once here and shared by every environment
     the factory builds; `close` stops them.
 
     Raises:
-        ConfigError: see `EnvSpec.make`.
-        ToolServerError: see `EnvSpec.make`.
+        ConfigError: see `EnvSetup.make`.
+        ToolServerError: see `EnvSetup.make`.
 
     Example:
-        >>> factory = EnvSpec(name="rk_agent/Guess-v0").factory()
+        >>> factory = EnvSetup(name="rk_agent/Guess-v0").factory()
         >>> factory.name, type(factory()).__name__, factory.dataset_size
         ('guess', 'GuessEnv', None)
     """
 
-    def __init__(self, spec: EnvSpec) -> None:
+    def __init__(self, setup: EnvSetup) -> None:
         from rk_agent.envs.registry import make_env
 
-        self.spec = spec
-        self._kwargs = spec.constructor_kwargs()
+        self.setup = setup
+        self._kwargs = setup.constructor_kwargs()
         self._servers: ToolServers | None = None
-        if spec.mcp is not None:
-            self._servers = start_tool_servers("mcp", spec.mcp)
+        if setup.mcp is not None:
+            self._servers = start_tool_servers("mcp", setup.mcp)
             self._kwargs["mcp"] = self._servers
         try:
-            self._first: ChatEnv | None = make_env(spec.name, **self._kwargs)
+            self._first: ChatEnv | None = make_env(setup.name, **self._kwargs)
         except BaseException:
             self.close()
             raise
         self._class = type(self._first)
-        self.name = spec.registered_name()
+        self.name = setup.registered_name()
         dataset = self._first.dataset
         self.dataset_size: int | None = len(dataset) if dataset is not None else None
         # What the model is offered, read once (a run records it: rk_agent.rollouts.provenance).
@@ -293,7 +296,7 @@ def reward_names(specs: list[str]) -> list[str]:
 def nest_env_keys(data: Any) -> Any:
     """A config mapping with its flat environment keys lifted into ``env`` (a new mapping).
 
-    ``env`` may be a name, a mapping of `EnvSpec` fields or an `EnvSpec`; a flat key given
+    ``env`` may be a name, a mapping of `EnvSetup` fields or an `EnvSetup`; a flat key given
     too (``seed: 3``) wins over the same field inside ``env``, so flags override a file.
     Anything but a mapping is returned as is (pydantic then says what is wrong with it).
 
@@ -306,14 +309,14 @@ def nest_env_keys(data: Any) -> Any:
     rest = {key: value for key, value in data.items() if key not in ENV_KEYS}
     env = data.get("env")
     flat = {field: data[key] for key, field in ENV_KEYS.items() if key != "env" and key in data}
-    spec: EnvSpec | dict[str, Any]
-    if isinstance(env, EnvSpec):
-        spec = {**env.model_dump(), **flat} if flat else env
+    setup: EnvSetup | dict[str, Any]
+    if isinstance(env, EnvSetup):
+        setup = {**env.model_dump(), **flat} if flat else env
     elif isinstance(env, Mapping):
-        spec = {**env, **flat}
+        setup = {**env, **flat}
     else:
-        spec = {**({"name": env} if "env" in data else {}), **flat}
-    return {"env": spec, **rest} if spec or "env" in data else rest
+        setup = {**({"name": env} if "env" in data else {}), **flat}
+    return {"env": setup, **rest} if setup or "env" in data else rest
 
 
 def flatten_env_keys(data: dict[str, Any]) -> dict[str, Any]:
@@ -357,7 +360,7 @@ def flat_location(location: tuple[int | str, ...]) -> tuple[int | str, ...]:
 
 
 class EnvConfig(BaseModel):
-    """Base of a config holding an `EnvSpec` as ``env`` (`RolloutConfig`, `TrainConfig`).
+    """Base of a config holding an `EnvSetup` as ``env`` (`RolloutConfig`, `TrainConfig`).
 
     It reads the flat environment keys config files and flags use (``env``, ``env_kwargs``,
     ``tasks``, ``rewards``, ``max_turns``, ``seed``, ``mcp``) into ``env`` and writes them flat
@@ -366,7 +369,7 @@ class EnvConfig(BaseModel):
     """
 
     if TYPE_CHECKING:
-        env: EnvSpec
+        env: EnvSetup
 
     @model_validator(mode="before")
     @classmethod

@@ -5,7 +5,7 @@ shed by that time, not by a count) and which are stuck in a reward past its time
 
 Main names (private to `rk_agent.server`):
     ThreadPool: worker threads that settle asyncio futures directly.
-    Scorer: calls the reward; its wait estimate and health.
+    RewardCaller: calls the reward; its wait estimate and health.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rk_agent.errors import ConfigError, RewardInputError
 from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.types import EvaluateResult
 
-__all__ = ["Misuse", "Saturated", "Scorer", "ThreadPool"]
+__all__ = ["Misuse", "RewardCaller", "Saturated", "ThreadPool"]
 
 logger = logging.getLogger("rk_agent.server")
 
@@ -152,7 +152,7 @@ class Misuse(Exception):
         self.error = error
 
 
-class Scorer:
+class RewardCaller:
     """Calls the reward: sync ones in the thread pool, async ones on the loop, with a timeout.
 
     Load is shed by time, not by count: a sample is refused (503) when the samples before it
