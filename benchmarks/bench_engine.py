@@ -11,7 +11,7 @@ answer, so every episode of the `tools` environment takes 3 turns. Two measureme
    own scheduling apart from the HTTP client's CPU cost.
 2. 0 ms latency: the harness's own CPU time per turn (target: under 1 ms), split into the
    engine + environment (measured with an in-process scripted policy, no HTTP) and the whole
-   harness including the policy's HTTP client (`rk_agent.rollouts.model_client`).
+   harness including the policy's HTTP client (`rk_agent.policies.model_client`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from typing import Any
 from figures import figure
 
 from rk_agent.envs.registry import get_env_class
+from rk_agent.policies.function_policy import tool_call
+from rk_agent.policies.openai_policy import OpenAIPolicy
+from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
-from rk_agent.rollouts.openai_policy import OpenAIPolicy
-from rk_agent.rollouts.policy import Policy
-from rk_agent.rollouts.testing import ScriptedPolicy, tool_call
+from rk_agent.testing.scripted_policy import ScriptedPolicy
 
 TURNS = 3
 
@@ -41,7 +42,7 @@ TURNS = 3
 def stub_server(latency_s: float) -> Iterator[str]:
     """Start the stub server in a subprocess; yield its base URL."""
     command = [
-        sys.executable, "-m", "rk_agent.rollouts.stub_server", "--port", "0",
+        sys.executable, "-m", "rk_agent.testing.stub_server", "--port", "0",
         "--latency", str(latency_s), "--tools", "--tool-turns", str(TURNS - 1),
         "--reply", "Answer: 42",
     ]  # fmt: skip

@@ -45,7 +45,7 @@ def _tiny_model(folder: Path) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rk_agent.rollouts.local_model import embedded_tokenizer
+    from rk_agent.policies.local_model import embedded_tokenizer
 
     tokenizer = embedded_tokenizer()
     torch.manual_seed(0)
@@ -75,7 +75,7 @@ def main() -> None:
     from trl import GRPOTrainer
 
     from rk_agent.envs.registry import make_env
-    from rk_agent.rollouts.local_model import embedded_model_path
+    from rk_agent.policies.local_model import embedded_model_path
     from rk_agent.trainers.grpo import grpo_trainer
     from rk_agent.trainers.tasks import env_dataset
 

@@ -21,9 +21,9 @@ import time
 import torch
 from figures import figure
 
-from rk_agent.rollouts.hf_policy import BatchStats, HFPolicy
-from rk_agent.rollouts.local_model import resolve_model
-from rk_agent.rollouts.policy import SamplingParams
+from rk_agent.policies.hf_policy import BatchStats, HFPolicy
+from rk_agent.policies.local_model import resolve_model
+from rk_agent.policies.policy import SamplingParams
 from rk_agent.types import Message
 
 TARGET = 3.0

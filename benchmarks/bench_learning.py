@@ -65,10 +65,10 @@ def _eval(model: str, a: argparse.Namespace, cache: Path | None) -> dict[str, An
         if saved["settings"] == settings:
             return {**saved, "cached": True}
     from rk_agent.envs.registry import make_env
+    from rk_agent.policies.hf_policy import HFPolicy
+    from rk_agent.policies.policy import SamplingParams
     from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
-    from rk_agent.rollouts.hf_policy import HFPolicy
-    from rk_agent.rollouts.policy import SamplingParams
 
     started = time.perf_counter()
     config = RolloutConfig(
@@ -99,9 +99,9 @@ def _eval(model: str, a: argparse.Namespace, cache: Path | None) -> dict[str, An
 
 def _solver_episodes(n: int) -> list[Any]:
     from rk_agent.envs.registry import get_solver, make_env
+    from rk_agent.policies.function_policy import FunctionPolicy
     from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
-    from rk_agent.rollouts.testing import FunctionPolicy
 
     config = RolloutConfig(env="tools", env_kwargs=ENV_KWARGS, n=n, concurrency=16, seed=0)
     result = asyncio.run(
@@ -316,7 +316,7 @@ def _arguments() -> argparse.Namespace:
 def main() -> None:
     a = _arguments()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from rk_agent.rollouts.local_model import embedded_model_path
+    from rk_agent.policies.local_model import embedded_model_path
 
     out = Path(a.out)
     shutil.rmtree(out, ignore_errors=True)

@@ -134,7 +134,7 @@ def main() -> None:
 
     from bench_grpo_overhead import _tiny_model  # this folder: the same random 2-layer model
 
-    from rk_agent.rollouts.local_model import embedded_model_path
+    from rk_agent.policies.local_model import embedded_model_path
 
     work = Path(tempfile.mkdtemp(prefix="rk-bench-loops-"))
     if a.model:

@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_engine import TURNS, stub_server
 from figures import figure
 
+from rk_agent.policies.openai_policy import OpenAIPolicy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
-from rk_agent.rollouts.openai_policy import OpenAIPolicy
 from rk_agent.rollouts.ray_workers import ray_session, run_rollouts_on_workers
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.workers import RayOptions

@@ -37,10 +37,10 @@ def cheap(messages: list, ground_truth: object) -> float:
 
 def _seed_episodes(folder: Path) -> list[dict]:
     from rk_agent.envs import get_solver
+    from rk_agent.policies.function_policy import FunctionPolicy
     from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.run_dir import read_trajectories
     from rk_agent.rollouts.runner import prepare_run
-    from rk_agent.rollouts.testing import FunctionPolicy
 
     config = RolloutConfig(env="tools", n=16, concurrency=8, output=str(folder))
     with prepare_run(config, policy=FunctionPolicy(get_solver("tools"))) as run:

@@ -256,7 +256,7 @@ def measure(kind: str, total: int, concurrency: int) -> dict[str, Any]:
 
 
 async def _through_threads(calls: int, in_flight: int) -> float:
-    from rk_agent.server._scorer import ThreadPool
+    from rk_agent.server._reward_caller import ThreadPool
 
     pool = ThreadPool(min(32, (os.cpu_count() or 1) + 4))
     call = functools.partial(exact_match, "4", "4")

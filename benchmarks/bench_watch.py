@@ -32,7 +32,7 @@ def _tiny_model(folder: Path) -> str:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rk_agent.rollouts.local_model import embedded_tokenizer
+    from rk_agent.policies.local_model import embedded_tokenizer
 
     tokenizer = embedded_tokenizer()
     torch.manual_seed(0)
@@ -81,7 +81,7 @@ def main() -> None:
 
     from trl import GRPOConfig
 
-    from rk_agent.rollouts.local_model import DEFAULT_MODEL
+    from rk_agent.policies.local_model import DEFAULT_MODEL
     from rk_agent.rollouts.run_dir import read_trajectories
     from rk_agent.rollouts.watch import outcome_of, watch_signals
     from rk_agent.trainers.grpo import grpo_trainer

@@ -55,7 +55,7 @@ def validation_problems(exc: ValidationError, locate: Locate | None = None) -> s
     Args:
         exc: the error.
         locate: rewrites each error's location first (to name a field as the file spells it,
-            e.g. `rk_agent.envs.spec.flat_location`).
+            e.g. `rk_agent.envs.env_setup.flat_location`).
     """
     problems = []
     for error in exc.errors():

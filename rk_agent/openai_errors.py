@@ -4,11 +4,11 @@
 ``status`` and ``retryable`` set, or a `ContextOverflowError` when the server says the
 conversation does not fit; the message carries the server's own message, never the API key.
 `status_error` words an HTTP error status (with `server_message`, the server's own message from
-its error body) the same way for the policies' own client (`rk_agent.rollouts.model_client`),
+its error body) the same way for the policies' own client (`rk_agent.policies.model_client`),
 so a 503 reads the same whichever HTTP stack met it. `retry_after_s` reads the server's
 ``Retry-After`` back from a translated error, and `rejects_tools` tells whether a server
 refused the ``tools`` field. The users: the LLM judge (`rk_agent.rewards.builtin.llm_judge`,
-on the SDK) and the served-model policies (through `rk_agent.rollouts.model_client`), which is
+on the SDK) and the served-model policies (through `rk_agent.policies.model_client`), which is
 why it lives below both rewards and rollouts.
 
 Main names: `Endpoint`, `translate_error`, `status_error` (with `timeout_error` and

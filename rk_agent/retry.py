@@ -171,7 +171,7 @@ REWARD_ENDPOINT_RETRY = RetryPolicy(max_retries=3, base_s=0.25, max_s=10.0)
 MODEL_ENDPOINT_RETRY = RetryPolicy(
     max_retries=5, base_s=0.5, max_s=30.0, statuses=frozenset({408, 409, 429})
 )
-"""`rk_agent.rollouts.openai_policy.OpenAIPolicy` on a chat-completions server."""
+"""`rk_agent.policies.openai_policy.OpenAIPolicy` on a chat-completions server."""
 
 JUDGE_RETRY = RetryPolicy(max_retries=2, base_s=0.5, max_s=8.0, statuses=frozenset({408, 409, 429}))
 """The LLM judge (`rk_agent.rewards.builtin.llm_judge`): the ``openai`` SDK's own numbers."""

@@ -18,7 +18,7 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ
 @pytest.fixture(scope="session")
 def embedded_tok() -> Any:
     """The embedded model's tokenizer (SmolLM2 vocabulary, Qwen2.5 tool template)."""
-    from rk_agent.rollouts.local_model import embedded_tokenizer
+    from rk_agent.policies.local_model import embedded_tokenizer
 
     return embedded_tokenizer()
 

@@ -20,7 +20,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.evaluation import EvaluationPreview, create_evaluation, preview_evaluation
 from rk_agent.fireworks.auth import Credentials
 from rk_agent.fireworks.client import FireworksClient
-from rk_agent.fireworks.fake_api import FakeFireworks
+from rk_agent.testing.fake_fireworks import FakeFireworks
 
 TUTORIAL = Path(__file__).resolve().parents[1] / "examples" / "first_reward"
 SECRET = "fw-EVALUATION-0123456789"

@@ -28,7 +28,7 @@ EXPECTED = {
     "TRLEnvSpec", "trl_environment", "trl_grpo_trainer", "VLLMPolicy",
     "EpisodeState", "ToolResult", "register_env", "RunLockedError", "FailurePolicy", "RunStatus",
     "RunDir", "prepare_run", "LoadError", "EnvLoadError", "TurnResult", "FailureSite",
-    "EnvSpec", "check_reward", "Probe", "SoundnessReport", "AlarmOptions", "embedded_model_path",
+    "EnvSetup", "check_reward", "Probe", "SoundnessReport", "AlarmOptions", "embedded_model_path",
 }  # fmt: skip
 
 

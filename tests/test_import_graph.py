@@ -6,6 +6,10 @@ package counts as an arrow to the submodule when the name is one. Between subpac
 (``rk_agent.rewards``, ``rk_agent.fireworks``, ...), a ``"rk_agent.x.y:attr"`` string counts as
 an arrow too: it is loaded later, but it is a dependency all the same (an upper package plugs
 in through entry points instead).
+
+Between subpackages the arrows also point one way, down `LAYERS` (envs -> policies -> rollouts
+-> trainers, the way data flows), and nothing imports `rk_agent.testing`, the test doubles,
+which may import anything.
 """
 
 from __future__ import annotations
@@ -153,3 +157,84 @@ def test_imports_are_read_from_functions_but_not_from_type_checking_blocks(
         "def f():\n    from rk_agent.x import X\n"
     )
     assert _imports("rk_agent.z", source, modules) == {"rk_agent.x"}
+
+
+LAYERS: list[set[str]] = [
+    # The top-level modules every package shares (ordered among themselves by the circle test);
+    # `rk_agent` itself is its ``__init__.py``: the version and the lazy loader.
+    {"rk_agent", "rk_agent._lazy", "rk_agent.types", "rk_agent.errors", "rk_agent.secrets",
+     "rk_agent.inline_budget", "rk_agent.jsonl", "rk_agent.loading", "rk_agent.retry",
+     "rk_agent.binding", "rk_agent.config_files", "rk_agent.registry", "rk_agent.openai_errors"},
+    {"rk_agent.tool_calls", "rk_agent.sandbox"},
+    {"rk_agent.rewards"},
+    {"rk_agent.envs"},
+    {"rk_agent.mcp"},
+    {"rk_agent.policies"},
+    {"rk_agent.rollouts"},
+    {"rk_agent.soundness", "rk_agent.trainers", "rk_agent.server", "rk_agent.fireworks"},
+    {"rk_agent.view", "rk_agent.selfhost", "rk_agent.evaluation"},
+    {"rk_agent.cli"},
+    {"rk_agent.__main__"},
+]  # fmt: skip
+"""The packages from the bottom up: each imports only from lower layers (the first: its own)."""
+
+TESTING = "rk_agent.testing"
+"""The test doubles: they may import any package; no package imports them."""
+
+ROOT_STUB = ROOT / "__init__.pyi"
+"""The one exception: `rk_agent` re-exports `StubServer` and `ScriptedPolicy` from `TESTING`,
+lazily (PEP 562), so ``from rk_agent import StubServer`` works; nothing loads them until then."""
+
+
+def upward_arrows(graph: dict[str, set[str]], layers: list[set[str]]) -> list[str]:
+    """Every arrow to the same or a higher layer (but within the first), and every package that
+    no layer lists."""
+    layer_of = {package: i for i, layer in enumerate(layers) for package in layer}
+    found = [f"{package} is in no layer" for package in sorted(graph) if package not in layer_of]
+    for package, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if package in layer_of and target in layer_of:
+                low, high = layer_of[target], layer_of[package]
+                if low > high or (low == high and low != 0):
+                    found.append(f"{package} -> {target}")
+    return found
+
+
+def test_arrows_between_subpackages_point_down_the_layers() -> None:
+    graph = {p: t - {TESTING} for p, t in package_graph().items() if p != TESTING}
+    found = upward_arrows(graph, LAYERS)
+    assert found == [], "arrows up the layers (move the code down, or hook it in):\n" + (
+        "\n".join(found)
+    )
+
+
+def _stub_imports(stub: Path) -> set[str]:
+    return {
+        node.module
+        for node in ast.parse(stub.read_text("utf-8")).body
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+
+
+def test_nothing_imports_the_test_doubles() -> None:
+    users = sorted(p for p, targets in package_graph().items() if TESTING in targets)
+    users += sorted(
+        _module_name(stub)
+        for stub in ROOT.rglob("*.pyi")
+        if stub != ROOT_STUB
+        and not _module_name(stub).startswith(TESTING)
+        and any(m == TESTING or m.startswith(f"{TESTING}.") for m in _stub_imports(stub))
+    )
+    assert users == [], f"{TESTING} is for tests; these import it: {users}"
+
+
+def test_only_the_doubles_come_from_testing_at_the_top() -> None:
+    doubles = {m for m in _stub_imports(ROOT_STUB) if m.startswith(f"{TESTING}.")}
+    assert doubles == {f"{TESTING}.scripted_policy", f"{TESTING}.stub_server"}
+
+
+def test_the_layer_check_finds_an_upward_arrow() -> None:
+    layers = [{"a", "b"}, {"c"}, {"d", "e"}]
+    graph = {"a": {"b"}, "c": {"a"}, "d": {"c", "e"}, "e": set(), "f": set()}
+    assert upward_arrows(graph, layers) == ["f is in no layer", "d -> e"]
+    assert upward_arrows({"c": {"d"}}, layers) == ["c -> d"]

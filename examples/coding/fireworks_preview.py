@@ -22,7 +22,7 @@ from pathlib import Path
 from rk_agent.evaluation import preview_evaluation
 from rk_agent.fireworks.auth import Credentials
 from rk_agent.fireworks.client import FireworksClient
-from rk_agent.fireworks.fake_api import FakeFireworks
+from rk_agent.testing import FakeFireworks
 
 HERE = Path(__file__).resolve().parent
 

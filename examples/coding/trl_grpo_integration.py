@@ -64,7 +64,7 @@ def tiny_model(folder: Path) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rk_agent.rollouts.local_model import embedded_tokenizer
+    from rk_agent.policies.local_model import embedded_tokenizer
 
     torch.manual_seed(0)
     tokenizer = embedded_tokenizer()
@@ -87,7 +87,7 @@ def train(args: argparse.Namespace) -> int:
         if args.model == "tiny":
             model = str(tiny_model(Path(tmp) / "model"))
         elif args.model == "smollm2-135m":
-            from rk_agent.rollouts.local_model import embedded_model_path
+            from rk_agent.policies.local_model import embedded_model_path
 
             model = str(embedded_model_path())
         else:

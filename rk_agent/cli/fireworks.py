@@ -4,7 +4,7 @@ Commands: ``deploy`` (a reward as an evaluator), ``fireworks rft`` (trajectories
 reward to a running RFT job), ``fireworks status``, ``fireworks cancel``, ``fireworks list``,
 ``fireworks preview``. Credentials come from ``FIREWORKS_API_KEY`` / ``FIREWORKS_ACCOUNT_ID`` /
 ``~/.fireworks/auth.ini``; ``FIREWORKS_API_BASE`` points them at another server (such as the
-fake API, ``python -m rk_agent.fireworks.fake_api``). ``--dry-run`` prints every request and
+fake API, ``python -m rk_agent.testing.fake_fireworks``). ``--dry-run`` prints every request and
 sends none.
 """
 

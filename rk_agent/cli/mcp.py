@@ -65,7 +65,7 @@ def serve(
     """
     import os
 
-    from rk_agent.envs.spec import EnvSpec
+    from rk_agent.envs.env_setup import EnvSetup
     from rk_agent.errors import ConfigError
     from rk_agent.mcp.serve import serve_env
 
@@ -80,13 +80,13 @@ def serve(
         token = os.environ.get(token_env)
         if not token:
             raise ConfigError(f"--token-env {token_env}: that environment variable is not set.")
-    spec = EnvSpec(name=env, kwargs=kwargs)
+    setup = EnvSetup(name=env, kwargs=kwargs)
 
     def announce(url: str) -> None:
         typer.echo(f"serving {env} over MCP at {url}", err=True)
 
     serve_env(
-        spec.make, http=http, token=token, allow_public=allow_public, task_tools=task_tools,
+        setup.make, http=http, token=token, allow_public=allow_public, task_tools=task_tools,
         on_ready=announce,
     )  # fmt: skip
 

@@ -15,7 +15,7 @@ Main names:
     tool, Tool, ToolResult: typed Python functions as tools the model can call.
     Task, load_tasks: tasks, generated or from JSONL.
     make_env, get_env_class, list_envs, get_solver, register_env: the registry.
-    EnvSpec: an environment as a run names it (`EnvSpec.make`, `EnvSpec.factory`).
+    EnvSetup: an environment as a run sets it up (`EnvSetup.make`, `EnvSetup.factory`).
     check_env, play_with_solver: check an environment; play one episode with a solver.
     ToolsEnv, MathEnv, CodeEnv, GuessEnv: the built-ins (``tools``, ``math``, ``code``,
         ``guess``), imported on first use.

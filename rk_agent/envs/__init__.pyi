@@ -12,6 +12,9 @@ from rk_agent.envs.check import (
 from rk_agent.envs.code_env import (
     CodeEnv as CodeEnv,
 )
+from rk_agent.envs.env_setup import (
+    EnvSetup as EnvSetup,
+)
 from rk_agent.envs.guess_env import (
     GuessEnv as GuessEnv,
 )
@@ -31,9 +34,6 @@ from rk_agent.envs.registry import (
 from rk_agent.envs.spaces import (
     ConversationSpace as ConversationSpace,
     MessageSpace as MessageSpace,
-)
-from rk_agent.envs.spec import (
-    EnvSpec as EnvSpec,
 )
 from rk_agent.envs.task import (
     Task as Task,

@@ -22,7 +22,7 @@ a training loop at volume (serve the reward yourself for that, `rk-agent serve`)
 Main names: `hosted_reward`, `HostedReward`, `resolve_evaluator`, `sample_for_preview`.
 
 Example:
-    >>> from rk_agent.fireworks.fake_api import FakeFireworks
+    >>> from rk_agent.testing.fake_fireworks import FakeFireworks
     >>> from rk_agent.fireworks.auth import Credentials
     >>> from rk_agent.fireworks.client import FireworksClient
     >>> with FakeFireworks(api_key="k", account_id="me") as fake:

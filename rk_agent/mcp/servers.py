@@ -2,7 +2,7 @@
 
 Build it from an ``mcpServers`` configuration (`rk_agent.mcp.config`), pass it to any
 environment as ``mcp=``, and close it when the run ends (it is a context manager; a run built
-from an `rk_agent.envs.spec.EnvSpec` with ``mcp`` does all of this itself)::
+from an `rk_agent.envs.env_setup.EnvSetup` with ``mcp`` does all of this itself)::
 
     with McpServers.connect("servers.json") as servers:
         env = make_env("tools", mcp=servers)
@@ -152,7 +152,7 @@ class McpServers:
 
     def for_one_env(self) -> ToolSource:
         """A `ToolSource` whose one environment owns these servers: closing the environment
-        closes them (what ``EnvSpec(mcp=...).make()`` uses)."""
+        closes them (what ``EnvSetup(mcp=...).make()`` uses)."""
         return _OwnedBy(self)
 
     def close(self) -> None:

@@ -5,7 +5,7 @@ TRL's ``GRPOTrainer`` calls each reward function as
 sample and expects a list of floats back; ``None`` means "no score for this sample" and TRL
 leaves it out. This module turns any rk-agent reward into that shape.
 
-Main names: `to_trl_reward`.
+Main names: `to_trl_reward`, `SampleScorer`.
 
 Example:
     >>> from rk_agent import RewardFunction
@@ -27,7 +27,7 @@ from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.types import EvaluateResult
 
-__all__ = ["Scorer", "to_trl_reward"]
+__all__ = ["SampleScorer", "to_trl_reward"]
 
 logger = logging.getLogger("rk_agent.rewards")
 
@@ -36,7 +36,7 @@ _TRL_CONTROL = frozenset({"trainer_state", "log_extra", "log_metric", "environme
 
 
 @runtime_checkable
-class Scorer(Protocol):
+class SampleScorer(Protocol):
     """What the adapter calls: a named reward with a sync and an async way to score a sample.
 
     A `RewardFunction` is one (local or remote); any other reward is wrapped into one.
@@ -61,7 +61,7 @@ class Scorer(Protocol):
 
 
 class _Decorated:
-    """A decorated reward as a `Scorer`."""
+    """A decorated reward as a `SampleScorer`."""
 
     def __init__(self, fn: AnyRewardFn) -> None:
         self._fn = fn
@@ -80,7 +80,7 @@ class _Decorated:
 
 
 def to_trl_reward(
-    reward: Scorer | RewardLike,
+    reward: SampleScorer | RewardLike,
     *,
     name: str | None = None,
     metric: str | None = None,
@@ -123,7 +123,7 @@ def to_trl_reward(
         raise ConfigError(
             f"max_failed_fraction must be between 0 and 1, got {max_failed_fraction!r}."
         )
-    rf = reward if isinstance(reward, Scorer) else _Decorated(get_reward_function(reward))
+    rf = reward if isinstance(reward, SampleScorer) else _Decorated(get_reward_function(reward))
     label = name or (f"{rf.name}.{metric}" if metric else rf.name)
 
     def rows(prompts: Sequence[Any], completions: Sequence[Any], kwargs: dict[str, Any]) -> list:
@@ -170,7 +170,7 @@ def to_trl_reward(
 _UNREACHED = "EndpointError: "
 
 
-def _scored_or_unreached(rf: Scorer, call: dict[str, Any]) -> EvaluateResult:
+def _scored_or_unreached(rf: SampleScorer, call: dict[str, Any]) -> EvaluateResult:
     try:
         return rf(**call)
     except EndpointError as exc:  # the client already retried what may pass next time

@@ -1,1 +1,14 @@
-"""rk_agent.rollouts: policies (models), the rollout engine, run directories and summaries."""
+"""rk_agent.rollouts: the rollout engine, run directories, trajectories and summaries.
+
+Modules:
+    engine / episode / slots / workers / ray_workers: `run_rollouts`, the episode loop, and
+        the episodes in flight, in this process or on Ray actors.
+    config / runner / run_dir / run_lock / provenance: a run's options, its set-up
+        (`prepare_run`), and its folder on disk (`RunDir`).
+    trajectory / summary / stats / watch / alarms / token_drift: what an episode recorded, and
+        what a run's episodes add up to.
+    replay / fork / rescore / compare: runs played again, continued, scored again, compared.
+
+The models the engine plays with are in `rk_agent.policies`; its test doubles in
+`rk_agent.testing`.
+"""

@@ -3,7 +3,8 @@
 A YAML file gives any option; command-line flags override it; the resolved configuration is
 saved with the run (``config.yaml``), API keys excluded. The environment options (``env``,
 ``env_kwargs``, ``tasks``, ``rewards``, ``max_turns``, ``seed``) are flat keys in files and
-flags and one `rk_agent.envs.spec.EnvSpec` in the config (``config.env``), shared with training.
+flags and one `rk_agent.envs.env_setup.EnvSetup` in the config (``config.env``), shared with
+training.
 
 Main names: `RolloutConfig`, `FailurePolicy`, `load_rollout_config`.
 """
@@ -29,15 +30,15 @@ from rk_agent.config_files import (
     rebase_paths,
     validation_problems,
 )
-from rk_agent.envs.spec import (
+from rk_agent.envs.env_setup import (
     EnvConfig,
-    EnvSpec,
+    EnvSetup,
     env_override_key,
     flat_location,
     nest_env_keys,
 )
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.policy import SamplingParams
+from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.workers import RayOptions
 
 __all__ = ["FailurePolicy", "RolloutConfig", "load_rollout_config"]
@@ -70,12 +71,12 @@ class RolloutConfig(EnvConfig):
     """Everything a rollout run needs. Saved as the run's ``config.yaml``.
 
     The environment options are given flat, as in a config file (``RolloutConfig(env="math",
-    env_kwargs={"retries": 2}, seed=3)``), or as one `EnvSpec` (``env=EnvSpec(...)``); a flat
-    key wins over the same field of a spec given too. Saved, they are flat again. Read them
+    env_kwargs={"retries": 2}, seed=3)``), or as one `EnvSetup` (``env=EnvSetup(...)``); a flat
+    key wins over the same field of a setup given too. Saved, they are flat again. Read them
     from ``config.env`` (``config.env.seed``).
 
     Attributes:
-        env: the environment (`EnvSpec`): ``env`` (short name, Gymnasium id,
+        env: the environment (`EnvSetup`): ``env`` (short name, Gymnasium id,
             ``file.py::Class`` or ``module:Class``), ``env_kwargs`` (keyword arguments for its
             constructor), ``tasks`` (a JSONL dataset of tasks instead of the environment's
             generator), ``rewards`` (episode rewards replacing the environment's: names or
@@ -106,7 +107,7 @@ class RolloutConfig(EnvConfig):
 
     model_config = ConfigDict(extra="forbid")
 
-    env: EnvSpec = Field(default_factory=EnvSpec)
+    env: EnvSetup = Field(default_factory=EnvSetup)
     model: str | None = None
     provider: Provider | None = None
     base_url: str | None = None

@@ -18,12 +18,12 @@ import asyncio
 from collections.abc import Callable, Iterable
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.envs.spec import EnvFactory
+from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
+from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
 from rk_agent.rollouts.gc_pauses import fewer_gc_pauses
-from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
 from rk_agent.rollouts.trajectory import Trajectory

@@ -27,7 +27,7 @@ from rk_agent.envs.task import Task
 from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ContextOverflowError, EndpointError, EnvError, ToolServerError
 from rk_agent.inline_budget import InlineBudget
-from rk_agent.rollouts.policy import Policy, PolicyOutput, SamplingParams, Usage
+from rk_agent.policies.policy import Policy, PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.provenance import episode_provenance, turn_tool_call_format
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import EvaluateResult, FailureKind, FailureSite, Message, StopReason

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
-from rk_agent.rollouts.replay import env_spec, find_episode, replay_trajectory
+from rk_agent.rollouts.replay import env_setup, find_episode, replay_trajectory
 from rk_agent.rollouts.trajectory import Trajectory
 
 __all__ = ["ForkPoint", "fork_config", "fork_slots"]
@@ -76,8 +76,8 @@ def fork_config(config: RolloutConfig) -> RolloutConfig:
             f"cannot fork {point}: episode {point.episode} has {len(source.turns)} turns; give "
             f"a turn from 0 to {len(source.turns) - 1}."
         )
-    spec = env_spec(point.run, source)
-    env = spec.make()
+    setup = env_setup(point.run, source)
+    env = setup.make()
     try:
         report = replay_trajectory(env, source, turns=point.turn)
     finally:
@@ -89,7 +89,7 @@ def fork_config(config: RolloutConfig) -> RolloutConfig:
             f"cannot fork {point}: the environment's state cannot be restored by replay (the "
             f"replay of the first {point.turn} turns differs at {where}: {first.describe()})."
         )
-    return config.model_copy(update={"env": spec, "n": 1})
+    return config.model_copy(update={"env": setup, "n": 1})
 
 
 def fork_slots(fork: str, group_size: int, *, dataset_size: int | None = None) -> list[EpisodeSlot]:

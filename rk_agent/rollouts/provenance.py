@@ -46,9 +46,9 @@ from rk_agent.errors import ConfigError
 from rk_agent.secrets import redact, redact_argv
 
 if TYPE_CHECKING:
-    from rk_agent.envs.spec import EnvFactory
+    from rk_agent.envs.env_setup import EnvFactory
+    from rk_agent.policies.policy import Policy, PolicyOutput
     from rk_agent.rollouts.config import RolloutConfig
-    from rk_agent.rollouts.policy import Policy, PolicyOutput
 
 __all__ = [
     "NATIVE",

@@ -44,11 +44,11 @@ from types import ModuleType
 from typing import Any
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.envs.spec import EnvFactory, EnvSpec
+from rk_agent.envs.env_setup import EnvFactory, EnvSetup
 from rk_agent.errors import ConfigError, WorkerError
+from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
-from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
 from rk_agent.rollouts.trajectory import Trajectory
@@ -106,7 +106,7 @@ async def run_rollouts_on_workers(
     The arguments are `rk_agent.rollouts.engine.run_rollouts`' and mean the same. The workers
     get a copy of ``policy`` (it must pickle: an `OpenAIPolicy` that has not sent a request
     yet does, as does any plain Python policy) and build their own environments: from the
-    factory's `EnvSpec` when ``make_env`` is an `rk_agent.envs.spec.EnvFactory` (the task file
+    factory's `EnvSetup` when ``make_env`` is an `rk_agent.envs.env_setup.EnvFactory` (the task file
     and reward paths are read where the worker runs), else from ``make_env`` itself, pickled.
 
     Raises:
@@ -240,7 +240,7 @@ class RolloutWorker:
         index: its number, for logs.
         config: the run's configuration (sampling, timeout, failure policy).
         policy: its copy of the policy.
-        env_source: an `EnvSpec` (``.factory()`` is called here) or an environment factory.
+        env_source: an `EnvSetup` (``.factory()`` is called here) or an environment factory.
         env_name: recorded with each trajectory.
         concurrency: episodes played at once.
         cwd: the driver's working folder, entered when it exists here (relative paths in the
@@ -271,7 +271,7 @@ class RolloutWorker:
         self.concurrency = concurrency
         self.episode = episode
         self.make_env: Callable[[], ChatEnv] = (
-            env_source.factory() if isinstance(env_source, EnvSpec) else env_source
+            env_source.factory() if isinstance(env_source, EnvSetup) else env_source
         )
         self._pool: asyncio.Queue[ChatEnv | None] | None = None
 
@@ -387,7 +387,7 @@ class WorkerPool:
         config: sampling, timeout and failure policy for the workers; ``config.ray`` for what
             each reserves and ``ray.max_restarts``.
         policy: copied to every worker.
-        env_source: an `EnvSpec`, or an environment factory that pickles.
+        env_source: an `EnvSetup`, or an environment factory that pickles.
         env_name: recorded with each trajectory.
         shares: each worker's concurrency (one worker per entry).
         episode: see `RolloutWorker`.
@@ -613,9 +613,9 @@ def _shares(concurrency: int, workers: int, episodes: int) -> list[int]:
 
 def _env_source(make_env: Callable[[], ChatEnv]) -> tuple[int | None, Any]:
     """The dataset's size and what the workers build their environments from."""
-    if isinstance(make_env, EnvFactory):  # ship its EnvSpec; each worker builds its own
+    if isinstance(make_env, EnvFactory):  # ship its EnvSetup; each worker builds its own
         make_env.close()  # the environment it built as a check is not played here
-        return make_env.dataset_size, make_env.spec
+        return make_env.dataset_size, make_env.setup
     env = make_env()
     try:
         return (len(env.dataset) if env.dataset is not None else None), make_env
@@ -624,7 +624,7 @@ def _env_source(make_env: Callable[[], ChatEnv]) -> tuple[int | None, Any]:
 
 
 def _check_policy(policy: Policy) -> None:
-    hf_policy = sys.modules.get("rk_agent.rollouts.hf_policy")  # not loaded: not an HFPolicy
+    hf_policy = sys.modules.get("rk_agent.policies.hf_policy")  # not loaded: not an HFPolicy
     if hf_policy is not None and isinstance(policy, hf_policy.HFPolicy):
         raise ConfigError(LOCAL_MODEL_REFUSED)
 

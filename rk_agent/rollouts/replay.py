@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, computed_field
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.envs.spec import EnvSpec
+from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, iter_trajectories
@@ -146,7 +146,7 @@ def replay_episode(
     trajectory = find_episode(run, episode)
     own = env is None
     if env is None:
-        env = env_spec(run, trajectory).make()
+        env = env_setup(run, trajectory).make()
     try:
         report = replay_trajectory(env, trajectory, turns=turns)
     finally:
@@ -155,12 +155,12 @@ def replay_episode(
     return report.model_copy(update={"run": str(run)})
 
 
-def env_spec(run: str | Path, trajectory: Trajectory) -> EnvSpec:
+def env_setup(run: str | Path, trajectory: Trajectory) -> EnvSetup:
     """The environment a run's episodes were played in: its config's, or the recorded name."""
     folder = Path(run)
     if (folder / CONFIG_FILE).is_file():
         return RunDir.open(folder).config.env
-    return EnvSpec(name=trajectory.env)
+    return EnvSetup(name=trajectory.env)
 
 
 def find_episode(run: str | Path, episode: str) -> Trajectory:

@@ -53,7 +53,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from rk_agent.envs.spec import EnvSpec, reward_names
+from rk_agent.envs.env_setup import EnvSetup, reward_names
 from rk_agent.envs.tool import ToolResult
 from rk_agent.envs.turn import ToolCallRecord
 from rk_agent.errors import ConfigError, RkAgentError
@@ -292,20 +292,20 @@ class _Scorer:
     def choose_success_rule(self, env_name: str, config: RolloutConfig | None) -> None:
         """The environment's ``is_success`` (built without its MCP servers or task file);
         the default rule when it cannot be built."""
-        spec = config.env if config is not None else EnvSpec(name=env_name)
-        spec = spec.model_copy(update={"mcp": None, "tasks": None, "rewards": []})
+        setup = config.env if config is not None else EnvSetup(name=env_name)
+        setup = setup.model_copy(update={"mcp": None, "tasks": None, "rewards": []})
         try:
-            self._env = spec.make()
+            self._env = setup.make()
         except (RkAgentError, OSError) as exc:
             from rk_agent.envs.base import ChatEnv
 
             self._env = ChatEnv()
             self.success_rule = (
                 f"the default rule (a valid score of at least 1.0): the environment "
-                f"{spec.name!r} could not be built ({exc})"
+                f"{setup.name!r} could not be built ({exc})"
             )
         else:
-            self.success_rule = f"the {spec.name!r} environment's is_success"
+            self.success_rule = f"the {setup.name!r} environment's is_success"
         self.is_success = self._env.is_success
 
     def close(self) -> None:
@@ -499,7 +499,7 @@ def _new_config(
     """The source's config with the new reward (a bare file: the env and model it names)."""
     if config is None:
         config = RolloutConfig(
-            env=EnvSpec(name=first.env if first else "tools"), model=first.model if first else None
+            env=EnvSetup(name=first.env if first else "tools"), model=first.model if first else None
         )
     env = config.env.model_copy(update={"rewards": [reward]})
     return config.model_copy(update={"env": env, "output": str(out)})

@@ -1,9 +1,9 @@
 """From a `RolloutConfig` to a finished run: build the policy and environments, check every
 input before any work starts, run the engine, write the summary.
 
-The environments come from the config's `rk_agent.envs.spec.EnvSpec` (``config.env.factory()``):
-one is built while checking and is the first the engine plays, and the factory knows the name
-trajectories record.
+The environments come from the config's `rk_agent.envs.env_setup.EnvSetup`
+(``config.env.factory()``): one is built while checking and is the first the engine plays, and
+the factory knows the name trajectories record.
 
 Main names: `prepare_run`, `PreparedRun`, `build_policy`.
 """
@@ -18,12 +18,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rk_agent.envs.spec import EnvFactory
+from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
+from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import PLACEMENT_KEYS, RolloutConfig
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.fork import fork_config
-from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.provenance import run_provenance
 from rk_agent.rollouts.run_dir import RunDir, RunStatus
 from rk_agent.rollouts.summary import RunSummary, summarize
@@ -238,7 +238,7 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
     provider = config.provider
     if provider == "solver":
         from rk_agent.envs.registry import get_solver
-        from rk_agent.rollouts.testing import FunctionPolicy
+        from rk_agent.policies.function_policy import FunctionPolicy
 
         if config.model is not None or config.base_url is not None:
             raise ConfigError(
@@ -249,7 +249,7 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
             get_solver(config.env.name), name=f"{config.env.name}-reference-solver"
         )
     if config.base_url or provider in ("fireworks", "openai"):
-        from rk_agent.rollouts.openai_policy import make_policy
+        from rk_agent.policies.openai_policy import make_policy
 
         key = api_key or (os.environ.get(config.api_key_env) if config.api_key_env else None)
         if config.model is None:
@@ -268,7 +268,7 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
         return served
     model = config.model
     if model is not None:
-        from rk_agent.rollouts.local_model import check_model_folder
+        from rk_agent.policies.local_model import check_model_folder
 
         check_model_folder(model)
     if model is not None and provider is None and not Path(model).exists():
@@ -276,8 +276,8 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
             f"where does model {model!r} run? Add --provider fireworks|openai|local, or "
             "--base-url URL for an OpenAI-compatible server (vLLM, SGLang, Ollama)."
         )
-    from rk_agent.rollouts.hf_policy import HFPolicy
-    from rk_agent.rollouts.local_model import resolve_model
+    from rk_agent.policies.hf_policy import HFPolicy
+    from rk_agent.policies.local_model import resolve_model
 
     return HFPolicy(resolve_model(model))
 

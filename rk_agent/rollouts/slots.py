@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.policy import Policy
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.trajectory import Trajectory
 
@@ -93,14 +93,14 @@ class EpisodeSink:
 
     def __init__(
         self,
-        policy: FailurePolicy,
+        on_failure: FailurePolicy,
         group_size: int,
         run_dir: RunDir | None,
         result: RolloutResult,
         on_episode: Callable[[Trajectory], None] | None,
         finished: set[str],
     ) -> None:
-        self.policy = policy
+        self.on_failure = on_failure
         self.group_size = group_size
         self.run_dir = run_dir
         self.result = result
@@ -114,7 +114,7 @@ class EpisodeSink:
     def add(self, trajectory: Trajectory) -> None:
         if self.on_episode is not None:
             self.on_episode(trajectory)
-        if self.policy.action != "drop_group":
+        if self.on_failure.action != "drop_group":
             self._write(trajectory)
             return
         group = self.pending[trajectory.task_index]

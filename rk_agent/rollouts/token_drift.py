@@ -1,7 +1,7 @@
 """Token drift: do the ids a trainer re-tokenizes from a conversation equal the ids generated?
 
-A policy that generates from token ids (`rk_agent.rollouts.hf_policy.HFPolicy`, the local
-model; `rk_agent.rollouts.vllm_policy.VLLMPolicy`; `OpenAIPolicy` with ``return_token_ids``
+A policy that generates from token ids (`rk_agent.policies.hf_policy.HFPolicy`, the local
+model; `rk_agent.policies.vllm_policy.VLLMPolicy`; `OpenAIPolicy` with ``return_token_ids``
 against vLLM) records on each turn the prompt's ids (``Turn.prompt_token_ids``) and the
 generated ids (``Turn.token_ids``). A trainer that rebuilds an episode from its messages renders
 the conversation with the chat template and tokenizes it again; where that differs from what the
@@ -35,7 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, computed_field
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.chat_template import ChatTemplate, native_tools
+from rk_agent.policies.chat_template import ChatTemplate, native_tools
 from rk_agent.rollouts.provenance import NATIVE, RunProvenance, template_sha256
 from rk_agent.rollouts.run_dir import iter_trajectories, read_provenance
 from rk_agent.rollouts.trajectory import Trajectory
@@ -260,7 +260,7 @@ def load_tokenizer(
         ConfigError: none is given and the run names no local model folder, or it cannot be
             loaded.
     """
-    from rk_agent.rollouts.local_model import embedded_tokenizer, is_embedded
+    from rk_agent.policies.local_model import embedded_tokenizer, is_embedded
 
     if tokenizer is not None and is_embedded(str(tokenizer)):
         return embedded_tokenizer(), "the embedded model"

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from rk_agent.envs.task import Task
-from rk_agent.rollouts.policy import Usage
+from rk_agent.policies.policy import Usage
 from rk_agent.rollouts.provenance import EpisodeProvenance
 from rk_agent.types import (
     EvaluateResult,

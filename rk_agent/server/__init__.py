@@ -2,9 +2,10 @@
 
 Its own package, above `rk_agent.rewards` (it serves rewards; rewards know nothing of it).
 `rk_agent.server.app` documents the endpoints and what each failure gets; ``_endpoints`` holds
-the request handling, ``_scorer`` the calls to the reward, ``_connections`` the deadlines and
-the connection cap, ``_budget`` the byte budget of bodies, ``_logs`` the rate-limited logs and
-``_access`` the bind check and TLS. ``rk-agent serve`` is its command line.
+the request handling, ``_reward_caller`` the calls to the reward (`RewardCaller`),
+``_connections`` the deadlines and the connection cap, ``_budget`` the byte budget of bodies,
+``_logs`` the rate-limited logs and ``_access`` the bind check and TLS. ``rk-agent serve`` is
+its command line.
 
 Main names: `serve_rewards`, `serving`, `create_app`, `load_served_reward`, `check_bind`,
 `check_port`, `is_loopback`, `tls_options`, `EvaluateRequest`, `BatchRequest`,

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rk_agent.server._budget import ByteBudget
 from rk_agent.server._logs import AnswerLog
-from rk_agent.server._scorer import Misuse, Saturated, Scorer
+from rk_agent.server._reward_caller import Misuse, RewardCaller, Saturated
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardEndpoints"]
@@ -102,7 +102,7 @@ class RewardEndpoints:
         self,
         app: Any,
         *,
-        scorer: Scorer,
+        caller: RewardCaller,
         api_key: str | None,
         max_body_bytes: int,
         max_batches: int,
@@ -111,7 +111,7 @@ class RewardEndpoints:
         answers: AnswerLog,
     ) -> None:
         self.app = app
-        self.scorer = scorer
+        self.caller = caller
         self.key = api_key.encode() if api_key else None
         self.max_body_bytes = max_body_bytes
         self.batches = asyncio.Semaphore(max_batches)  # bounds the /batch bodies parsed at once
@@ -125,7 +125,7 @@ class RewardEndpoints:
             return
         path = scope["path"]
         if path == "/health" and scope["method"] == "GET":
-            status, state = self.scorer.health()
+            status, state = self.caller.health()
             await _reply(send, status, json.dumps(state).encode())
             return
         if self.key is not None and path not in _OPEN_PATHS:
@@ -149,7 +149,7 @@ class RewardEndpoints:
             await self.app(scope, receive, send)
         elif scope["method"] != "POST":
             await _reply(send, 405, _detail("Method Not Allowed"), {"allow": "POST"})
-        elif self.scorer.saturated():
+        elif self.caller.saturated():
             await self._busy(send, path)
         else:
             declared = int(length) if length is not None else 0
@@ -168,10 +168,10 @@ class RewardEndpoints:
                 self.budget.give_back(taken[0])
 
     async def _busy(self, send: Send, path: str, why: str = "") -> None:
-        pool = self.scorer.pool
+        pool = self.caller.pool
         why = why or (
             f"{pool.queued()} samples are waiting for its {pool.size} worker threads "
-            f"({self.scorer.stuck()} stuck), about {self.scorer.expected_wait():.1f} s of work"
+            f"({self.caller.stuck()} stuck), about {self.caller.expected_wait():.1f} s of work"
         )
         message = (
             f"the reward server is saturated: {why}; retry after {_RETRY_AFTER_S} s (or start "
@@ -207,7 +207,7 @@ class RewardEndpoints:
     async def _one(self, body: bytes) -> tuple[int, bytes]:
         try:
             sample = EvaluateRequest.model_validate_json(body)
-            result = await self.scorer.score(sample.call_kwargs(), ["body"])
+            result = await self.caller.score(sample.call_kwargs(), ["body"])
         except ValidationError as exc:
             return 422, _validation_detail(exc)
         except Misuse as exc:
@@ -221,7 +221,7 @@ class RewardEndpoints:
             samples = BatchRequest.model_validate_json(body).samples
             del body
             results = await asyncio.gather(
-                *(self.scorer.score(s.call_kwargs(), ["body", "samples", i])
+                *(self.caller.score(s.call_kwargs(), ["body", "samples", i])
                   for i, s in enumerate(samples))
             )  # fmt: skip
         except ValidationError as exc:

@@ -97,7 +97,7 @@ from rk_agent.server._endpoints import (
     RewardEndpoints,
 )
 from rk_agent.server._logs import AnswerLog, limit_server_logs
-from rk_agent.server._scorer import Scorer
+from rk_agent.server._reward_caller import RewardCaller
 from rk_agent.types import EvaluateResult
 
 __all__ = [
@@ -196,29 +196,29 @@ def create_app(
             f"body_budget_bytes ({budget}) must be >= max_body_bytes ({max_body_bytes}): a body "
             "of the largest size must fit."
         )
-    scorer = Scorer(get_reward_function(reward), timeout_s, threads, max_wait_s, max_queue)
+    caller = RewardCaller(get_reward_function(reward), timeout_s, threads, max_wait_s, max_queue)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        scorer.pool.close()
+        caller.pool.close()
 
-    description = scorer.reward.reward_spec.description
+    description = caller.reward.reward_spec.description
     app = FastAPI(
-        title=f"rk-agent reward server: {scorer.name}",
+        title=f"rk-agent reward server: {caller.name}",
         description=description or "",
         lifespan=lifespan,
     )
 
     @app.get("/health", summary="Whether the server can score; 503 once every thread is stuck")
     async def health() -> dict[str, Any]:  # pragma: no cover - RewardEndpoints answers it
-        return scorer.health()[1]
+        return caller.health()[1]
 
     app.state.body_budget = ByteBudget(budget)  # read by tests and benchmarks
-    app.state.scorer = scorer
-    app.openapi = functools.partial(_openapi, app, scorer.name)  # type: ignore[method-assign]
+    app.state.caller = caller
+    app.openapi = functools.partial(_openapi, app, caller.name)  # type: ignore[method-assign]
     app.add_middleware(
-        RewardEndpoints, scorer=scorer, api_key=api_key, max_body_bytes=max_body_bytes,
+        RewardEndpoints, caller=caller, api_key=api_key, max_body_bytes=max_body_bytes,
         max_batches=max_batches, budget=app.state.body_budget, budget_wait_s=body_timeout_s,
         answers=AnswerLog(),
     )  # fmt: skip

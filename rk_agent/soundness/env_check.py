@@ -31,10 +31,10 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.check import check_env as check_contract, play_with_solver
 from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.errors import ConfigError, EnvError
+from rk_agent.policies.function_policy import FunctionPolicy
+from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.policy import SamplingParams
 from rk_agent.rollouts.replay import replay_trajectory
-from rk_agent.rollouts.testing import FunctionPolicy
 from rk_agent.soundness.catalogue import catalogue
 from rk_agent.soundness.flags import Played, Score, judge, worst
 from rk_agent.soundness.probes import KINDS, Probe, ProbeView

@@ -2,8 +2,8 @@
 
 Modules:
     tasks: an environment's tasks as a TRL dataset (`env_dataset`).
-    episode_tokens: token-exact episodes and the environment mask (`EpisodeTokens`).
-    rollout: the multi-turn GRPO ``rollout_func`` (`EpisodeRollout`).
+    rollout: the multi-turn GRPO ``rollout_func`` (`EpisodeRollout`), on the token-exact
+        episodes of `rk_agent.policies.episode_tokens`.
     rewards: TRL reward functions, one per component, with episode statistics.
     grpo: `grpo_trainer`, a TRL ``GRPOTrainer`` wired to an environment.
     sft_data / sft: SFT (rejection sampling) from trajectories, assistant-only loss.

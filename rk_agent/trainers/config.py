@@ -6,7 +6,7 @@ A YAML file gives any option; flags override it (dotted names for nested ones, s
 saved with the run as ``rk_agent_config.yaml``, secrets redacted. A run resumes from the last
 complete checkpoint in its output directory. The environment options (``env``, ``env_kwargs``,
 ``tasks``, ``rewards``, ``max_turns``, ``seed``) are flat keys in files and flags and one
-`rk_agent.envs.spec.EnvSpec` in the config (``config.env``), shared with rollouts;
+`rk_agent.envs.env_setup.EnvSetup` in the config (``config.env``), shared with rollouts;
 ``sft_filter`` is an `rk_agent.trainers.sft_filter.SFTFilter`, checked when the config is read.
 
 Main names: `TrainConfig`, `WandbSettings`, `load_train_config`, `save_train_config`,
@@ -44,10 +44,10 @@ from rk_agent.config_files import (
     rebase_paths,
     validation_problems,
 )
-from rk_agent.envs.spec import (
+from rk_agent.envs.env_setup import (
     ENV_KEYS,
     EnvConfig,
-    EnvSpec,
+    EnvSetup,
     env_override_key,
     flat_location,
     nest_env_keys,
@@ -94,14 +94,14 @@ class TrainConfig(EnvConfig):
     """Everything a training run needs. Saved as the run's ``rk_agent_config.yaml``.
 
     The environment options are given flat, as in a config file (``TrainConfig(kind="grpo",
-    env="math", max_turns=2)``), or as one `EnvSpec` (``env=EnvSpec(...)``); a flat key wins
-    over the same field of a spec given too. Saved, they are flat again. Read them from
+    env="math", max_turns=2)``), or as one `EnvSetup` (``env=EnvSetup(...)``); a flat key wins
+    over the same field of a setup given too. Saved, they are flat again. Read them from
     ``config.env`` (``config.env.seed``).
 
     Attributes:
         kind: ``grpo`` (reinforcement learning on an environment) or ``sft`` (supervised
             fine-tuning on trajectories).
-        env: the environment (`EnvSpec`): ``env`` (short name, Gymnasium id,
+        env: the environment (`EnvSetup`): ``env`` (short name, Gymnasium id,
             ``file.py::Class`` or ``module:Class``), ``env_kwargs`` (keyword arguments for its
             constructor), ``tasks`` (a JSONL dataset of tasks instead of the environment's
             generator), ``rewards`` (episode rewards replacing the environment's: names or
@@ -133,7 +133,7 @@ class TrainConfig(EnvConfig):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["grpo", "sft"]
-    env: EnvSpec = Field(default_factory=EnvSpec)
+    env: EnvSetup = Field(default_factory=EnvSetup)
     model: str | None = None
     multi_turn: bool = True
     loop: Literal["rk", "trl"] = "rk"
@@ -240,7 +240,7 @@ def load_train_config(
     if isinstance(data.get("watch"), dict):
         _check_names(data["watch"], _option_names(AlarmOptions, "watch."), "watch.", where)
     if isinstance(data.get("env"), dict):
-        _check_names(data["env"], _option_names(EnvSpec, "env."), "env.", where)
+        _check_names(data["env"], _option_names(EnvSetup, "env."), "env.", where)
     _check_sft_filter(data.get("sft_filter", {}), where)
     try:
         config = TrainConfig.model_validate(data)

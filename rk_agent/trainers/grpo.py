@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.errors import ConfigError
+from rk_agent.policies.local_model import resolve_model
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.alarms import AlarmOptions
-from rk_agent.rollouts.local_model import resolve_model
 from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs
 from rk_agent.trainers.rollout import EpisodeRollout, vllm_server_url
 from rk_agent.trainers.tasks import TaskTable, env_dataset, task_rows

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.local_model import check_model_folder
+from rk_agent.policies.local_model import check_model_folder
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint
 

@@ -21,15 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.envs.spec import EnvFactory
+from rk_agent.envs.env_setup import EnvFactory
+from rk_agent.policies.episode_tokens import EpisodeTokens, SuffixRenderer
+from rk_agent.policies.policy import SamplingParams
+from rk_agent.policies.vllm_policy import VLLMPolicy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.policy import SamplingParams
 from rk_agent.rollouts.ray_workers import RolloutWorker, WorkerPool, _shares, ray_session
 from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.vllm_policy import VLLMPolicy
 from rk_agent.rollouts.workers import RayOptions, WorkerFailure
-from rk_agent.trainers.episode_tokens import EpisodeTokens, SuffixRenderer
 
 __all__ = ["EpisodeTokenRecord", "RayEpisodes", "TokenEpisode"]
 
@@ -105,7 +105,7 @@ class RayEpisodes:
         self.workers = workers
         self.ray = RayOptions.model_validate(ray or {})
         self.env_source: Any = (
-            env_factory.spec if isinstance(env_factory, EnvFactory) else env_factory
+            env_factory.setup if isinstance(env_factory, EnvFactory) else env_factory
         )
         self.env_name = env_name
         self.failures: list[WorkerFailure] = []

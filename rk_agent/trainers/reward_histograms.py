@@ -24,9 +24,9 @@ from typing import Any, cast
 
 from transformers import TrainerCallback
 
-__all__ = ["RewardHistogramCallback", "ScoreBuffer", "histogram_logs", "record_scores"]
+from rk_agent.trainers.rewards import RewardFunc
 
-RewardFunc = Callable[..., list[float | None]]
+__all__ = ["RewardHistogramCallback", "ScoreBuffer", "histogram_logs", "record_scores"]
 
 
 class ScoreBuffer:

@@ -37,9 +37,19 @@ from rk_agent.rollouts.stats import EpisodeStats
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.trainers.tasks import TaskTable
 
-__all__ = ["episode_reward_funcs", "render_trajectory_text", "single_turn_reward_funcs"]
+__all__ = [
+    "RewardFunc",
+    "RewardFuncs",
+    "episode_reward_funcs",
+    "render_trajectory_text",
+    "single_turn_reward_funcs",
+]
 
-RewardFuncs = tuple[list[Callable[..., list[float | None]]], list[float]]
+RewardFunc = Callable[..., list[float | None]]
+"""A TRL reward function: keyword columns in, one score per sample out (``None``: no score)."""
+
+RewardFuncs = tuple[list[RewardFunc], list[float]]
+"""TRL reward functions and their weights."""
 
 
 def _named(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -89,7 +99,7 @@ def episode_reward_funcs(env: ChatEnv, *, step_weight: float = 1.0) -> RewardFun
             out.append(sum(turn.reward for turn in t.turns) if valid else None)
         return out
 
-    def component(name: str) -> Callable[..., list[float | None]]:
+    def component(name: str) -> RewardFunc:
         def score(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
             out: list[float | None] = []
             for t in _trajectories(kwargs, name):
@@ -100,7 +110,7 @@ def episode_reward_funcs(env: ChatEnv, *, step_weight: float = 1.0) -> RewardFun
 
         return _named(score, name)
 
-    funcs: list[Callable[..., list[float | None]]] = [episode, step_rewards]
+    funcs: list[RewardFunc] = [episode, step_rewards]
     weights = [1.0, step_weight]
     for name in env.episode_reward_weights:
         if name not in ("episode", "step_rewards"):
@@ -194,7 +204,7 @@ def single_turn_reward_funcs(
     return funcs, weights
 
 
-def _with_task(name: str, adapter: Callable[..., Any]) -> Callable[..., list[float | None]]:
+def _with_task(name: str, adapter: Callable[..., Any]) -> RewardFunc:
     def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
         tasks = kwargs.pop("task", None)
         if isinstance(tasks, list):

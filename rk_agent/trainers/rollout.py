@@ -46,15 +46,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rk_agent.envs.base import ChatEnv
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.chat_template import end_of_turn_ids
+from rk_agent.policies.chat_template import end_of_turn_ids
+from rk_agent.policies.episode_tokens import EpisodeTokens, SuffixRenderer, TokenPolicy
+from rk_agent.policies.hf_policy import HFPolicy
+from rk_agent.policies.policy import SamplingParams
+from rk_agent.policies.vllm_policy import VLLMPolicy
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.hf_policy import HFPolicy
-from rk_agent.rollouts.policy import SamplingParams
 from rk_agent.rollouts.run_dir import append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.vllm_policy import VLLMPolicy
 from rk_agent.rollouts.workers import RayOptions
-from rk_agent.trainers.episode_tokens import EpisodeTokens, SuffixRenderer, TokenPolicy
 from rk_agent.trainers.ray_rollout import EpisodeTokenRecord, RayEpisodes, TokenEpisode
 from rk_agent.trainers.tasks import TaskRow, TaskTable
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rk_agent.errors import RkAgentError
+from rk_agent.policies.local_model import DEFAULT_MODEL
 from rk_agent.rollouts.alarms import Alarm
-from rk_agent.rollouts.local_model import DEFAULT_MODEL
 from rk_agent.trainers.allocator import return_freed_memory
 from rk_agent.trainers.config import (
     TrainConfig,

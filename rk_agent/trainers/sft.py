@@ -8,7 +8,7 @@ or the tool results.
 TRL finds the assistant's tokens through ``{% generation %}`` markers in the chat template.
 Templates without them are swapped, for tokenizing only, for TRL's training variant when TRL
 ships one: the embedded model's template (TRL's copy of Qwen2.5's, see
-`rk_agent.rollouts.local_model`) becomes ``trl/chat_templates/qwen2_5_training.jinja``. The
+`rk_agent.policies.local_model`) becomes ``trl/chat_templates/qwen2_5_training.jinja``. The
 tokenizer itself keeps its template, so checkpoints carry the one that generation and TRL's
 tool-call parsing recognise. A template with no markers and no training variant raises
 `ConfigError`; pass ``assistant_only_loss=False`` to train on every token instead.
@@ -96,7 +96,7 @@ def build_sft_trainer(
             _warn_if_truncated(lengths, args.max_length)
     loaded_or_path: Any = model
     if isinstance(model, (str, os.PathLike)):
-        from rk_agent.rollouts.local_model import resolve_model
+        from rk_agent.policies.local_model import resolve_model
 
         loaded_or_path = resolve_model(model)
     return SFTTrainer(
@@ -155,7 +155,7 @@ def _load_tokenizer(
         return tokenizer
     source: Any = tokenizer
     if source is None and isinstance(model, (str, os.PathLike)):
-        from rk_agent.rollouts.local_model import resolve_model
+        from rk_agent.policies.local_model import resolve_model
 
         source = resolve_model(model)
     elif source is None:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError, DataError, NotAvailableError
-from rk_agent.rollouts.hf_policy import native_message
+from rk_agent.policies.hf_policy import native_message
 from rk_agent.rollouts.provenance import NATIVE, RunProvenance
 from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, read_provenance, read_trajectories
 from rk_agent.rollouts.trajectory import Trajectory

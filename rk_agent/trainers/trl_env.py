@@ -47,12 +47,12 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.errors import ConfigError, DataError
+from rk_agent.policies.local_model import resolve_model
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.alarms import AlarmOptions
-from rk_agent.rollouts.local_model import resolve_model
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.trainers.rewards import episode_reward_funcs
+from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
 from rk_agent.trainers.trl_patches import score_completions_only
 from rk_agent.trainers.trl_tool_env import TRLToolEnv, episode_trajectory, trl_env_class
@@ -65,8 +65,6 @@ if TYPE_CHECKING:
     from rk_agent.envs.base import ChatEnv
 
 __all__ = ["TRLEnvSpec", "trl_environment", "trl_grpo_trainer"]
-
-RewardFunc = Callable[..., list[float | None]]
 
 
 @dataclass

@@ -37,8 +37,8 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.task import Task
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import ConfigError, DataError
+from rk_agent.policies.policy import PolicyOutput
 from rk_agent.rollouts.episode import env_failure, step_turn
-from rk_agent.rollouts.policy import PolicyOutput
 from rk_agent.rollouts.trajectory import Failure, Trajectory, Turn
 from rk_agent.tool_calls import get_tool_call_format
 from rk_agent.trainers.tasks import TaskTable

@@ -44,13 +44,12 @@ from rk_agent.errors import ConfigError
 from rk_agent.rollouts.alarms import Alarm, AlarmOptions, AlarmWatch
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
+from rk_agent.trainers.rewards import RewardFunc
 from rk_agent.trainers.watch_log import append_watch_line
 
 __all__ = ["WatchCallback", "WatchRecorder"]
 
 logger = logging.getLogger(__name__)
-
-RewardFunc = Callable[..., list[float | None]]
 
 
 @dataclass

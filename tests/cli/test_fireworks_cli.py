@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 from rk_agent.cli import fireworks
 from rk_agent.cli.app import app
 from rk_agent.errors import ConfigError, FireworksError
-from rk_agent.fireworks.fake_api import FakeFireworks
+from rk_agent.testing.fake_fireworks import FakeFireworks
 from tests.fireworks.conftest import REWARD_SOURCE
 from tests.fireworks.test_rft_data import make_run
 

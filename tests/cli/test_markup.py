@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_server import StubServer
 
 TRICKY = "[/INST] and [bold]x[/bold] and [red]"
 ENV = {**os.environ, "COLUMNS": "400"}

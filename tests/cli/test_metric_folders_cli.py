@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rk_agent.fireworks.fake_api import FakeFireworks
+from rk_agent.testing.fake_fireworks import FakeFireworks
 
 TUTORIAL = Path(__file__).resolve().parents[2] / "examples" / "first_reward"
 RK_AGENT = str(Path(sys.executable).with_name("rk-agent"))

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_replies import call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer
 from tests.rollouts.runs import answering, arithmetic_tasks, file_hashes, play_run
 
 ENV = {**os.environ, "COLUMNS": "200", "UV_RUN_RECURSION_DEPTH": "1"}

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_replies import call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer
 
 SECRET = "sk-rollout-SECRET-0123456789abcdef"
 # Started as `uv run` starts it: hints then say `uv run rk-agent` (tests/cli/test_invocation.py).

@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rk_agent.rollouts.openai_policy import OpenAIPolicy
-from rk_agent.rollouts.policy import PolicyOutput, SamplingParams
+from rk_agent.policies.openai_policy import OpenAIPolicy
+from rk_agent.policies.policy import PolicyOutput, SamplingParams
 from rk_agent.types import Message
 
 pytestmark = pytest.mark.slow  # loads the embedded model in a server process: ~30 s
@@ -44,7 +44,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """``transformers serve`` on a free loopback port, offline, and the embedded model's path."""
-    from rk_agent.rollouts.local_model import embedded_model_path
+    from rk_agent.policies.local_model import embedded_model_path
 
     model = str(embedded_model_path(progress=None))
     port = free_port()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_replies import call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer
 
 SECRET = "sk-train-SECRET-0123456789abcdef"
 # A tiny run: one GRPO group of 2 episodes, a few tokens each.
@@ -108,7 +108,7 @@ def test_stop_on_alarm_ends_the_run_at_its_last_checkpoint_and_show_lists_the_al
 
 @pytest.mark.slow  # trains a tiny model in a subprocess: tens of seconds
 def test_grpo_plays_the_env_spec_of_its_flags(tmp_path: Path, tiny_model_dir: Path) -> None:
-    """--tasks, --reward, --max-turns and --seed reach the environment through one EnvSpec."""
+    """--tasks, --reward, --max-turns and --seed reach the environment through one EnvSetup."""
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(
         json.dumps({"id": f"q{i}", "prompt": f"{i}+1?", "ground_truth": str(i + 1)}) + "\n"

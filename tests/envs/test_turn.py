@@ -11,7 +11,7 @@ from rk_agent.envs import TurnResult
 from rk_agent.envs.guess_env import GuessEnv
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import EnvError
-from rk_agent.rollouts.testing import tool_call
+from rk_agent.policies.function_policy import tool_call
 from rk_agent.types import Message, StopReason
 from tests.rollouts.toy import AddEnv
 

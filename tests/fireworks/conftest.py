@@ -9,7 +9,7 @@ import pytest
 
 from rk_agent.fireworks.auth import Credentials
 from rk_agent.fireworks.client import FireworksClient
-from rk_agent.fireworks.fake_api import FakeFireworks
+from rk_agent.testing.fake_fireworks import FakeFireworks
 
 SECRET = "fw-SECRET-key-0123456789"
 ACCOUNT = "acme"

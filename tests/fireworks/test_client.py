@@ -15,8 +15,8 @@ from rk_agent.errors import ConfigError, EndpointError, FireworksError
 from rk_agent.fireworks.auth import Credentials
 from rk_agent.fireworks.client import FireworksClient
 from rk_agent.fireworks.dry_run import PlannedRequest
-from rk_agent.fireworks.fake_api import FakeFireworks
 from rk_agent.retry import FIREWORKS_API_RETRY
+from rk_agent.testing.fake_fireworks import FakeFireworks
 from tests.fireworks.conftest import ACCOUNT, SECRET
 
 

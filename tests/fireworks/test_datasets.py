@@ -16,7 +16,7 @@ from rk_agent.fireworks.datasets import (
     upload_dataset,
     wait_for_dataset,
 )
-from rk_agent.fireworks.fake_api import FakeFireworks
+from rk_agent.testing.fake_fireworks import FakeFireworks
 
 ROWS = [
     {"messages": [{"role": "user", "content": "What is 15 * 23?"}], "ground_truth": "345"},

@@ -9,8 +9,8 @@ import pytest
 
 from rk_agent.errors import ConfigError
 from rk_agent.fireworks.client import FireworksClient
-from rk_agent.fireworks.fake_api import FakeFireworks
 from rk_agent.loading import load_object
+from rk_agent.testing.fake_fireworks import FakeFireworks
 
 from .conftest import ACCOUNT, SECRET
 

@@ -19,8 +19,8 @@ from rk_agent.fireworks.evaluators import (
     validate_resource_id,
     wait_for_evaluator,
 )
-from rk_agent.fireworks.fake_api import FakeFireworks
 from rk_agent.loading import load_object
+from rk_agent.testing.fake_fireworks import FakeFireworks
 from tests.fireworks.conftest import ACCOUNT, SECRET
 
 CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]

@@ -19,11 +19,11 @@ from rk_agent import RewardFunction
 from rk_agent.errors import ConfigError
 from rk_agent.fireworks.client import FireworksClient
 from rk_agent.fireworks.evaluators import deploy_package, preview_evaluator
-from rk_agent.fireworks.fake_api import FakeFireworks
 from rk_agent.fireworks.forwarding import check_endpoint, forwarder_id, package_forwarder
 from rk_agent.fireworks.launch import launch_rft
 from rk_agent.fireworks.rft import RFTJobConfig, TrainingConfig
 from rk_agent.server import serving
+from rk_agent.testing.fake_fireworks import FakeFireworks
 
 from .conftest import ACCOUNT, SECRET
 

@@ -12,8 +12,8 @@ from rk_agent import RewardFunction
 from rk_agent.errors import ConfigError, FireworksError
 from rk_agent.fireworks.client import FireworksClient
 from rk_agent.fireworks.evaluators import deploy_reward
-from rk_agent.fireworks.fake_api import FakeFireworks
 from rk_agent.fireworks.hosted import HostedReward, sample_for_preview
+from rk_agent.testing.fake_fireworks import FakeFireworks
 
 from .conftest import ACCOUNT, SECRET
 

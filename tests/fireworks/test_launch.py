@@ -7,9 +7,9 @@ from pathlib import Path
 from rk_agent.fireworks.auth import Credentials
 from rk_agent.fireworks.client import FireworksClient
 from rk_agent.fireworks.dry_run import PlannedRequest
-from rk_agent.fireworks.fake_api import FakeFireworks
 from rk_agent.fireworks.launch import launch_rft
 from rk_agent.fireworks.rft import RFTJobConfig, TrainingConfig, WandbConfig
+from rk_agent.testing.fake_fireworks import FakeFireworks
 from tests.fireworks.conftest import SECRET
 from tests.fireworks.test_rft_data import make_run
 

@@ -11,7 +11,6 @@ from rk_agent.errors import ConfigError, FireworksError
 from rk_agent.fireworks.client import FireworksClient
 from rk_agent.fireworks.datasets import upload_dataset
 from rk_agent.fireworks.evaluators import deploy_reward
-from rk_agent.fireworks.fake_api import FakeFireworks
 from rk_agent.fireworks.rft import (
     InferenceParameters,
     LossConfig,
@@ -25,6 +24,7 @@ from rk_agent.fireworks.rft import (
     list_rft_jobs,
     wait_for_rft_job,
 )
+from rk_agent.testing.fake_fireworks import FakeFireworks
 
 ROWS = [{"messages": [{"role": "user", "content": "2+2?"}], "ground_truth": "4"}]
 FULL = RFTJobConfig(

@@ -1,4 +1,4 @@
-"""MCP tools inside environments and rollouts: the mcp_tools env, EnvSpec.mcp, typed failures."""
+"""MCP tools inside environments and rollouts: the mcp_tools env, EnvSetup.mcp, typed failures."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.envs.mcp_tools_env import McpToolsEnv
-from rk_agent.envs.spec import EnvSpec
 from rk_agent.envs.tools_env import solve
 from rk_agent.mcp import McpServers
+from rk_agent.policies.function_policy import FunctionPolicy, tool_call
+from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.policy import SamplingParams
-from rk_agent.rollouts.testing import FunctionPolicy, tool_call
 from rk_agent.types import FailureKind, FailureSite, StopReason
 
 from .conftest import (
@@ -48,7 +48,7 @@ def test_mcp_tools_env_solves_with_its_own_server() -> None:
 def test_env_spec_mcp_builds_every_env_on_one_server(tmp_path: Path, tag: str) -> None:
     path = tmp_path / "servers.json"
     path.write_text(json.dumps({"mcpServers": {"f": stdio_server(tag, tools=["echo"])}}))
-    factory = EnvSpec(name="guess", mcp=str(path)).factory()
+    factory = EnvSetup(name="guess", mcp=str(path)).factory()
     envs = [factory() for _ in range(3)]
     assert all("echo" in env._tools for env in envs)
     assert {env._tools["echo"].run({"text": "x"}).content for env in envs} == {"x"}
@@ -57,7 +57,7 @@ def test_env_spec_mcp_builds_every_env_on_one_server(tmp_path: Path, tag: str) -
 
 
 def test_env_spec_make_owns_its_servers(tag: str) -> None:
-    env = EnvSpec(name="guess", mcp={"mcpServers": {"f": stdio_server(tag)}}).make()
+    env = EnvSetup(name="guess", mcp={"mcpServers": {"f": stdio_server(tag)}}).make()
     assert env._tools["add"].run({"a": 1, "b": 2}).content == "3"
     env.close()
     assert wait_until_gone(tag) == []

@@ -272,8 +272,8 @@ def test_async_reward() -> None:
 def test_deploy_creates_a_fireworks_evaluator(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rk_agent.fireworks.fake_api import FakeFireworks
     from rk_agent.loading import load_object
+    from rk_agent.testing.fake_fireworks import FakeFireworks
 
     (tmp_path / "rewards_file.py").write_text(
         "from rk_agent import reward_function\n\n@reward_function\n"

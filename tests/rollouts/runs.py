@@ -16,10 +16,10 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from rk_agent.policies.function_policy import FunctionPolicy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.run_dir import RunStatus
 from rk_agent.rollouts.runner import prepare_run
-from rk_agent.rollouts.testing import FunctionPolicy
 
 
 def play_run(path: Path, fn: Callable[..., Any], **config: Any) -> Path:

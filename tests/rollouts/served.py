@@ -18,7 +18,7 @@ from typing import Any
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.run_dir import RunStatus
 from rk_agent.rollouts.runner import prepare_run
-from rk_agent.rollouts.stub_server import Fault, StubServer
+from rk_agent.testing.stub_server import Fault, StubServer
 
 API_KEY = "sk-provenance-test-0123456789abcdef"
 """The key the stub server demands; no file of a run may hold it."""

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rk_agent.envs.spec import EnvSpec
+from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import RolloutConfig, load_rollout_config
 
@@ -73,7 +73,7 @@ def test_flat_environment_keys_make_one_spec(tmp_path: Path) -> None:
         "max_turns: 2\nseed: 7\nn: 1\n"
     )
     config = load_rollout_config(path)
-    spec = EnvSpec(name="math", kwargs={"retries": 2}, tasks=str(tmp_path / "tasks.jsonl"),
+    spec = EnvSetup(name="math", kwargs={"retries": 2}, tasks=str(tmp_path / "tasks.jsonl"),
                    rewards=["math"], max_turns=2, seed=7)  # fmt: skip
     assert config.env == spec
     # Flags are flat too, and override the file, inside `env_kwargs` as well.
@@ -84,7 +84,7 @@ def test_flat_environment_keys_make_one_spec(tmp_path: Path) -> None:
         "guess", {"retries": 2, "sandbox": "process"}, 1, 2
     )  # fmt: skip
     # Python callers give the same flat keys, or a spec.
-    assert RolloutConfig(env="math", env_kwargs={"retries": 2}, seed=7).env == EnvSpec(
+    assert RolloutConfig(env="math", env_kwargs={"retries": 2}, seed=7).env == EnvSetup(
         name="math", kwargs={"retries": 2}, seed=7
     )
     assert RolloutConfig(env=spec, seed=8).env == spec.model_copy(update={"seed": 8})
@@ -95,7 +95,7 @@ def test_an_env_mapping_in_a_file_works_and_flags_reach_into_it(tmp_path: Path) 
     path = tmp_path / "c.yaml"
     path.write_text("env:\n  name: math\n  kwargs: {retries: 2}\n  tasks: tasks.jsonl\n")
     config = load_rollout_config(path, {"env": "guess", "max_turns": 3})
-    assert config.env == EnvSpec(
+    assert config.env == EnvSetup(
         name="guess", kwargs={"retries": 2}, tasks=str(tmp_path / "tasks.jsonl"), max_turns=3
     )
 

@@ -13,8 +13,8 @@ from rk_agent.errors import ConfigError
 from rk_agent.rollouts.compare import compare_runs
 from rk_agent.rollouts.fork import ForkPoint
 from rk_agent.rollouts.run_dir import read_trajectories
-from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_replies import call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer
 from rk_agent.types import Message
 from tests.rollouts.runs import play_run
 from tests.rollouts.served import play_served

@@ -11,7 +11,7 @@ import pytest
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.gc_pauses import YOUNG_THRESHOLD, fewer_gc_pauses
-from rk_agent.rollouts.testing import ScriptedPolicy
+from rk_agent.testing import ScriptedPolicy
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rk_agent.envs.spec import EnvSpec
+from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.provenance import (
@@ -22,7 +22,7 @@ from rk_agent.rollouts.provenance import (
 )
 from rk_agent.rollouts.run_dir import read_provenance, read_trajectories
 from rk_agent.rollouts.runner import prepare_run
-from rk_agent.rollouts.stub_server import StubServer, call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer, call_first_tool_then_answer
 from tests.rollouts.served import (
     API_KEY,
     MCP_SECRET,
@@ -33,7 +33,7 @@ from tests.rollouts.served import (
 
 
 def _tools_env_schemas() -> list[dict[str, Any]]:
-    env = EnvSpec(name="tools").make()
+    env = EnvSetup(name="tools").make()
     try:
         return env.tool_schemas
     finally:

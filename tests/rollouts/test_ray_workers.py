@@ -31,15 +31,16 @@ pytest.importorskip("ray", reason="Ray is in the dev group: `uv sync` installs i
 import psutil
 
 from rk_agent.errors import ConfigError, EndpointError
+from rk_agent.policies.function_policy import tool_call
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.ray_workers import ray_session, run_rollouts_on_workers
 from rk_agent.rollouts.run_dir import RunDir
-from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
-from rk_agent.rollouts.stub_server import StubServer
-from rk_agent.rollouts.testing import ScriptedPolicy, tool_call
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.workers import RayOptions, WorkerFailureKind
+from rk_agent.testing.scripted_policy import ScriptedPolicy
+from rk_agent.testing.stub_replies import call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -14,9 +14,9 @@ import pytest
 from rk_agent.envs.registry import get_solver
 from rk_agent.envs.tool import Tool, tool
 from rk_agent.errors import ConfigError
+from rk_agent.policies.function_policy import tool_call
 from rk_agent.rollouts.replay import Difference, replay_episode
 from rk_agent.rollouts.run_dir import read_trajectories
-from rk_agent.rollouts.testing import tool_call
 from rk_agent.types import Message
 from tests.rollouts.runs import play_run
 from tests.rollouts.toy import AddEnv

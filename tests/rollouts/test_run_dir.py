@@ -11,8 +11,8 @@ import pytest
 
 from rk_agent.envs.task import Task
 from rk_agent.errors import ConfigError, DataError, RunLockedError
+from rk_agent.policies.policy import Usage
 from rk_agent.rollouts.config import RolloutConfig
-from rk_agent.rollouts.policy import Usage
 from rk_agent.rollouts.run_dir import (
     LOCK_FILE,
     MANIFEST_FILE,

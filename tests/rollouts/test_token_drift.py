@@ -18,9 +18,9 @@ import pytest
 
 from rk_agent.envs.registry import get_solver
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.chat_template import ChatTemplate, read_reply
+from rk_agent.policies.chat_template import ChatTemplate, read_reply
+from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.config import RolloutConfig
-from rk_agent.rollouts.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.run_dir import RunStatus, read_trajectories
 from rk_agent.rollouts.runner import prepare_run
 from rk_agent.rollouts.token_drift import check_tokens
@@ -192,7 +192,7 @@ def test_a_run_that_names_no_model_folder_asks_for_a_tokenizer(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_a_real_run_of_the_embedded_model_has_no_drift(tmp_path: Path) -> None:
-    from rk_agent.rollouts.hf_policy import HFPolicy
+    from rk_agent.policies.hf_policy import HFPolicy
 
     config = RolloutConfig.model_validate(
         {"env": "tools", "n": 2, "max_turns": 2, "output": str(tmp_path / "run"),

@@ -9,7 +9,7 @@ import numpy as np
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.task import Task
 from rk_agent.envs.tool import Tool, tool
-from rk_agent.rollouts.testing import tool_call
+from rk_agent.policies.function_policy import tool_call
 from rk_agent.types import Message
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rk_agent.rollouts.testing import tool_call
+from rk_agent.policies.function_policy import tool_call
 from rk_agent.tool_calls import HERMES, ParsedReply, tool_names
 from rk_agent.types import FunctionCall, Message, ToolCall
 

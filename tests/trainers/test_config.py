@@ -358,7 +358,7 @@ def test_sft_filter_is_typed_with_today_s_keys(tmp_path: Path) -> None:
 
 
 def test_flat_environment_keys_make_one_spec(tmp_path: Path) -> None:
-    from rk_agent.envs.spec import EnvSpec
+    from rk_agent.envs.env_setup import EnvSetup
 
     (tmp_path / "tasks.jsonl").write_text('{"prompt": "2+2?", "ground_truth": "4"}\n')
     path = tmp_path / "c.yaml"
@@ -367,10 +367,10 @@ def test_flat_environment_keys_make_one_spec(tmp_path: Path) -> None:
         "rewards: [math]\nmax_turns: 2\nseed: 7\n"
     )
     config = load_train_config(path, {"seed": 8, "env_kwargs.retries": 1})
-    assert config.env == EnvSpec(name="math", kwargs={"retries": 1},
+    assert config.env == EnvSetup(name="math", kwargs={"retries": 1},
                                  tasks=str(tmp_path / "tasks.jsonl"), rewards=["math"],
                                  max_turns=2, seed=8)  # fmt: skip
-    assert TrainConfig(kind="grpo", env="math", seed=8).env == EnvSpec(name="math", seed=8)
+    assert TrainConfig(kind="grpo", env="math", seed=8).env == EnvSetup(name="math", seed=8)
     saved = yaml.safe_load(save_train_config(config, tmp_path / "run").read_text())
     assert {k: saved[k] for k in ("env", "env_kwargs", "tasks", "max_turns", "seed")} == {
         "env": "math", "env_kwargs": {"retries": 1}, "tasks": str(tmp_path / "tasks.jsonl"),

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is in the dev group: `uv sync` installs it")
 
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_server import StubServer
 from rk_agent.types import StopReason
-from tests.trainers.test_episode_tokens import _runs
+from tests.policies.test_episode_tokens import _runs
 from tests.trainers.test_grpo import _trajectories
 from tests.trainers.test_rollout import ANSWER, CALL, _answered, _served_trainer
 

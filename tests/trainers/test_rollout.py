@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError, EndpointError
-from rk_agent.rollouts.stub_server import Fault, StubRequest, StubServer
+from rk_agent.testing.stub_server import Fault, StubRequest, StubServer
 from rk_agent.trainers.grpo import grpo_trainer
 from rk_agent.trainers.rollout import vllm_server_url
 from rk_agent.types import FailureKind, StopReason
-from tests.trainers.test_episode_tokens import _runs
+from tests.policies.test_episode_tokens import _runs
 from tests.trainers.test_grpo import _args, _trajectories
 
 CALL = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+2"}}]}

@@ -14,13 +14,14 @@ from pydantic import ValidationError
 
 from rk_agent.envs.registry import get_solver, make_env
 from rk_agent.errors import ConfigError, DataError, EndpointError
+from rk_agent.policies.function_policy import FunctionPolicy, tool_call
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.provenance import EpisodeProvenance, template_sha256
 from rk_agent.rollouts.run_dir import RunDir, trajectory_line
-from rk_agent.rollouts.stub_server import StubServer, call_first_tool_then_answer
-from rk_agent.rollouts.testing import FunctionPolicy, ScriptedPolicy, tool_call
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.testing.scripted_policy import ScriptedPolicy
+from rk_agent.testing.stub_server import StubServer, call_first_tool_then_answer
 from rk_agent.trainers.sft_data import (
     DropReason,
     SFTFilter,
@@ -379,8 +380,8 @@ def test_sft_renders_an_episode_whose_tools_differed(tmp_path: Path, embedded_to
 
 @pytest.mark.slow
 def test_sft_renders_what_the_local_model_was_prompted_with(tmp_path: Path) -> None:
-    from rk_agent.rollouts.hf_policy import HFPolicy
-    from rk_agent.rollouts.policy import PolicyOutput, SamplingParams
+    from rk_agent.policies.hf_policy import HFPolicy
+    from rk_agent.policies.policy import PolicyOutput, SamplingParams
     from rk_agent.rollouts.run_dir import RunStatus
     from rk_agent.rollouts.runner import prepare_run
 

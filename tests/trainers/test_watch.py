@@ -23,7 +23,7 @@ from rk_agent.envs.registry import make_env
 from rk_agent.envs.task import Task
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.alarms import AlarmKind, AlarmOptions
-from rk_agent.rollouts.stub_server import StubServer
+from rk_agent.testing.stub_server import StubServer
 from rk_agent.trainers.grpo import grpo_trainer
 from rk_agent.trainers.tasks import task_rows
 from rk_agent.trainers.watch import WatchCallback, WatchRecorder

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from rk_agent.rollouts.run_dir import read_trajectories
-from rk_agent.rollouts.stub_replies import call_first_tool_then_answer
-from rk_agent.rollouts.stub_server import StubServer
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.testing.stub_replies import call_first_tool_then_answer
+from rk_agent.testing.stub_server import StubServer
 from rk_agent.types import MetricResult
 from tests.view.training import TrainingRun
 

@@ -559,9 +559,9 @@ CORPUS = [
 
 def _engine_replies(tool_call_format: str) -> list[Any]:
     """Each corpus reply as `OpenAIPolicy`'s text protocol reads it, over loopback HTTP."""
-    from rk_agent.rollouts.openai_policy import OpenAIPolicy
-    from rk_agent.rollouts.policy import SamplingParams
-    from rk_agent.rollouts.stub_server import StubServer
+    from rk_agent.policies.openai_policy import OpenAIPolicy
+    from rk_agent.policies.policy import SamplingParams
+    from rk_agent.testing.stub_server import StubServer
     from rk_agent.types import Message
 
     async def read_all(policy: OpenAIPolicy) -> list[Any]:

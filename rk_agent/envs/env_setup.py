@@ -1,0 +1,381 @@
+"""One environment as a run sets it up (`EnvSetup`), and the one way to build it.
+
+A rollout run (`rk_agent.rollouts.config.RolloutConfig`) and a training run
+(`rk_agent.trainers.config.TrainConfig`) both hold an `EnvSetup` as their ``env`` option: which
+environment, its constructor's arguments, a task file, episode rewards replacing the
+environment's, the turn limit, the seed of the first task, and MCP servers whose tools the
+environment offers too (`rk_agent.mcp`). `EnvSetup.make` builds the environment through the
+registry (`rk_agent.envs.registry`); `EnvSetup.factory` builds the fresh
+ones a run needs, checked once, and knows the name trajectories record.
+
+Config files keep their flat keys (``env: math``, ``env_kwargs: {...}``, ``tasks: t.jsonl``,
+``rewards: [...]``, ``max_turns: 3``, ``seed: 0``, ``mcp: servers.json``): `nest_env_keys` lifts
+them into the setup when a config is read, `flatten_env_keys` writes them flat again when it is
+saved, and `flat_location` names a field in an error the way the file spells it.
+
+Main names: `EnvSetup`, `EnvFactory`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
+`env_override_key`, `flat_location`, `EnvConfig`.
+
+Example:
+    >>> setup = EnvSetup(name="guess", kwargs={"high": 10}, max_turns=4)
+    >>> env = setup.make()
+    >>> type(env).__name__, env.high, env.max_turns
+    ('GuessEnv', 10, 4)
+    >>> nest_env_keys({"env": "math", "env_kwargs": {"retries": 2}, "n": 4})
+    {'env': {'name': 'math', 'kwargs': {'retries': 2}}, 'n': 4}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from rk_agent.envs.tool_source import ToolServers, start_tool_servers
+
+if TYPE_CHECKING:
+    from rk_agent.envs.base import ChatEnv
+    from rk_agent.envs.task import Task
+
+__all__ = [
+    "ENV_KEYS",
+    "EnvConfig",
+    "EnvFactory",
+    "EnvSetup",
+    "env_override_key",
+    "flat_location",
+    "flatten_env_keys",
+    "nest_env_keys",
+    "reward_names",
+]
+
+ENV_KEYS: Mapping[str, str] = {
+    "env": "name",
+    "env_kwargs": "kwargs",
+    "tasks": "tasks",
+    "rewards": "rewards",
+    "max_turns": "max_turns",
+    "seed": "seed",
+    "mcp": "mcp",
+}
+"""Flat config key -> `EnvSetup` field, in the order configs list them."""
+
+_FIELD_KEYS = {field: key for key, field in ENV_KEYS.items()}
+
+
+class EnvSetup(BaseModel):
+    """Which environment a run plays, and how it is set up.
+
+    Not Gymnasium's ``EnvSpec`` (a registered id and its entry point): a run's choice of
+    environment, with its arguments, tasks and rewards.
+
+    Attributes:
+        name: the environment: a registered name (``tools``), a Gymnasium id
+            (``rk_agent/Tools-v0``), ``package.module:Class`` or ``path/to/file.py::Class``.
+            Config key ``env``.
+        kwargs: keyword arguments for its constructor. Config key ``env_kwargs``.
+        tasks: a JSONL dataset of tasks instead of the environment's generator.
+        rewards: episode rewards replacing the environment's (names or ``file.py::fn`` paths);
+            each is recorded under its function's name (``file.py::exact`` as ``exact``).
+        max_turns: assistant turns per episode (``None``: the environment's default).
+        seed: task ``i`` is played with seed ``seed + i``.
+        mcp: MCP servers whose tools the environment offers next to its own: the path of an
+            ``mcpServers`` JSON file, or that configuration inline (see
+            `rk_agent.mcp.load_mcp_config`). A run connects to them once and stops them at the
+            end.
+
+    Example:
+        >>> EnvSetup(name="math", rewards=["rk_agent.rewards.math:math_reward"]).make().max_turns
+        1
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "tools"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    tasks: str | None = None
+    rewards: list[str] = Field(default_factory=list)
+    max_turns: int | None = Field(default=None, ge=1)
+    seed: int = Field(default=0, ge=0)
+    mcp: str | dict[str, Any] | None = None
+
+    def env_class(self) -> type[ChatEnv]:
+        """The environment's class (see `rk_agent.envs.registry.get_env_class`).
+
+        Raises:
+            UnknownNameError: no environment has that name (with "did you mean").
+        """
+        from rk_agent.envs.registry import get_env_class
+
+        return get_env_class(self.name)
+
+    def registered_name(self) -> str:
+        """The name the environment is registered under; trajectories record it.
+
+        ``rk_agent/Math-v0`` and ``rk_agent.envs.math_env:MathEnv`` are both ``math``; code
+        that no registered name points at keeps the name as written.
+
+        Example:
+            >>> EnvSetup(name="rk_agent/Guess-v0").registered_name()
+            'guess'
+        """
+        from rk_agent.envs.registry import GYMNASIUM_IDS, REGISTRY
+
+        if self.name in REGISTRY.names():
+            return self.name
+        for short, gym_id in GYMNASIUM_IDS.items():
+            if self.name == gym_id:
+                return short
+        cls = self.env_class()
+        path = f"{cls.__module__}:{cls.__qualname__}"
+        for name, entry in {**REGISTRY.builtins, **REGISTRY.registered}.items():
+            if entry is cls or entry == path:
+                return name
+        return self.name
+
+    def constructor_kwargs(self, tasks: list[Task] | None = None) -> dict[str, Any]:
+        """The environment's constructor arguments: ``kwargs`` with ``max_turns``, the rewards
+        (loaded) and the tasks (``tasks``, or the file read now) set from the setup.
+
+        Raises:
+            ConfigError: a reward is unknown or does not load.
+            DataError: the task file cannot be read.
+        """
+        from rk_agent.envs.task import load_tasks
+        from rk_agent.rewards.registry import get_reward_function
+
+        kwargs = dict(self.kwargs)
+        if self.max_turns is not None:
+            kwargs["max_turns"] = self.max_turns
+        if self.rewards:
+            names = reward_names(self.rewards)
+            loaded = [get_reward_function(spec) for spec in self.rewards]
+            kwargs["episode_rewards"] = dict(zip(names, loaded, strict=True))
+        if tasks is not None:
+            kwargs["tasks"] = tasks
+        elif self.tasks is not None:
+            kwargs["tasks"] = load_tasks(self.tasks)
+        return kwargs
+
+    def make(self) -> ChatEnv:
+        """Build the environment, its arguments checked first.
+
+        Raises:
+            UnknownNameError: no environment has that name (with "did you mean").
+            ConfigError: ``kwargs`` names an argument the environment does not take (the
+                message lists those it takes), a reward does not load, or the environment's
+                own checks fail.
+            DataError: the task file cannot be read.
+            ToolServerError: an MCP server (``mcp``) refused the credentials or did not start;
+                with ``mcp``, the environment's ``close`` stops the servers.
+        """
+        from rk_agent.envs.registry import make_env
+
+        kwargs = self.constructor_kwargs()
+        if self.mcp is None:
+            return make_env(self.name, **kwargs)
+        servers = start_tool_servers("mcp", self.mcp)
+        try:
+            return make_env(self.name, **kwargs, mcp=servers.for_one_env())
+        except BaseException:
+            servers.close()
+            raise
+
+    def factory(self) -> EnvFactory:
+        """An `EnvFactory` of this setup: one environment is built now, as a check."""
+        return EnvFactory(self)
+
+
+class EnvFactory:
+    """Fresh environments of one `EnvSetup`, one per call: what a run's workers play.
+
+    Building the factory builds the first environment (so a bad argument fails before any
+    work starts) and reads the task file once; the first call hands out that environment, the
+    next ones build new ones with the same arguments.
+
+    Args:
+        setup: the environment.
+
+    Attributes:
+        setup: the environment.
+        name: its registered name (`EnvSetup.registered_name`), recorded with trajectories.
+        dataset_size: how many tasks its dataset holds (``None``: generated tasks).
+        tool_schemas: the tool schemas its environments offer (their own and MCP servers'),
+            as the first one offers them.
+        tool_origins: where each tool that is not the environment's own comes from.
+        max_turns: the turn limit of its episodes.
+
+    With ``setup.mcp``, the MCP servers are connected once here and shared by every environment
+    the factory builds; `close` stops them.
+
+    Raises:
+        ConfigError: see `EnvSetup.make`.
+        ToolServerError: see `EnvSetup.make`.
+
+    Example:
+        >>> factory = EnvSetup(name="rk_agent/Guess-v0").factory()
+        >>> factory.name, type(factory()).__name__, factory.dataset_size
+        ('guess', 'GuessEnv', None)
+    """
+
+    def __init__(self, setup: EnvSetup) -> None:
+        from rk_agent.envs.registry import make_env
+
+        self.setup = setup
+        self._kwargs = setup.constructor_kwargs()
+        self._servers: ToolServers | None = None
+        if setup.mcp is not None:
+            self._servers = start_tool_servers("mcp", setup.mcp)
+            self._kwargs["mcp"] = self._servers
+        try:
+            self._first: ChatEnv | None = make_env(setup.name, **self._kwargs)
+        except BaseException:
+            self.close()
+            raise
+        self._class = type(self._first)
+        self.name = setup.registered_name()
+        dataset = self._first.dataset
+        self.dataset_size: int | None = len(dataset) if dataset is not None else None
+        # What the model is offered, read once (a run records it: rk_agent.rollouts.provenance).
+        self.tool_schemas: list[dict[str, Any]] = list(self._first.tool_schemas)
+        self.tool_origins: dict[str, str] = self._first.tool_origins
+        self.max_turns: int = self._first.max_turns
+
+    def __call__(self) -> ChatEnv:
+        """A fresh environment (the one built as a check, the first time)."""
+        first, self._first = self._first, None
+        return first if first is not None else self._class(**self._kwargs)
+
+    @property
+    def env_class(self) -> type[ChatEnv]:
+        """The class of the environments it builds."""
+        return self._class
+
+    def close(self) -> None:
+        """Close the environment built as a check if it was never handed out, and stop the MCP
+        servers (the run is over)."""
+        first, self._first = getattr(self, "_first", None), None
+        if first is not None:
+            first.close()
+        servers, self._servers = self._servers, None
+        if servers is not None:
+            servers.close()
+
+    def __repr__(self) -> str:
+        return f"EnvFactory({self.name!r})"
+
+
+def reward_names(specs: list[str]) -> list[str]:
+    """Each reward under its function's name; a name two rewards share keeps the full spec.
+
+    The names ``rewards`` get as an environment's episode rewards (and ``rk-agent rescore``
+    gives its reward).
+
+    Example:
+        >>> reward_names(["math", "my_rewards.py::exact"])
+        ['math', 'exact']
+    """
+    short = [spec.rsplit("::", 1)[-1].rsplit(":", 1)[-1] or spec for spec in specs]
+    counts = Counter(short)
+    return [name if counts[name] == 1 else spec for name, spec in zip(short, specs, strict=True)]
+
+
+# --------------------------------------------------------------------------------------------
+# Flat config keys
+
+
+def nest_env_keys(data: Any) -> Any:
+    """A config mapping with its flat environment keys lifted into ``env`` (a new mapping).
+
+    ``env`` may be a name, a mapping of `EnvSetup` fields or an `EnvSetup`; a flat key given
+    too (``seed: 3``) wins over the same field inside ``env``, so flags override a file.
+    Anything but a mapping is returned as is (pydantic then says what is wrong with it).
+
+    Example:
+        >>> nest_env_keys({"env": {"name": "math", "seed": 1}, "seed": 2, "max_turns": 3})
+        {'env': {'name': 'math', 'seed': 2, 'max_turns': 3}}
+    """
+    if not isinstance(data, Mapping):
+        return data
+    rest = {key: value for key, value in data.items() if key not in ENV_KEYS}
+    env = data.get("env")
+    flat = {field: data[key] for key, field in ENV_KEYS.items() if key != "env" and key in data}
+    setup: EnvSetup | dict[str, Any]
+    if isinstance(env, EnvSetup):
+        setup = {**env.model_dump(), **flat} if flat else env
+    elif isinstance(env, Mapping):
+        setup = {**env, **flat}
+    else:
+        setup = {**({"name": env} if "env" in data else {}), **flat}
+    return {"env": setup, **rest} if setup or "env" in data else rest
+
+
+def flatten_env_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """A dumped config with its ``env`` written as the flat keys config files use.
+
+    Example:
+        >>> flatten_env_keys({"env": {"name": "math", "kwargs": {}, "seed": 0}, "n": 4})
+        {'env': 'math', 'env_kwargs': {}, 'seed': 0, 'n': 4}
+    """
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "env" and isinstance(value, dict):
+            out.update({_FIELD_KEYS[field]: item for field, item in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def env_override_key(key: str) -> str:
+    """A flag's dotted config key with a flat environment key moved under ``env``.
+
+    Example:
+        >>> env_override_key("env"), env_override_key("env_kwargs.sandbox"), env_override_key("n")
+        ('env.name', 'env.kwargs.sandbox', 'n')
+    """
+    head, dot, rest = key.partition(".")
+    field = ENV_KEYS.get(head)
+    return f"env.{field}{dot}{rest}" if field is not None else key
+
+
+def flat_location(location: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """A pydantic error location inside ``env`` as the flat key a config file uses.
+
+    Example:
+        >>> flat_location(("env", "kwargs", "high")), flat_location(("sampling", "top_p"))
+        (('env_kwargs', 'high'), ('sampling', 'top_p'))
+    """
+    if len(location) >= 2 and location[0] == "env" and location[1] in _FIELD_KEYS:
+        return (_FIELD_KEYS[str(location[1])], *location[2:])
+    return location
+
+
+class EnvConfig(BaseModel):
+    """Base of a config holding an `EnvSetup` as ``env`` (`RolloutConfig`, `TrainConfig`).
+
+    It reads the flat environment keys config files and flags use (``env``, ``env_kwargs``,
+    ``tasks``, ``rewards``, ``max_turns``, ``seed``, ``mcp``) into ``env`` and writes them flat
+    again. Subclasses declare the ``env`` field themselves, where it belongs in
+    their order of options.
+    """
+
+    if TYPE_CHECKING:
+        env: EnvSetup
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_env_keys(cls, data: Any) -> Any:
+        return nest_env_keys(data)
+
+    @model_serializer(mode="wrap")
+    def _flat_env_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return flatten_env_keys(handler(self))
