@@ -10,9 +10,14 @@ Three phases, each measured on the same held-out tasks (seeds 100000+, never tra
    environment's tokens masked out), rewarded by the environment's episode and step rewards, on
    training tasks (seeds 50000+) disjoint from the held-out ones.
 
-Prints each phase's held-out success with its binomial standard error and two z-scores against
-the phase before: the two-proportion z (as if the samples were independent) and the paired
-(McNemar) z on the same tasks, which is what the design allows; the wall time of each phase;
+Each phase's held-out episodes are kept as a trajectories file (``<out>/heldout-<phase>.jsonl``,
+and ``heldout.jsonl`` beside a checkpoint's cached result), and each phase is compared with the
+one before by ``rk-agent compare``'s own code (`rk_agent.rollouts.compare.compare_runs`): the
+table prints each phase's held-out success with its binomial standard error and two z-scores
+against the phase before: the two-proportion z (as if the samples were independent) and the
+paired (McNemar) z on the same tasks, which is what the design allows, with the tasks gained and
+lost; ``rk-agent compare`` on two of those files prints the same figures. Also the wall time of
+each phase;
 per GRPO step the mean reward, the training episodes' success rate, the fraction of GRPO groups
 whose rewards were all equal (they teach nothing: zero advantage) and the step time. Writes
 ``results.json`` and ``curve.png`` (reward and success per GRPO step, held-out success per
@@ -42,6 +47,7 @@ from typing import Any
 HELD_OUT_SEED = 100_000
 GRPO_SEED = 50_000
 EVAL_FILE = "heldout.json"
+EPISODES_FILE = "heldout.jsonl"  # the held-out episodes, beside EVAL_FILE
 # The `tools` env restricted to its lookup-and-arithmetic questions and those two tools: the
 # prompt is ~480 tokens instead of ~1,030, which halves every forward pass on a CPU. Each task
 # still takes three tool calls (two lookups and a calculation, or three lookups) and an answer.
@@ -57,18 +63,21 @@ ENV_KWARGS: dict[str, Any] = {
 }
 
 
-def _eval(model: str, a: argparse.Namespace, cache: Path | None) -> dict[str, Any]:
-    """Held-out success of ``model`` (greedy), per task, and the wall time of the evaluation."""
+def _eval(model: str, a: argparse.Namespace, cache: Path | None, episodes: Path) -> dict[str, Any]:
+    """Held-out success of ``model`` (greedy), per task, and the wall time of the evaluation;
+    the episodes are written to ``episodes`` (a trajectories file)."""
     settings = {"n": a.eval_tasks, "seed": HELD_OUT_SEED, "max_turns": a.max_turns}
-    if cache is not None and (cache / EVAL_FILE).is_file():
+    if cache is not None and (cache / EVAL_FILE).is_file() and (cache / EPISODES_FILE).is_file():
         saved = json.loads((cache / EVAL_FILE).read_text())
         if saved["settings"] == settings:
+            shutil.copyfile(cache / EPISODES_FILE, episodes)
             return {**saved, "cached": True}
     from rk_agent.envs.registry import make_env
     from rk_agent.policies.hf_policy import HFPolicy
     from rk_agent.policies.policy import SamplingParams
     from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
+    from rk_agent.rollouts.run_dir import append_trajectories
 
     started = time.perf_counter()
     config = RolloutConfig(
@@ -88,12 +97,14 @@ def _eval(model: str, a: argparse.Namespace, cache: Path | None) -> dict[str, An
         )
     finally:
         policy.close()
-    episodes = sorted(result.trajectories, key=lambda t: t.task_index)
-    solved = [bool(t.success) for t in episodes]
+    played = sorted(result.trajectories, key=lambda t: t.task_index)
+    append_trajectories(episodes, played)
+    solved = [bool(t.success) for t in played]
     out = {"settings": settings, "solved": solved, "success": sum(solved) / len(solved),
            "eval_s": time.perf_counter() - started}  # fmt: skip
     if cache is not None:
         (cache / EVAL_FILE).write_text(json.dumps(out))
+        shutil.copyfile(episodes, cache / EPISODES_FILE)
     return out
 
 
@@ -227,21 +238,6 @@ def _zero_variance_groups(path: Path, per_step: int, step_weight: float) -> dict
     return flat
 
 
-def _z_two(p1: float, p2: float, n: int) -> float:
-    """Two-proportion z (pooled), as if the two samples were independent."""
-    pooled = (p1 + p2) / 2
-    se = math.sqrt(max(pooled * (1 - pooled) * 2 / n, 1e-12))
-    return (p2 - p1) / se
-
-
-def _z_paired(before: list[bool], after: list[bool]) -> tuple[float, int, int]:
-    """McNemar's z on the same tasks: (gained - lost) / sqrt(gained + lost)."""
-    gained = sum(1 for b, c in zip(before, after, strict=True) if c and not b)
-    lost = sum(1 for b, c in zip(before, after, strict=True) if b and not c)
-    z = (gained - lost) / math.sqrt(gained + lost) if gained + lost else 0.0
-    return z, gained, lost
-
-
 def _plot(path: Path, rows: list[dict[str, Any]], steps: list[dict[str, Any]]) -> None:
     import matplotlib
 
@@ -324,8 +320,9 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
 
     def measure(phase: str, model: str, train_s: float, cache: Path | None) -> None:
-        result = _eval(model, a, cache)
-        rows.append({"phase": phase, "train_s": train_s, **result})
+        episodes = out / f"heldout-{phase.replace(' ', '-').replace('+', 'and')}.jsonl"
+        result = _eval(model, a, cache, episodes)
+        rows.append({"phase": phase, "train_s": train_s, "episodes": str(episodes), **result})
         cached = " (cached)" if result.get("cached") else ""
         print(f"{phase}: success {result['success']:.3f} (train {train_s:.0f}s, "
               f"eval {result['eval_s']:.0f}s{cached})", flush=True)  # fmt: skip
@@ -349,27 +346,52 @@ def main() -> None:
     _report(a, rows, steps, wall, out)
 
 
+def phase_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The before/after table: each row a phase (``phase``, ``episodes``: its held-out
+    trajectories file, ``train_s``, ``eval_s``), compared with the phase before by
+    `compare_runs`, as ``rk-agent compare`` does; each row gets its figures (``success``,
+    ``z_two``, ``z_paired``, ``gained``, ``lost``) added."""
+    from rk_agent.rollouts.compare import compare_runs
+
+    lines = [
+        f"{'phase':<18} {'success':>8} {'± s.e.':>7} {'z (2-prop)':>10} {'z (paired)':>10} "
+        f"{'gained/lost':>11} {'train':>7} {'eval':>6}"
+    ]
+    previous: dict[str, Any] | None = None
+    for row in rows:
+        z2 = zp = moved = ""
+        # The first phase against itself: its own figures, read as compare reads a run.
+        change = compare_runs((previous or row)["episodes"], row["episodes"])
+        figures = change.b
+        p, n = figures.success_rate or 0.0, max(figures.judged, 1)
+        row["success"] = p
+        if previous is not None:
+            z2, zp = _signed(change.two_proportion_z), _signed(change.mcnemar_z)
+            gained, lost = change.a_failed_b_succeeded, change.a_succeeded_b_failed
+            moved = f"+{gained}/-{lost}"
+            row |= {"z_two": change.two_proportion_z, "z_paired": change.mcnemar_z,
+                    "gained": gained, "lost": lost}  # fmt: skip
+        se = math.sqrt(p * (1 - p) / n)
+        lines.append(f"{row['phase']:<18} {p:>8.3f} {se:>7.3f} {z2:>10} {zp:>10} {moved:>11} "
+                     f"{row['train_s']:>6.0f}s {row['eval_s']:>5.0f}s")  # fmt: skip
+        previous = row
+    return lines
+
+
+def _signed(z: float | None) -> str:
+    """A z-score as the table prints it; ``n/a`` where it is undefined (no discordant pairs,
+    or a pooled rate of 0 or 1)."""
+    return "n/a" if z is None else f"{z:+.1f}"
+
+
 def _report(
     a: argparse.Namespace, rows: list[dict[str, Any]], steps: list[dict[str, Any]], wall: float,
     out: Path,
 ) -> None:  # fmt: skip
-    n = a.eval_tasks
-    print(f"\nLearning on `tools`, embedded SmolLM2-135M, {n} held-out tasks, greedy, 2 cores")
-    print(f"{'phase':<18} {'success':>8} {'± s.e.':>7} {'z (2-prop)':>10} {'z (paired)':>10} "
-          f"{'gained/lost':>11} {'train':>7} {'eval':>6}")  # fmt: skip
-    previous: dict[str, Any] | None = None
-    for row in rows:
-        p = row["success"]
-        se = math.sqrt(p * (1 - p) / n)
-        z2 = zp = moved = ""
-        if previous is not None:
-            z2 = f"{_z_two(previous['success'], p, n):+.1f}"
-            paired, gained, lost = _z_paired(previous["solved"], row["solved"])
-            zp, moved = f"{paired:+.1f}", f"+{gained}/-{lost}"
-            row |= {"z_two": float(z2), "z_paired": paired, "gained": gained, "lost": lost}
-        print(f"{row['phase']:<18} {p:>8.3f} {se:>7.3f} {z2:>10} {zp:>10} {moved:>11} "
-              f"{row['train_s']:>6.0f}s {row['eval_s']:>5.0f}s")  # fmt: skip
-        previous = row
+    print(f"\nLearning on `tools`, embedded SmolLM2-135M, {a.eval_tasks} held-out tasks, greedy, "
+          "2 cores")  # fmt: skip
+    for line in phase_table(rows):
+        print(line)
     zero = [s["zero_std_groups"] for s in steps if not math.isnan(s["zero_std_groups"])]
     if zero:
         print(f"zero-variance groups per GRPO step: mean {sum(zero) / len(zero):.2f}, "

@@ -2,8 +2,10 @@
 
 A real multi-turn GRPO run (``grpo_trainer`` on the ``tools`` env, rk-agent's loop, the watch on
 as always) is timed step by step: TRL's own ``step_time``, and the time spent in the watch's
-callback (``on_step_end``: the outcomes, the signals, the alarms, the ``watch.jsonl`` line;
-``on_log``: the figures added to the log), timed in place. The watch's other cost, its wrappers
+callback (``on_step_end``: the outcomes, the signals, the alarms, the token drift check, the
+``watch.jsonl`` line; ``on_log``: the figures added to the log), timed in place; the token drift
+check (`rk_agent.trainers.drift_rate`, the step's episodes re-rendered and re-tokenized) is
+also reported on its own. The watch's other cost, its wrappers
 around the reward functions (they keep each batch's scores and trajectories), is timed apart on
 the run's own trajectories, as the wrapped call minus the bare one, times the number of reward
 functions. The first step is left out as warm-up. For scale, the signals of a 1,024-episode
@@ -100,7 +102,14 @@ def main() -> None:
         trainer = grpo_trainer("tools", model=model, args=args, n_tasks=64, max_tokens_per_turn=48)
         watch = next(c for c in trainer.callback_handler.callbacks if isinstance(c, WatchCallback))
         step_end, on_log = _Timed(watch.on_step_end), _Timed(watch.on_log)
-        watch.on_step_end, watch.on_log = step_end, on_log  # type: ignore[method-assign]
+        drift: list[Any] = []
+
+        def step_end_and_drift(*args: Any, **kwargs: Any) -> Any:
+            result = step_end(*args, **kwargs)
+            drift.append(watch.last_drift)
+            return result
+
+        watch.on_step_end, watch.on_log = step_end_and_drift, on_log  # type: ignore[method-assign]
         trainer.train()
         step_times = [h["step_time"] for h in trainer.state.log_history if "step_time" in h][1:]
         callback = [a + b for a, b in zip(step_end.seconds, on_log.seconds, strict=False)][1:]
@@ -124,6 +133,9 @@ def main() -> None:
 
     step = statistics.median(step_times)
     cost = statistics.median(callback) + n_funcs * wrapper
+    checked = [d for d in drift[1:] if d is not None]
+    drift_s = statistics.median(d.seconds for d in checked)
+    turns = statistics.median(d.turns for d in checked)
     name = "random 2-layer model" if options.tiny else "embedded 135M model"
     device = "CPU" if args.use_cpu else "GPU"
     timed = f"{len(step_times)} steps timed (first left out)"
@@ -134,6 +146,9 @@ def main() -> None:
           f"{statistics.median(callback) * 1000:.3f} ms")  # fmt: skip
     print(f"reward-function wrappers: {wrapper * 1e6:.1f} us per call x {n_funcs} functions")
     print(f"signals of a 1,024-episode batch: {signals_1024 * 1000:.1f} ms")
+    print(f"token drift check per step (median, in the callback): {drift_s * 1000:.1f} ms for "
+          f"{turns:g} turns = {drift_s / step:.3%} of the step; drift rates "
+          f"{[round(d.turns_drifted / max(1, d.turns), 3) for d in checked]}")  # fmt: skip
     print(f"RESULT watch {cost * 1000:.3f} ms per step = {cost / step:.4%} of the step "
           "(target < 1%)")  # fmt: skip
     label = "tiny model" if options.tiny else "embedded model"
@@ -141,6 +156,10 @@ def main() -> None:
     figure(f"watch per GRPO step, share of the step ({label})", share, "%", "< 1 %", share < 1)
     figure(f"watch per GRPO step ({label})", cost * 1000, "ms", "", None)
     figure("watch signals of 1,024 episodes", signals_1024 * 1000, "ms", "", None)
+    drift_share = drift_s / step * 100
+    figure(f"token drift check per GRPO step, share of the step ({label})", drift_share, "%",
+           "< 1 %", drift_share < 1)  # fmt: skip
+    figure(f"token drift check per GRPO step ({label})", drift_s * 1000, "ms", "", None)
 
 
 if __name__ == "__main__":

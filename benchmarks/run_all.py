@@ -43,6 +43,7 @@ BENCHES = (
     Bench("bench_sandbox_isolation", quick=("--runs", "20", "--rounds", "1")),
     Bench("bench_reward_server"),
     Bench("bench_check"),
+    Bench("bench_check_tokens", quick=("--episodes", "16")),
     Bench("bench_rescore", quick=("--episodes", "2000", "--small", "500")),
     Bench("bench_view", quick=("--episodes", "10000", "--small", "1000", "--requests", "10")),
     Bench("bench_hf_batching", quick=("--rounds", "2")),

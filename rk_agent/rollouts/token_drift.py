@@ -23,7 +23,13 @@ folder's tokenizer unless another is given. `TokenChecker` holds what that takes
 (the tokenizer loaded once) and checks one episode at a time: what ``rk-agent view`` does for
 the episode it shows.
 
-Main names: `check_tokens`, `TokenChecker`, `TokenDriftReport`, `TurnDrift`, `load_tokenizer`.
+The same check runs on a training step's episodes (`rk_agent.trainers.drift_rate`):
+`episode_drift` checks one episode, either against its turns' recorded ids (as above) or against
+the one sequence a trainer trained on (``trained``: TRL's prompt and completion ids, where the
+turns are not split), and `TemplateRenderer` renders as a policy did.
+
+Main names: `check_tokens`, `episode_drift`, `TemplateRenderer`, `TokenChecker`,
+`TokenDriftReport`, `TurnDrift`, `load_tokenizer`.
 """
 
 from __future__ import annotations
@@ -38,11 +44,20 @@ from rk_agent.errors import ConfigError
 from rk_agent.policies.chat_template import ChatTemplate, native_tools
 from rk_agent.rollouts.provenance import NATIVE, RunProvenance, template_sha256
 from rk_agent.rollouts.run_dir import iter_trajectories, read_provenance
+from rk_agent.rollouts.segment_tokens import SegmentTokenizer
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.tool_calls import get_tool_call_format
 from rk_agent.types import Message
 
-__all__ = ["TokenChecker", "TokenDriftReport", "TurnDrift", "check_tokens", "load_tokenizer"]
+__all__ = [
+    "TemplateRenderer",
+    "TokenChecker",
+    "TokenDriftReport",
+    "TurnDrift",
+    "check_tokens",
+    "episode_drift",
+    "load_tokenizer",
+]
 
 _BEFORE = 4  # ids shown before the first differing position
 _AFTER = 6  # ids shown from it on
@@ -148,11 +163,20 @@ class TokenDriftReport(BaseModel):
         return lines
 
 
-class _Renderer(ChatTemplate):
-    """The run's policy's prompt rendering, without its model."""
+class TemplateRenderer(ChatTemplate):
+    """A policy's prompt rendering (`ChatTemplate`), without its model: the ids a trainer that
+    re-tokenizes a conversation would get.
 
-    def __init__(self, tokenizer: Any, tool_call_format: str | None) -> None:
+    Args:
+        tokenizer: the tokenizer whose chat template renders.
+        tool_call_format: how the policy offered tools: ``"native"`` (the template renders
+            them), a text format's name (``"hermes"``: that format describes them), or ``None``
+            (native when the template can render tools, as ``tool_format="auto"`` decides).
+    """
+
+    def __init__(self, tokenizer: Any, tool_call_format: str | None = None) -> None:
         self.tokenizer = tokenizer
+        self.segments = SegmentTokenizer(tokenizer)  # the shared opening is tokenized once
         if tool_call_format is None or tool_call_format == NATIVE:
             self.native_tools = tool_call_format == NATIVE or native_tools(tokenizer, "auto")
         else:
@@ -162,8 +186,9 @@ class _Renderer(ChatTemplate):
     def ids(
         self, messages: list[Message], tools: list[dict[str, Any]], *, prompt: bool
     ) -> list[int]:
+        """``messages`` rendered (with the generation prompt when ``prompt``) and tokenized."""
         text = self.render(messages, tools or None, add_generation_prompt=prompt)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self.segments.ids(text)
 
 
 class TokenChecker:
@@ -190,7 +215,7 @@ class TokenChecker:
         self.provenance = read_provenance(folder) if folder.is_dir() else None
         self.tokenizer, self.source = load_tokenizer(run, tokenizer, self.provenance)
         self.note = _template_note(self.tokenizer, self.provenance)
-        self._renderers: dict[str | None, _Renderer] = {}
+        self._renderers: dict[str | None, TemplateRenderer] = {}
 
     def check(self, trajectory: Trajectory) -> tuple[list[TurnDrift], int]:
         """The drifted turns of one episode, and how many of its turns had generated ids."""
@@ -199,9 +224,9 @@ class TokenChecker:
         provenance = self.provenance
         fmt = provenance.episode_format(trajectory.provenance) if provenance else None
         if fmt not in self._renderers:
-            self._renderers[fmt] = _Renderer(self.tokenizer, fmt)
+            self._renderers[fmt] = TemplateRenderer(self.tokenizer, fmt)
         tools = provenance.episode_tools(trajectory.provenance) if provenance else []
-        return _check_episode(trajectory, self._renderers[fmt], tools)
+        return episode_drift(trajectory, self._renderers[fmt], tools)
 
 
 def check_tokens(run: str | Path, tokenizer: str | Path | None = None) -> TokenDriftReport:
@@ -304,20 +329,39 @@ def _template_note(tokenizer: Any, provenance: RunProvenance | None) -> str | No
     )
 
 
-def _check_episode(
-    trajectory: Trajectory, renderer: _Renderer, tools: list[dict[str, Any]]
+def episode_drift(
+    trajectory: Trajectory,
+    renderer: TemplateRenderer,
+    tools: list[dict[str, Any]],
+    trained: list[int] | None = None,
 ) -> tuple[list[TurnDrift], int]:
-    """The drifted turns of one episode, and how many turns had generated ids."""
+    """The drifted turns of one episode, and how many turns were checked.
+
+    Each assistant turn's conversation (the task's messages, the turns before and the turn's
+    reply) is rendered with ``renderer`` and tokenized, then compared with the ids the model saw
+    and generated. Those are the turn's recorded ids (``prompt_token_ids``, else the
+    re-rendered prompt, then ``token_ids``; turns without ``token_ids`` are not checked), or,
+    with ``trained``, the whole sequence trained on (prompt and completion, as TRL's tool loop
+    builds it) over the length of the turn's re-rendering, every turn checked.
+
+    Example:
+        >>> renderer = TemplateRenderer(tokenizer)  # doctest: +SKIP
+        >>> drifts, checked = episode_drift(trajectory, renderer, tools)  # doctest: +SKIP
+    """
     drifts = []
     checked = 0
     before: list[Message] = list(trajectory.task.messages)
     for turn in trajectory.turns:
         through = [*before, turn.assistant]
-        if turn.token_ids:
+        if trained is not None or turn.token_ids:
             checked += 1
-            prompt = turn.prompt_token_ids or renderer.ids(before, tools, prompt=True)
-            seen = [*prompt, *turn.token_ids]
             again = renderer.ids(through, tools, prompt=False)
+            if trained is None:
+                prompt = turn.prompt_token_ids or renderer.ids(before, tools, prompt=True)
+                seen = [*prompt, *(turn.token_ids or [])]
+            else:
+                prompt = trained[: len(renderer.ids(before, tools, prompt=True))]
+                seen = trained[: len(again)]
             at = _first_difference(seen, again)
             if at is not None:
                 drifts.append(
@@ -341,7 +385,7 @@ def _drift(
     again: list[int],
     at: int,
     prompt_len: int,
-    renderer: _Renderer,
+    renderer: TemplateRenderer,
 ) -> TurnDrift:
     start, end = max(0, at - _BEFORE), at + _AFTER
     if at >= prompt_len:  # the sample stays inside the reply

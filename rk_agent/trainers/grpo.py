@@ -7,7 +7,9 @@ episodes with the model being trained, or with a vLLM server (TRL's ``use_vllm=T
 vllm_mode="server"``, or ``server_url``), and masks the environment's tokens out of the loss.
 Each reward's scores also go to wandb as a histogram per logging step, when wandb is on
 (`rk_agent.trainers.reward_histograms`), and every step is watched: the signals that show a
-step teaching nothing, and alarms when they say so (`rk_agent.trainers.watch`). Everything
+step teaching nothing, and alarms when they say so (`rk_agent.trainers.watch`), with the token
+drift a re-tokenizing trainer would have had (multi-turn: `rk_agent.trainers.drift_rate`; the
+loop itself trains on the generated ids). Everything
 else is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
 
 Main names: `grpo_trainer`.
@@ -101,6 +103,7 @@ def grpo_trainer(
     from trl import GRPOTrainer
 
     from rk_agent.trainers.callbacks import attach
+    from rk_agent.trainers.drift_rate import DriftMeter
     from rk_agent.trainers.reward_histograms import (
         RewardHistogramCallback,
         ScoreBuffer,
@@ -170,6 +173,17 @@ def grpo_trainer(
     attach(trainer, RewardHistogramCallback(scores))  # ahead of wandb's own callback
     if watch.enabled:
         names = [getattr(f, "__name__", "") for f in funcs]
-        watcher = WatchCallback(recorder, names, args.reward_weights or [], watch, args.output_dir)
+        drift = None
+        if multi_turn:  # the rollout's policy renders tools as `tool_format="auto"` decides
+            tool_format = (server_options or {}).get("tool_format", "auto")
+            drift = DriftMeter(tokenizer, built.tool_schemas, _drift_format(tool_format))
+        watcher = WatchCallback(
+            recorder, names, args.reward_weights or [], watch, args.output_dir, drift=drift
+        )
         attach(trainer, watcher)
     return trainer
+
+
+def _drift_format(tool_format: str) -> str | None:
+    """The rollout policy's ``tool_format`` as `DriftMeter` takes it (its text format: Hermes)."""
+    return {"native": "native", "text": "hermes"}.get(tool_format)

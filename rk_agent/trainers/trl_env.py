@@ -20,6 +20,9 @@ third-party specs have (``trl.experimental.openreward``): ``.train_dataset``,
   ``episodes/...``: tool calls per episode, the tool success rate, per-step reward statistics,
   turns, stop reasons, success and failure rates; and adds a turn-by-turn ``trajectory`` column
   to TRL's completions table. A failed episode or an invalid score is ``None``, never 0.
+- The watch (`rk_agent.trainers.watch`) also logs the token drift a re-tokenizing trainer would
+  have had: TRL trains on its own prompt and completion ids, and `rk_agent.trainers.drift_rate`
+  compares them with the chat template over each episode's messages, turn by turn.
 
 Main names: `trl_environment`, `TRLEnvSpec`, `trl_grpo_trainer`.
 
@@ -50,6 +53,7 @@ from rk_agent.errors import ConfigError, DataError
 from rk_agent.policies.local_model import resolve_model
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.alarms import AlarmOptions
+from rk_agent.rollouts.provenance import NATIVE
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs
@@ -84,6 +88,8 @@ class TRLEnvSpec:
         trajectory_log: when set, every episode's `Trajectory` is appended to this JSONL file.
         batch_hooks: each is called with the trajectories of every batch scored (the watch,
             `rk_agent.trainers.watch`, reads them).
+        tool_schemas: the environment's tool schemas (what TRL offers, as the methods derive
+            them).
     """
 
     train_dataset: Dataset
@@ -95,6 +101,7 @@ class TRLEnvSpec:
     model_name: str = "policy"
     trajectory_log: Path | None = None
     batch_hooks: list[Callable[[list[Trajectory]], None]] = field(default_factory=list)
+    tool_schemas: list[dict[str, Any]] = field(default_factory=list)
 
     def trajectories(
         self,
@@ -189,6 +196,7 @@ def trl_environment(
         max_tool_calling_iterations=max(0, built.max_turns - 1),
         env_name=name,
         trajectory_log=Path(trajectory_log) if trajectory_log is not None else None,
+        tool_schemas=list(built.tool_schemas),
     )
     spec.reward_funcs = [_reward(fn, spec, first=i == 0) for i, fn in enumerate(funcs)]
     return spec
@@ -287,6 +295,7 @@ def trl_grpo_trainer(
     _fill_args(args, spec)
     score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
     from rk_agent.trainers.callbacks import attach
+    from rk_agent.trainers.drift_rate import DriftMeter
     from rk_agent.trainers.watch import WatchCallback, WatchRecorder
 
     watch = watch or AlarmOptions()
@@ -311,9 +320,13 @@ def trl_grpo_trainer(
         )
     if watch.enabled:
         names = [f.__name__ for f in spec.reward_funcs]
+        # TRL trains on its prompt and completion ids; the drift is theirs against re-rendering.
+        drift = DriftMeter(tokenizer, spec.tool_schemas, NATIVE)
         attach(
             trainer,
-            WatchCallback(recorder, names, args.reward_weights or [], watch, args.output_dir),
+            WatchCallback(
+                recorder, names, args.reward_weights or [], watch, args.output_dir, drift=drift
+            ),
         )
     return trainer
 

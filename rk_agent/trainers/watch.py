@@ -12,7 +12,9 @@ rows), feeds the alarms (`rk_agent.rollouts.alarms`), and writes:
 - ``watch/...`` figures in every TRL log (and so in wandb and the console), with
   ``watch/alarms``, the number raised so far;
 - each alarm once, as a one-line warning on the ``rk_agent.trainers.watch`` logger, and to
-  ``on_alarm`` (``rk-agent train`` keeps them in the run record).
+  ``on_alarm`` (``rk-agent train`` keeps them in the run record);
+- with a `rk_agent.trainers.drift_rate.DriftMeter`, the token drift the step would have had
+  (``tokens/drift_episodes``, ``tokens/drift_turns``) in the log and in the step's line.
 
 With ``stop_on_alarm`` the first alarm ends training after its step (`stopped_by`); it is
 refused (`ConfigError`) when training runs in several processes, which would not agree.
@@ -44,6 +46,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.rollouts.alarms import Alarm, AlarmOptions, AlarmWatch
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
+from rk_agent.trainers.drift_rate import DriftCount, DriftMeter
 from rk_agent.trainers.rewards import RewardFunc
 from rk_agent.trainers.watch_log import append_watch_line
 
@@ -125,10 +128,12 @@ class WatchCallback(TrainerCallback):
         options: the alarms' thresholds and ``stop_on_alarm``.
         output_dir: where ``watch.jsonl`` goes.
         on_alarm: also called with each new alarm.
+        drift: measures each step's token drift (`DriftMeter`); ``None``: not measured.
 
     Attributes:
         alarms: the `AlarmWatch` (``alarms.raised``: every alarm so far).
         last: the latest step's signals.
+        last_drift: the latest step's token drift, when measured.
         stopped_by: the alarm that stopped the run (``stop_on_alarm``), if any.
     """
 
@@ -140,6 +145,7 @@ class WatchCallback(TrainerCallback):
         options: AlarmOptions | None = None,
         output_dir: str | Path | None = None,
         on_alarm: Callable[[Alarm], None] | None = None,
+        drift: DriftMeter | None = None,
     ) -> None:
         self.recorder = recorder
         self.names = list(names)
@@ -149,6 +155,8 @@ class WatchCallback(TrainerCallback):
         self.on_alarm = on_alarm
         self.alarms = AlarmWatch(self.options)
         self.last: WatchSignals | None = None
+        self.drift = drift
+        self.last_drift: DriftCount | None = None
         self.stopped_by: Alarm | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -173,6 +181,12 @@ class WatchCallback(TrainerCallback):
         step = int(state.global_step)
         new = self.alarms.observe(step, signals)
         self.last = signals
+        if self.drift is not None:
+            self.last_drift = sum(
+                (self.drift.measure(b.trajectories, b.completion_ids) for b in batches
+                 if b.trajectories is not None),
+                DriftCount(),
+            )  # fmt: skip
         if getattr(state, "is_world_process_zero", True):
             self._write(step, signals, new)
             for alarm in new:
@@ -189,6 +203,8 @@ class WatchCallback(TrainerCallback):
         if logs is None or self.last is None:
             return
         figures: dict[str, float] = {**self.last.flat(), "watch/alarms": len(self.alarms.raised)}
+        if self.last_drift is not None:
+            figures.update(self.last_drift.figures())
         logs.update(figures)
         history = state.log_history  # the Trainer copied `logs` into it before calling us
         if history and history[-1].get("step") == state.global_step:
@@ -265,7 +281,8 @@ class WatchCallback(TrainerCallback):
 
     def _write(self, step: int, signals: WatchSignals, new: list[Alarm]) -> None:
         if self.output_dir is not None:
-            append_watch_line(self.output_dir, step, signals, new)
+            drift = self.last_drift.figures() if self.last_drift is not None else {}
+            append_watch_line(self.output_dir, step, signals, new, drift)
 
 
 def _number(values: Sequence[Any]) -> float | None:
