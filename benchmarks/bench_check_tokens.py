@@ -38,8 +38,7 @@ from figures import figure
 
 def play(folder: Path, episodes: int) -> float:
     """Play the run into ``folder``; its wall time in seconds."""
-    from rk_agent.rollouts.hf_policy import HFPolicy
-
+    from rk_agent.policies.hf_policy import HFPolicy
     from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.run_dir import RunStatus
     from rk_agent.rollouts.runner import prepare_run

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rk_agent.rollouts.stub_server import StubServer
 
 from rk_agent.envs.task import Task
 from rk_agent.envs.tools_env import system_prompt
 from rk_agent.rollouts.run_dir import read_trajectories
 from rk_agent.rollouts.token_drift import check_tokens
+from rk_agent.testing.stub_server import StubServer
 from rk_agent.trainers import drift_rate
 from rk_agent.trainers.drift_rate import DriftMeter
 from rk_agent.trainers.grpo import grpo_trainer
