@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# A suite started where SIGINT is ignored (under nohup, as a background job of a script)
+# passes that on to every child it starts, and the Ctrl-C tests' children would never see
+# their Ctrl-C; a handler installed here is reset to the default in each child instead.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Under pytest-xdist each worker gets its share of the cores: torch (and the training
 # subprocesses, which inherit this) would otherwise start one thread per core in every worker.
