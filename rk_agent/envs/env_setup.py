@@ -36,6 +36,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -98,7 +99,8 @@ class EnvSetup(BaseModel):
         1
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # No input echoed in errors: an inline `mcp` refused for holding a key would print it.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     name: str = "tools"
     kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -107,6 +109,22 @@ class EnvSetup(BaseModel):
     max_turns: int | None = Field(default=None, ge=1)
     seed: int = Field(default=0, ge=0)
     mcp: str | dict[str, Any] | None = None
+
+    @field_validator("mcp")
+    @classmethod
+    def _no_literal_secrets(cls, mcp: str | dict[str, Any] | None) -> Any:
+        """An inline ``mcp`` configuration is saved with the run (``config.yaml``): a key
+        written into it would be on disk in clear, so it must come from a ``${NAME}``."""
+        if isinstance(mcp, dict):
+            found = _literal_secrets(mcp, "mcp")
+            if found:
+                raise ValueError(
+                    f"the inline MCP configuration holds a secret in clear at {', '.join(found)}; "
+                    "a run saves its configuration, so the key would be written to disk. Write "
+                    'a ${NAME} placeholder there (e.g. "Bearer ${GITHUB_TOKEN}") and set the '
+                    "variable, or keep the servers in a file and pass its path"
+                )
+        return mcp
 
     def env_class(self) -> type[ChatEnv]:
         """The environment's class (see `rk_agent.envs.registry.get_env_class`).
@@ -359,6 +377,31 @@ def flat_location(location: tuple[int | str, ...]) -> tuple[int | str, ...]:
     return location
 
 
+def _literal_secrets(value: Any, where: str) -> list[str]:
+    """Where in ``value`` a string holds a secret (`rk_agent.secrets.redact` would hide it)
+    that is not a ``${NAME}`` placeholder."""
+    from rk_agent.secrets import redact, redact_argv, secret_values
+
+    known = secret_values()
+    found: list[str] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            path = f"{where}.{key}"
+            if isinstance(item, str):
+                if "${" not in item and redact({key: item}, known) != {key: item}:
+                    found.append(path)
+            else:
+                found.extend(_literal_secrets(item, path))
+    elif isinstance(value, list):
+        words = [item if isinstance(item, str) else "" for item in value]
+        for index, (item, hidden) in enumerate(zip(words, redact_argv(words), strict=True)):
+            if not isinstance(value[index], str):
+                found.extend(_literal_secrets(value[index], f"{where}[{index}]"))
+            elif item != hidden and "${" not in item:  # `--api-key KEY`, `--token=KEY`
+                found.append(f"{where}[{index}]")
+    return found
+
+
 class EnvConfig(BaseModel):
     """Base of a config holding an `EnvSetup` as ``env`` (`RolloutConfig`, `TrainConfig`).
 
@@ -367,6 +410,8 @@ class EnvConfig(BaseModel):
     again. Subclasses declare the ``env`` field themselves, where it belongs in
     their order of options.
     """
+
+    model_config = ConfigDict(hide_input_in_errors=True)  # as `EnvSetup`'s: no keys echoed
 
     if TYPE_CHECKING:
         env: EnvSetup

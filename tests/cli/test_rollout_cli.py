@@ -238,6 +238,21 @@ def test_bad_input_fails_before_any_work(tmp_path: Path) -> None:
     assert not any((tmp_path / name).exists() for name in "abcd")
 
 
+def test_a_key_written_into_an_inline_mcp_config_is_refused_before_any_work(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "env: tools\nmcp:\n  search:\n    url: http://127.0.0.1:9/mcp\n"
+        f"    headers: {{Authorization: Bearer {SECRET}}}\n"
+    )
+    out = rk("rollout", "-c", str(config), "--provider", "solver", "-o", str(tmp_path / "run"))
+    assert out.returncode == 2, out.stdout
+    assert "mcp.search.headers.Authorization" in out.stderr and "${NAME}" in out.stderr
+    assert SECRET not in out.stderr + out.stdout
+    assert not (tmp_path / "run").exists()
+
+
 def _default_sigint() -> None:
     """In the child: Ctrl-C as a terminal delivers it, whatever the test runner left behind (an
     ignored SIGINT is inherited across exec, and Python keeps it ignored)."""

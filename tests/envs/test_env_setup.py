@@ -161,3 +161,29 @@ def test_flat_keys_go_in_and_come_out() -> None:
     assert env_override_key("sampling.x") == "sampling.x"
     assert flat_location(("env", "name")) == ("env",)
     assert flat_location(("env", "unknown")) == ("env", "unknown")
+
+
+@pytest.mark.parametrize(
+    ("mcp", "where"),
+    [
+        ({"s": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer abcdefgh1234"}}},
+         "mcp.s.headers.Authorization"),
+        ({"s": {"command": "srv", "env": {"GITHUB_TOKEN": "ghp_abcdefgh1234"}}},
+         "mcp.s.env.GITHUB_TOKEN"),
+        ({"s": {"url": "http://h/mcp?token=abcdefgh1234"}}, "mcp.s.url"),
+        ({"s": {"command": "srv", "args": ["--api-key", "sk-abcdefgh1234"]}}, "mcp.s.args[1]"),
+    ],
+)  # fmt: skip
+def test_an_inline_mcp_config_with_a_key_in_clear_is_refused(mcp: dict, where: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(where)) as info:
+        EnvSetup(mcp=mcp)
+    assert "abcdefgh1234" not in str(info.value) and "${NAME}" in str(info.value)
+
+
+def test_an_inline_mcp_config_with_placeholders_or_a_file_is_kept() -> None:
+    inline = {
+        "s": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+        "t": {"command": "srv", "args": ["--api-key", "${KEY}", "--n", "3"], "env": {"A": "1"}},
+    }
+    assert EnvSetup(mcp=inline).mcp == inline
+    assert EnvSetup(mcp="servers.json").mcp == "servers.json"
