@@ -12,8 +12,8 @@ A known value shorter than `MIN_SECRET_LENGTH` characters is never searched for 
 a placeholder (``"EMPTY"``, what local servers accept), not a secret, and replacing it would
 garble ordinary words.
 
-Main names: `redact`, `redact_argv`, `secret_values`, `is_secret_name`, `REDACTED`,
-`MIN_SECRET_LENGTH`.
+Main names: `redact`, `redact_argv`, `secret_values`, `is_secret_name`, `hold_secrets`,
+`argv_secrets`, `REDACTED`, `MIN_SECRET_LENGTH`.
 
 Example:
     >>> redact({"apiKey": "abc", "url": "https://x/?token=t0ps3cret&page=2"})
@@ -32,6 +32,8 @@ from typing import Any, overload
 __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "argv_secrets",
+    "hold_secrets",
     "is_secret_name",
     "redact",
     "redact_argv",
@@ -81,6 +83,39 @@ def is_secret_name(name: str) -> bool:
     return snake not in _NOT_SECRET and bool(_SECRET_NAME.search(snake))
 
 
+_held: set[str] = set()
+
+
+def hold_secrets(values: Iterable[str | None]) -> None:
+    """Remember keys this program was given other than through the environment (a
+    ``--api-key`` on the command line), so that `secret_values` finds them as it finds the
+    environment's: redacted from what is shown, and left out of what a deploy packs."""
+    _held.update(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH)
+
+
+def argv_secrets(argv: Iterable[str]) -> list[str]:
+    """The values of a command line's options named like secrets (``--api-key KEY``,
+    ``--hub-token=KEY``).
+
+    Example:
+        >>> argv_secrets(["deploy", "--api-key", "sk-0123456789", "--n", "4", "--token=abc"])
+        ['sk-0123456789', 'abc']
+    """
+    values: list[str] = []
+    take_next = False
+    for word in argv:
+        option, equals, value = word.partition("=")
+        if take_next:
+            values.append(word)
+            take_next = False
+        elif word.startswith("--") and is_secret_name(option[2:]):
+            if equals:
+                values.append(value)
+            else:
+                take_next = True
+    return values
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """The values of environment variables named like secrets (`is_secret_name`), longest first.
 
@@ -96,6 +131,8 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """
     env = os.environ if environ is None else environ
     found = {v for k, v in env.items() if is_secret_name(k) and len(v) >= MIN_SECRET_LENGTH}
+    if environ is None:
+        found |= _held  # and the keys the program was given (`hold_secrets`)
     return sorted(found, key=lambda v: (-len(v), v))
 
 

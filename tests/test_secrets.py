@@ -14,6 +14,8 @@ import rk_agent.secrets
 from rk_agent.secrets import (
     MIN_SECRET_LENGTH,
     REDACTED,
+    argv_secrets,
+    hold_secrets,
     is_secret_name,
     redact,
     redact_argv,
@@ -169,3 +171,16 @@ def test_a_command_line_loses_the_values_of_secret_options_and_known_secrets(
         "rollout", "--api-key", "***", "--hub-token=***", "--n", "4",
         "--base-url", "http://h/?key=***", "--max-tokens", "64",
     ]  # fmt: skip
+
+
+def test_keys_given_on_a_command_line_are_held_as_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rk_agent.secrets as secrets
+
+    monkeypatch.setattr(secrets, "_held", set())
+    argv = ["deploy", "--api-key", "k1-abcdefgh", "--hub-token=hf_abcdefgh", "--n", "4"]
+    assert argv_secrets(argv) == ["k1-abcdefgh", "hf_abcdefgh"]
+    hold_secrets([*argv_secrets(argv), "short", None])
+    assert {"k1-abcdefgh", "hf_abcdefgh"} <= set(secret_values())
+    assert "short" not in secret_values()  # a placeholder, not a key
+    assert redact("echoed: k1-abcdefgh", secret_values()) == "echoed: ***"
+    assert "k1-abcdefgh" not in secret_values({"HOME": "/h"})  # an explicit environment only

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -25,6 +26,7 @@ from rk_agent.cli import (
 )
 from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.errors import RkAgentError
+from rk_agent.secrets import argv_secrets, hold_secrets
 
 app = typer.Typer(
     cls=WholeSentenceGroup,
@@ -73,6 +75,9 @@ def root(
 
 def main() -> None:
     """Entry point of the ``rk-agent`` console script: our errors print as one clear line."""
+    # Keys typed on the command line are secrets like the environment's: redacted wherever
+    # shown, and left out of what a deploy packs (rk_agent.secrets).
+    hold_secrets(argv_secrets(sys.argv[1:]))
     try:
         app()
     except RkAgentError as exc:

@@ -39,7 +39,7 @@ from pathlib import PurePosixPath
 
 from rk_agent.errors import ConfigError
 from rk_agent.fireworks.auth import auth_file_path, read_auth_file
-from rk_agent.secrets import MIN_SECRET_LENGTH, is_secret_name
+from rk_agent.secrets import MIN_SECRET_LENGTH, is_secret_name, secret_values
 
 __all__ = ["IGNORE_PATTERNS", "LeftOut", "known_secrets", "reason_by_content", "reason_by_name"]
 
@@ -155,6 +155,9 @@ def known_secrets(environ: Mapping[str, str] | None = None) -> dict[str, str]:
         for name, value in sorted(env.items())
         if is_secret_name(name) and len(value) >= MIN_SECRET_LENGTH
     }
+    if environ is None:
+        for value in secret_values():  # and keys given on the command line (`hold_secrets`)
+            found.setdefault(value, "a key given on the command line")
     path = auth_file_path(env)
     try:
         key = read_auth_file(path).get("api_key", "")

@@ -131,3 +131,17 @@ def test_an_option_of_another_target_is_refused(rewards_file: Path, tmp_path: Pa
         "--api-key, --api-key-secret (and --id, --requirement, --include, --dry-run), not "
         "--build. Drop --build."
     )
+
+
+def test_a_file_holding_the_key_given_on_the_command_line_is_not_packed(
+    rewards_file: Path, tmp_path: Path, stand_ins: StandIns
+) -> None:
+    stand_ins.add("gcloud")
+    rewards_file.write_text(rewards_file.read_text() + f"\n# the key, pasted: {KEY}\n")
+    out = tmp_path / "ctx"
+    done = deploy(f"{rewards_file}::exact", "-o", str(out), "--dry-run", "--api-key", KEY,
+                  env=stand_ins.env())  # fmt: skip
+    assert done.returncode == 2 and stand_ins.calls() == [] and not out.exists()
+    assert f"expected {rewards_file} to hold no credentials" in done.stderr
+    assert "a key given on the command line" in done.stderr
+    assert KEY not in done.stdout + done.stderr
