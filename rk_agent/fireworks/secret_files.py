@@ -12,8 +12,9 @@ that hold credentials stay home, each with the reason (`LeftOut`):
 - **by content** (`reason_by_content`): known key formats (AWS access key ids and secret keys,
   private key blocks, GitHub, Slack, OpenAI-style ``sk-``, Fireworks ``fw_``, Hugging Face,
   Google and Stripe keys), AWS CLI ``config``/``credentials`` files, and the *values* of the
-  secrets rk-agent knows (`known_secrets`: every environment variable named like a secret,
-  `rk_agent.secrets.secret_values`, and the key in the Fireworks auth file).
+  secrets rk-agent knows (`known_secrets`: every environment variable named like a secret and
+  every key given on the command line, `rk_agent.secrets.secret_values`, and the key in the
+  Fireworks auth file).
 
 `IGNORE_PATTERNS` are the name rules as ``.dockerignore`` / ``.gcloudignore`` lines, so an image
 never takes a ``.env`` that lands in the build folder later.
