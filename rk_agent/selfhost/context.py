@@ -193,7 +193,9 @@ def render_context(
     Raises:
         ConfigError: as `rk_agent.fireworks.packaging.package_reward` (no source file, an
             included path that does not exist, a symlink out of the project, a named file
-            holding a credential), ``include`` beside a package, or no way to install rk-agent.
+            holding a credential), ``include`` beside a package, no way to install rk-agent, or
+            a reward whose file cannot be imported in a fresh interpreter
+            (`EvaluatorPackage.check_imports`).
     """
     from rk_agent.fireworks.packaging import EvaluatorPackage, package_reward
 
@@ -206,6 +208,7 @@ def render_context(
         package = reward
     else:
         package = package_reward(reward, requirements=requirements, include=include)
+    package.check_imports()  # as a Fireworks deploy does: a reward that cannot import never ships
     files = package.user_files()  # everything but the vendored rk_agent/ copy
     install = rk_agent_install(extra, given=rk_agent)
     needed = [install.requirement, *package.requirements, *requirements]

@@ -84,6 +84,22 @@ def test_reward_deploy_with_target_docker_writes_the_folder(rewards_file: Path, 
         reward.deploy(target="docker", outptu=tmp_path)
 
 
+def test_a_reward_that_cannot_be_imported_from_its_package_is_refused(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "helpers.py").write_text("def same(a, b):\n    return float(a == b)\n")
+    (project / "graded.py").write_text(
+        "from helpers import same\nfrom rk_agent import reward_function\n\n\n"
+        "@reward_function\ndef graded(response: str, ground_truth: str) -> float:\n"
+        "    return same(response, ground_truth)\n"
+    )
+    expected = "cannot be imported: ModuleNotFoundError: No module named 'helpers'"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        docker_context(f"{project / 'graded.py'}::graded")
+    context = docker_context(f"{project / 'graded.py'}::graded", include=[project / "helpers.py"])
+    assert "helpers.py" in context.names
+
+
 def test_a_folder_with_other_files_is_refused(rewards_file: Path, tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("mine")
