@@ -17,20 +17,27 @@ part of a head holds its socket, and its file descriptor, for as long as it like
 
 The app sees none of this: a cut connection is a disconnect.
 
+Over TLS the protocol sees a connection only once its handshake is done, so uvicorn's server
+runs on `TlsHandshakeLoop` (``Config(loop=tls_loop(limits))``): asyncio's loop, with the
+handshake held to the head deadline (``header_timeout_s``) instead of asyncio's 60 s.
+
 Main names:
     ConnectionLimits: the settings, and the connections waiting for a head.
     GuardedHttpToolsProtocol: the protocol class given to uvicorn (``Config(http=...)``);
         httptools rather than h11, whose pure-Python parsing was the server's largest cost
         per request.
     fd_headroom: how many connections the file descriptor limit leaves room for.
+    TlsHandshakeLoop, tls_loop: the event loop for TLS, and its factory for ``Config(loop=...)``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import resource
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -40,7 +47,9 @@ __all__ = [
     "FD_RESERVE",
     "ConnectionLimits",
     "GuardedHttpToolsProtocol",
+    "TlsHandshakeLoop",
     "fd_headroom",
+    "tls_loop",
 ]
 
 logger = logging.getLogger("rk_agent.server")
@@ -61,6 +70,30 @@ def fd_headroom() -> int:
     if soft == resource.RLIM_INFINITY:
         return 1 << 20
     return max(16, soft - FD_RESERVE - 2 * BACKLOG)
+
+
+class TlsHandshakeLoop(asyncio.SelectorEventLoop):
+    """asyncio's event loop, whose TLS servers give a client ``handshake_timeout_s`` to finish
+    its handshake (the server's ``header_timeout_s``: the time it has to send a head).
+
+    uvicorn passes no handshake timeout to ``create_server``; asyncio's default is 60 s, during
+    which a client that stalls its handshake holds a descriptor outside ``max_connections``.
+    Given to uvicorn as ``Config(loop=tls_loop(limits))``.
+    """
+
+    def __init__(self, handshake_timeout_s: float) -> None:
+        super().__init__()
+        self.handshake_timeout_s = handshake_timeout_s
+
+    async def create_server(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("ssl") is not None and kwargs.get("ssl_handshake_timeout") is None:
+            kwargs["ssl_handshake_timeout"] = self.handshake_timeout_s
+        return await super().create_server(*args, **kwargs)
+
+
+def tls_loop(limits: ConnectionLimits) -> Callable[[], TlsHandshakeLoop]:
+    """The loop factory of a TLS server with ``limits`` (it pickles: uvicorn's workers get it)."""
+    return functools.partial(TlsHandshakeLoop, limits.header_timeout_s)
 
 
 class ConnectionLimits:

@@ -89,6 +89,7 @@ from rk_agent.server._connections import (
     ConnectionLimits,
     GuardedHttpToolsProtocol,
     fd_headroom,
+    tls_loop,
 )
 from rk_agent.server._endpoints import (
     BatchRequest,
@@ -478,6 +479,8 @@ def _uvicorn_config(app: Any, limits: ConnectionLimits, **options: Any) -> Any:
     """uvicorn's settings, with the guarded protocol (`rk_agent.server._connections`)."""
     import uvicorn
 
+    if options.get("ssl_certfile"):  # the handshake held to the head deadline too
+        options.setdefault("loop", tls_loop(limits))
     config = uvicorn.Config(app, http=GuardedHttpToolsProtocol, backlog=BACKLOG, **options)
     config.connection_limits = limits  # type: ignore[attr-defined]  # read by the protocol
     return config

@@ -211,3 +211,15 @@ def test_tls_files_that_do_not_load_fail_when_the_reward_is_made(tmp_path: Path)
         "Expected PEM files: the client certificate and its key, and the CA that signed the "
         "server's certificate."
     )
+
+
+def test_a_stalled_tls_handshake_is_cut_at_the_head_deadline(pki: Pki) -> None:
+    with serving("format", tls_cert=pki.server_cert, tls_key=pki.server_key,
+                 header_timeout_s=0.5) as url:  # fmt: skip
+        host, port = url.removeprefix("https://").rsplit(":", 1)
+        # asyncio's own handshake timeout is 60 s: a close within 30 s is the server's deadline.
+        with socket.create_connection((host, int(port)), timeout=30) as stalled:
+            stalled.sendall(b"\x16\x03\x01")  # the first bytes of a ClientHello, then nothing
+            assert stalled.recv(4096) == b""  # closed by the server, not by the timeout
+        context = client_context(pki)
+        assert httpx.get(f"{url}/health", verify=context).json()["reward"] == "format"
