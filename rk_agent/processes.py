@@ -30,7 +30,8 @@ on 2 cores). Wrapping the command in a helper that sets the signal and execs (``
 --pdeathsig``, a Python one-liner) would keep ``vfork`` but costs an extra exec (3 ms and 20 ms)
 and changes how a missing program fails (no ``FileNotFoundError`` at spawn). Callers that start
 processes often, from a large process, or that have their own mechanism pass
-``die_with_parent=False``.
+``die_with_parent=False``. Should CPython retire ``preexec_fn`` (gh-82616), this is the one
+place to change.
 
 **Who uses it.**
 
