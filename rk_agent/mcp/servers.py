@@ -11,8 +11,10 @@ Every server is connected at `McpServers.start`, its tools listed and converted 
 schemas (`rk_agent.mcp.tools`); a name two servers share is an error that lists the clashes.
 Servers in ``"session": "shared"`` mode (the default) have one client for the whole run, shared
 by every environment and episode; ``"per_episode"`` servers get a fresh client for each episode
-(a new stdio process, or a new HTTP session). Stdio servers are stopped by `McpServers.close`,
-on Ctrl-C and on a crash (`atexit`), and, should this process be killed outright, by the end of
+(a new stdio process, or a new HTTP session). Stdio servers are started and stopped by the
+``mcp`` SDK (a session of their own; stdin closed, then SIGTERM to the group, then SIGKILL):
+by `McpServers.close`, on Ctrl-C and on a crash (the servers' ``close`` runs at exit, from
+`rk_agent.processes.on_exit`), and, should this process be killed outright, by the end of
 their stdin.
 
 Main names: `McpServers`, `McpToolset`.
@@ -20,10 +22,9 @@ Main names: `McpServers`, `McpToolset`.
 
 from __future__ import annotations
 
-import atexit
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,20 +34,10 @@ from rk_agent.errors import ConfigError, ToolServerError
 from rk_agent.mcp.client import EventLoopThread, McpConnection
 from rk_agent.mcp.config import McpConfig, McpServerConfig, SessionMode, load_mcp_config
 from rk_agent.mcp.tools import McpTool, openai_name
+from rk_agent.processes import on_exit
 from rk_agent.retry import MCP_RECONNECT_RETRY, RetryPolicy
 
 __all__ = ["McpServers", "McpToolset"]
-
-_OPEN: set[McpServers] = set()  # strong: a hub's servers live until it is closed
-_OPEN_LOCK = threading.Lock()
-
-
-@atexit.register
-def _close_all() -> None:  # a crash or Ctrl-C that skipped close(): no server left behind
-    with _OPEN_LOCK:
-        hubs = list(_OPEN)
-    for hub in hubs:
-        hub.close()
 
 
 class McpServers:
@@ -86,6 +77,7 @@ class McpServers:
         self._lock = threading.Lock()
         self._toolsets: weakref.WeakSet[McpToolset] = weakref.WeakSet()
         self._closed = False
+        self._cancel_exit: Callable[[], None] | None = None
 
     @classmethod
     def connect(
@@ -121,8 +113,9 @@ class McpServers:
             if self._loop is not None:
                 return self
             self._loop = EventLoopThread()
-            with _OPEN_LOCK:
-                _OPEN.add(self)
+            # A crash or Ctrl-C that skips close(): no server left behind (a strong reference:
+            # the servers live until they are closed).
+            self._cancel_exit = on_exit(self.close)
         try:
             for name, server in self.config.servers.items():
                 connection = self._connection(name, server)
@@ -168,8 +161,8 @@ class McpServers:
         self._shared.clear()
         if self._loop is not None:
             self._loop.stop()
-        with _OPEN_LOCK:
-            _OPEN.discard(self)
+        if self._cancel_exit is not None:
+            self._cancel_exit()
 
     # ---------------------------------------------------------------- internals
 

@@ -21,7 +21,9 @@ plays the rest.
 
 Ray is started for the run (``ray.init``: quiet, no dashboard unless asked, a small object
 store) and stopped after it, or joined at ``RayOptions.address``; a Ray that the caller has
-already initialised is used as it is and left running.
+already initialised is used as it is and left running. Ray starts and stops its own processes
+(they die with this one by Ray's own parent-death signal); a Ray started here is also shut
+down by `rk_agent.processes`' exit hook, should a run end without leaving `ray_session`.
 
 Main names: `run_rollouts_on_workers`, `WorkerPool`, `RolloutWorker`, `WorkerRunResult`,
 `ray_session`.
@@ -47,6 +49,7 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.env_setup import EnvFactory, EnvSetup
 from rk_agent.errors import ConfigError, WorkerError
 from rk_agent.policies.policy import Policy
+from rk_agent.processes import on_exit
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
 from rk_agent.rollouts.run_dir import RunDir
@@ -193,11 +196,13 @@ def ray_session(options: RayOptions, workers: int) -> Iterator[ModuleType]:
             "(`ray status`)? Start one with `ray start --head`, or leave out --ray-address to "
             "start Ray on this machine for the run."
         ) from exc
+    cancel_exit = on_exit(ray.shutdown)  # a trainer's workers, kept between steps, never closed
     try:
         _check_resources(ray, options, workers)
         yield ray
     finally:
         ray.shutdown()
+        cancel_exit()
 
 
 def _ray_environment() -> None:

@@ -22,26 +22,27 @@ interpreter. Nothing of a run (its code, input, environment, limits) reaches a l
 the run takes it; each launcher serves one run only and is then killed with everything in it,
 as before. Spares are killed, their cgroups removed, when rk-agent exits; a spare whose parent
 died reads end-of-file, starts no code and exits (``--die-with-parent`` kills bwrap's anyway).
+Every launcher is spawned and stopped by `rk_agent.processes` (a session of its own; a stop is
+SIGKILL to its group at once; no ``preexec_fn``, so Popen keeps ``vfork``), and the spares are
+closed by its exit hook.
 The kernel's work is the same; it is no longer on the run's clock. The thread that starts
 spares lives as long as the process, since ``--die-with-parent`` follows the starting thread.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import queue
 import shlex
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 
 from rk_agent.errors import SandboxError
+from rk_agent.processes import Child, on_exit, spawn
 from rk_agent.sandbox import _bwrap
 from rk_agent.sandbox._bootstrap import SETUP_EXIT, SETUP_MARK, child_env, python_argv
 from rk_agent.sandbox._process_limits import RunCgroup, cgroup_controllers, new_run_cgroup
@@ -62,7 +63,7 @@ class Launch:
 
     Attributes:
         mode: how it contains the run.
-        proc: the process (bwrap, the shell in front of the interpreter, or the interpreter);
+        child: the process (bwrap, the shell in front of the interpreter, or the interpreter);
             the leader of its own process group.
         cgroup: the run's cgroups, joined already, or ``None`` where there are none.
         cwd: mode ``process``: the private work dir; ``None`` in mode ``bwrap``.
@@ -72,13 +73,18 @@ class Launch:
     """
 
     mode: SandboxMode
-    proc: subprocess.Popen[bytes]
+    child: Child[bytes]
     cgroup: RunCgroup | None
     cwd: str | None
     channel: int
     settings_fd: int
     go_fd: int | None
     fds: set[int] = field(default_factory=set)  # the parent's descriptors still open
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes]:
+        """The process's `subprocess.Popen`: its pipes and return code."""
+        return self.child.popen
 
     def release(self, run_settings: bytes) -> None:
         """Let the process go and hand it the run's settings (code included). A process that
@@ -102,16 +108,7 @@ class Launch:
         processes to finish exiting: the namespaces' teardown, 1-5 ms) is left to the spares'
         thread, off the run's clock, and goes on killing whatever is still in them.
         """
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        # Processes forked while the group was being killed, or after the leader died.
-        for _ in range(100):
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except OSError:
-                break
-            time.sleep(0.001)
+        self.child.stop()  # SIGKILL at once (a grace of 0), also to what forked meanwhile
         if self.cgroup is not None:
             self.cgroup.kill()
             _remove_soon(self.cgroup)
@@ -176,7 +173,7 @@ def _spawn(kind: Kind) -> Launch:
             command = _join_cgroup(
                 command, cgroup, go_fd=go_r if mode is SandboxMode.PROCESS else None
             )
-        proc = _popen(
+        child = _spawn_child(
             command,
             cwd=cwd,
             # bwrap gets no environment at all: its init's /proc/1/environ is readable inside.
@@ -197,23 +194,25 @@ def _spawn(kind: Kind) -> Launch:
         os.close(go_w)
         mine.remove(go_w)
     return Launch(
-        mode=mode, proc=proc, cgroup=cgroup, cwd=cwd, channel=channel_r, settings_fd=settings_w,
+        mode=mode, child=child, cgroup=cgroup, cwd=cwd, channel=channel_r, settings_fd=settings_w,
         go_fd=go_w if waits else None, fds=set(mine),
     )  # fmt: skip
 
 
-def _popen(
+def _spawn_child(
     command: list[str], *, cwd: str | None, env: dict[str, str], pass_fds: list[int]
-) -> subprocess.Popen[bytes]:
+) -> Child[bytes]:
     try:
-        return subprocess.Popen(
+        return spawn(
             command,
+            # bwrap's --die-with-parent kills the whole run; a waiting launcher reads end-of-file.
+            die_with_parent=False,
+            grace_s=0,  # untrusted code gets no SIGTERM to linger on
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=cwd or "/",  # bwrap: no trace of the caller's directory
             env=env,
-            start_new_session=True,
             close_fds=True,
             pass_fds=pass_fds,
         )
@@ -347,5 +346,5 @@ def _get_spares() -> _Spares:
     with _spares_lock:
         if _spares is None or _spares.pid != os.getpid():
             _spares = _Spares()
-            atexit.register(_spares.close)
+            on_exit(_spares.close)
         return _spares

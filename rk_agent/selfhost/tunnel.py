@@ -3,7 +3,8 @@
 An RL service in the cloud cannot reach ``127.0.0.1``. A tunnel client that is already
 installed (``cloudflared``, whose quick tunnels need no account, or ``ngrok``) runs as a
 subprocess pointed at the local server; its output names the public URL, which is printed.
-Leaving the block (Ctrl-C, SIGTERM, the server stopping) stops the client.
+Leaving the block (Ctrl-C, SIGTERM, the server stopping) stops the client. It runs in a session
+of its own and dies with this process (`rk_agent.processes`), even one killed outright.
 
 - cloudflared: ``cloudflared tunnel --no-autoupdate --url LOCAL``; a quick tunnel, whose
   output has a line with ``https://NAME.trycloudflare.com``;
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rk_agent.errors import ConfigError, NotAvailableError
+from rk_agent.processes import spawn
 
 __all__ = ["NO_TUNNEL_CLIENT", "Tunnel", "TunnelClient", "find_tunnel_client", "open_tunnel"]
 
@@ -119,7 +121,7 @@ def open_tunnel(
     """Start the tunnel client towards ``local_url``; yield the `Tunnel` once its URL is known.
 
     The client keeps running (its output read and kept) until the block ends; then it is asked
-    to stop (SIGTERM) and killed if it has not within 5 seconds.
+    to stop (SIGTERM to its process group) and killed if it has not within 5 seconds.
 
     Raises:
         NotAvailableError: no tunnel client is installed (`find_tunnel_client`).
@@ -127,13 +129,15 @@ def open_tunnel(
             end of its output.
     """
     client = client or find_tunnel_client()
-    process = subprocess.Popen(
+    child = spawn(
         client.argv(local_url),
+        text=True,
+        grace_s=5.0,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
         stdin=subprocess.DEVNULL,
     )
+    process = child.popen
     output: list[str] = []
     found = threading.Event()
     box: dict[str, str] = {}
@@ -165,13 +169,7 @@ def open_tunnel(
             )
         yield Tunnel(client, box["url"], process, output)
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        child.stop()
         reader.join(timeout=5)
         if process.stdout is not None:
             process.stdout.close()

@@ -149,6 +149,30 @@ def test_serve_tunnel_prints_the_public_url_and_stops_the_client_with_the_server
     assert KEY not in "".join(lines) + rest
 
 
+def test_the_tunnel_client_dies_with_a_server_killed_outright(
+    cloudflared: Path, tmp_path: Path
+) -> None:
+    reward = tmp_path / "my_rewards.py"
+    reward.write_text("def exact(response: str) -> float:\n    return 1.0\n")
+    env = {**os.environ, "PATH": f"{cloudflared}{os.pathsep}{os.environ['PATH']}",
+           "RK_AGENT_SERVER_API_KEY": KEY}  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rk_agent", "serve", f"{reward}::exact", "--tunnel",
+         "--port", str(_free_port()), "--no-access-log"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines = [process.stdout.readline(), process.stdout.readline()]
+    assert lines[1].startswith("Public URL: "), lines
+    process.kill()  # no exit hook, no finally: only the kernel can stop the client now
+    process.communicate(timeout=30)
+    pid = json.loads((cloudflared / "record.json").read_text())["pid"]
+    deadline = time.monotonic() + 10
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid)
+
+
 def _wait_until_up(url: str, process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 30
     while process.poll() is None and time.monotonic() < deadline:
