@@ -76,7 +76,7 @@ from rk_agent.policies.model_client import ModelClient
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.secrets import redact
-from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.types import Message
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class VLLMPolicy(ChatTemplate):
         api_key: str | None = None,
         eos_ids: Iterable[int] | None = None,
         tool_format: ToolFormat = "auto",
-        tool_call_format: str | ToolCallFormat = "hermes",
+        tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
         timeout_s: float = 600.0,
         max_retries: int = 2,
         retry: RetryPolicy | None = None,
@@ -274,6 +274,7 @@ class VLLMPolicy(ChatTemplate):
             finish_reason=finish,
             latency_s=time.perf_counter() - started,
             parse_error=reply.parse_error,
+            parse_format=self.tool_call_format if tools else None,
             extra={"id": body.get("id"), "served_model": body.get("model")},
         )
 
