@@ -1,7 +1,7 @@
 """A `Policy` on any OpenAI-compatible chat-completions server: Fireworks, OpenAI, vLLM, SGLang,
 Ollama, llama.cpp.
 
-It sends plain JSON over ``aiohttp`` (`rk_agent.policies.model_client`: the ``openai`` SDK's
+It sends plain JSON over ``aiohttp`` (`rk_agent.model_client`: the ``openai`` SDK's
 request machinery cost three times the HTTP work itself; imported on first use, so importing
 this module stays cheap), and adds what a rollout engine needs around it: its own retries
 (`rk_agent.retry`: exponential backoff with full jitter on 408, 409, 429, 5xx, connection
@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
+from rk_agent.model_client import ModelClient, ssl_context
 from rk_agent.openai_errors import NO_KEY, Endpoint, rejects_tools, server_message
-from rk_agent.policies.model_client import ModelClient, ssl_context
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.secrets import redact

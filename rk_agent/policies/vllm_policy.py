@@ -41,7 +41,7 @@ Sources for those fields (vLLM versions that TRL 1.16 supports, 0.22 to 0.31):
 This contract is tested against the project's stub server
 (`rk_agent.testing.stub_server`, which speaks it); it has not yet run against a real vLLM.
 
-Requests go over one HTTP client (`rk_agent.policies.model_client`, as `OpenAIPolicy`'s:
+Requests go over one HTTP client (`rk_agent.model_client`, as `OpenAIPolicy`'s:
 concurrent episodes' turns in parallel; vLLM batches them), whose failures are `EndpointError` /
 `ContextOverflowError`; 408, 409, 429, 5xx, connection errors and timeouts are retried
 under `rk_agent.retry.MODEL_ENDPOINT_RETRY` (``max_retries`` of them, honouring
@@ -64,6 +64,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError, EndpointError, UnknownNameError
+from rk_agent.model_client import ModelClient
 from rk_agent.openai_errors import NO_KEY, Endpoint
 from rk_agent.policies.chat_template import (
     ChatTemplate,
@@ -72,7 +73,6 @@ from rk_agent.policies.chat_template import (
     native_tools,
     read_reply,
 )
-from rk_agent.policies.model_client import ModelClient
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.secrets import redact
