@@ -11,7 +11,7 @@ answer, so every episode of the `tools` environment takes 3 turns. Two measureme
    own scheduling apart from the HTTP client's CPU cost.
 2. 0 ms latency: the harness's own CPU time per turn (target: under 1 ms), split into the
    engine + environment (measured with an in-process scripted policy, no HTTP) and the whole
-   harness including the policy's HTTP client (`rk_agent.policies.model_client`).
+   harness including the policy's HTTP client (`rk_agent.model_client`).
 """
 
 from __future__ import annotations

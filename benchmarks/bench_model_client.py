@@ -9,7 +9,7 @@ and decode the JSON reply to a dict:
 
 - the SDK: ``AsyncOpenAI.post`` on its ``aiohttp`` transport with the raw reply (no response
   objects), the cheapest way through it, which `OpenAIPolicy` used before;
-- `rk_agent.policies.model_client.ModelClient`: plain JSON on one ``aiohttp`` session.
+- `rk_agent.model_client.ModelClient`: plain JSON on one ``aiohttp`` session.
 
 It prints this process's CPU milliseconds per request for each, twice in alternation (the
 second round shows the noise), and their ratio. Target: the client at most half the SDK's.
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_engine import stub_server
 from figures import figure
 
+from rk_agent.model_client import ModelClient
 from rk_agent.openai_errors import Endpoint
-from rk_agent.policies.model_client import ModelClient
 
 BODY: dict[str, Any] = {
     "model": "stub-model",

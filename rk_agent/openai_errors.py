@@ -4,12 +4,13 @@
 ``status`` and ``retryable`` set, or a `ContextOverflowError` when the server says the
 conversation does not fit; the message carries the server's own message, never the API key.
 `status_error` words an HTTP error status (with `server_message`, the server's own message from
-its error body) the same way for the policies' own client (`rk_agent.policies.model_client`),
-so a 503 reads the same whichever HTTP stack met it. `retry_after_s` reads the server's
-``Retry-After`` back from a translated error, and `rejects_tools` tells whether a server
-refused the ``tools`` field. The users: the LLM judge (`rk_agent.rewards.builtin.llm_judge`,
-on the SDK) and the served-model policies (through `rk_agent.policies.model_client`), which is
-why it lives below both rewards and rollouts.
+its error body) the same way for rk-agent's own client (`rk_agent.model_client`), so a 503
+reads the same whichever HTTP stack met it. `retry_after_s` reads the server's ``Retry-After``
+back from a translated error, and `rejects_tools` tells whether a server refused the ``tools``
+field. The users: `rk_agent.model_client`, and through it the served-model policies and the
+LLM judge (`rk_agent.rewards.builtin.llm_judge`), which is why it lives below both rewards and
+rollouts. Nothing in rk-agent calls the SDK any more: `translate_error` is kept for code that
+does.
 
 Main names: `Endpoint`, `translate_error`, `status_error` (with `timeout_error` and
 `unreachable_error`, the same words for every HTTP stack), `server_message`, `retry_after_s`,

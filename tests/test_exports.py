@@ -1,8 +1,14 @@
-"""The public API: pinned, importable, and cheap to import."""
+"""The public API: pinned, importable, and cheap to import; listed one way in every package.
+
+A package that re-exports names lists them in its ``__init__.pyi`` stub and loads them lazily
+(`rk_agent._lazy.attach_stub`); a package that re-exports nothing has an ``__init__.py`` that
+only says what its modules are for. The tests below hold every package to one of the two.
+"""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +92,64 @@ def test_a_public_name_that_is_also_a_submodule_stays_the_public_object() -> Non
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+ROOT = Path(rk_agent.__file__).parent
+STUBS = sorted(ROOT.rglob("__init__.pyi"))
+INITS = sorted(ROOT.rglob("__init__.py"))
+
+
+def _package(init: Path) -> str:
+    return ".".join(init.parent.relative_to(ROOT.parent).parts)
+
+
+def _listed(stub: Path) -> dict[str, str]:
+    """``{name: module}`` of the stub's ``from module import name as name`` lines."""
+    listed: dict[str, str] = {}
+    for node in ast.parse(stub.read_text("utf-8")).body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                assert alias.asname == alias.name, f"{stub}: write `{alias.name} as {alias.name}`"
+                assert node.module is not None
+                listed[alias.name] = node.module
+    return listed
+
+
+@pytest.mark.parametrize("stub", STUBS, ids=[_package(s) for s in STUBS])
+def test_each_stub_is_its_packages_list_and_every_name_is_what_its_module_defines(
+    stub: Path,
+) -> None:
+    package = importlib.import_module(_package(stub))
+    listed = _listed(stub)
+    defined_here = {"__version__"} if package is rk_agent else set()
+    assert set(package.__all__) == set(listed) | defined_here
+    assert sorted(dir(package)) == sorted(package.__all__)
+    for name, module in listed.items():
+        assert getattr(package, name) is getattr(importlib.import_module(module), name), name
+
+
+@pytest.mark.parametrize("init", INITS, ids=[_package(i) for i in INITS])
+def test_every_package_lists_its_public_names_one_way(init: Path) -> None:
+    """With a stub: ``__init__.py`` hands it to `attach_stub` and lists nothing itself. Without
+    one: no ``__all__`` and no re-exports, only the docstring."""
+    tree = ast.parse(init.read_text("utf-8"))
+    code = ast.unparse(ast.Module(body=tree.body[1:], type_ignores=[]))  # past the docstring
+    if init.with_suffix(".pyi").exists():
+        assert "attach_stub(__name__, __file__" in code
+        for node in ast.walk(tree):  # __all__ comes from the stub, nowhere else
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if "__all__" in {
+                    n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)
+                }:
+                    assert isinstance(node.value, ast.Call)
+                    assert ast.unparse(node.value.func) == "attach_stub"
+        imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        allowed = {"rk_agent._lazy"}
+        if _package(init) == "rk_agent.envs":  # its one import-time effect: Gymnasium's ids
+            allowed.add("rk_agent.envs.registry")
+        assert {n.module for n in imports if isinstance(n, ast.ImportFrom)} <= allowed
+    else:
+        assert code == "", (
+            f"{_package(init)} re-exports nothing, so its __init__.py holds only a docstring"
+        )

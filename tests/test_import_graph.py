@@ -1,7 +1,8 @@
 """The package's import graph has no circles: a new one fails here, naming its modules.
 
 Every import counts, also those inside functions (they run as surely as top-level ones, only
-later); imports under ``if TYPE_CHECKING:`` do not (they never run). An import of a name from a
+later), and so do the names a package's ``__init__.pyi`` lists (they load on first use); imports
+under ``if TYPE_CHECKING:`` do not (they never run). An import of a name from a
 package counts as an arrow to the submodule when the name is one. Between subpackages
 (``rk_agent.rewards``, ``rk_agent.fireworks``, ...), a ``"rk_agent.x.y:attr"`` string counts as
 an arrow too: it is loaded later, but it is a dependency all the same (an upper package plugs
@@ -66,8 +67,17 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
+    """Module to module. A package's ``__init__.pyi`` counts as its ``__init__.py``'s imports:
+    `rk_agent._lazy.attach_stub` imports each listed name's module when it is first used (only
+    later, as an import inside a function does). `rk_agent`'s own stub reaches every package
+    by design (`ROOT_STUB`) and is left out."""
     modules = _modules()
-    return {name: _imports(name, path, modules) for name, path in modules.items()}
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    for stub in ROOT.rglob("__init__.pyi"):
+        if stub != ROOT_STUB:
+            name = _module_name(stub)
+            graph[name] |= {m for m in _stub_imports(stub) if m in modules and m != name}
+    return graph
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -165,7 +175,7 @@ LAYERS: list[set[str]] = [
     {"rk_agent", "rk_agent._lazy", "rk_agent.types", "rk_agent.errors", "rk_agent.secrets",
      "rk_agent.inline_budget", "rk_agent.jsonl", "rk_agent.loading", "rk_agent.retry",
      "rk_agent.binding", "rk_agent.config_files", "rk_agent.registry", "rk_agent.openai_errors",
-     "rk_agent.processes"},
+     "rk_agent.model_client", "rk_agent.http1", "rk_agent.processes"},
     {"rk_agent.tool_calls", "rk_agent.sandbox"},
     {"rk_agent.rewards"},
     {"rk_agent.envs"},

@@ -1,5 +1,9 @@
-"""The ``rk-agent`` command line (typer). Each command group lives in its own module."""
+"""The ``rk-agent`` command line (typer). Each command group lives in its own module.
 
-from rk_agent.cli.app import app, main
+Main names: `app` (the typer application), `main` (the ``rk-agent`` entry point).
+"""
 
-__all__ = ["app", "main"]
+from rk_agent._lazy import attach_stub
+
+# The public names are listed once, in __init__.pyi (also read by type checkers).
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

@@ -178,6 +178,14 @@ def grpo(
             "(TRL's environment_factory tool loop: tool envs, use_vllm as TRL documents).",
         ),
     ] = None,
+    tool_call_format: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-call-format",
+            help="How the model writes tool calls as text, in both loops: hermes (<tool_call> "
+            "blocks; default) or llama3_json.",
+        ),
+    ] = None,
     resume: ResumeOpt = None,
     wandb: WandbOpt = None,
     stop_on_alarm: StopOnAlarmOpt = False,
@@ -250,6 +258,7 @@ def grpo(
             "rewards": reward or None,
             "multi_turn": False if single_turn else None,
             "loop": loop,
+            "tool_call_format": tool_call_format,
             "resume": _resume(resume),
             "wandb.enabled": wandb,
             "watch.stop_on_alarm": True if stop_on_alarm else None,

@@ -44,7 +44,7 @@ from rk_agent.errors import ConfigError, EnvError
 from rk_agent.rewards.compose import combine
 from rk_agent.rewards.decorator import RewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
-from rk_agent.tool_calls import get_tool_call_format
+from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.types import EvaluateResult, Message, MetricResult, StepOutput, StopReason, ToolCall
 
 __all__ = ["ChatEnv", "EpisodeState", "ToolCallRecord"]
@@ -96,9 +96,6 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     # A function ``(messages, tools) -> Message`` that solves this env's tasks, or None. Set it
     # with ``reference_solver = staticmethod(solve)``; tests, SFT warm starts and benchmarks use it.
     reference_solver: ClassVar[Callable[..., Any] | None] = None
-    # The text tool-call format (`rk_agent.tool_calls`) whose feedback follows a malformed call,
-    # and that TRL's tool loop reads calls with: "hermes" (<tool_call> blocks) or "llama3_json".
-    tool_call_format: ClassVar[str] = "hermes"
     # Where the rollout engine calls reset/play_turn: None learns it (on a worker thread until
     # the first calls show they are quick, then on the event loop: `rk_agent.inline_budget`);
     # False always on a thread (steps that wait on the network or may hang: MCP tools make an
@@ -286,7 +283,12 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         return self._play(message, parse_error=None, tool_results=tool_results)
 
     def reject(
-        self, action: Message | dict[str, Any], reason: str, feedback: str | None = None
+        self,
+        action: Message | dict[str, Any],
+        reason: str,
+        feedback: str | None = None,
+        *,
+        tool_format: str | ToolCallFormat | None = None,
     ) -> tuple[list[dict[str, Any]], float, bool, bool, dict[str, Any]]:
         """Play a turn whose output could not be used (Gymnasium's API over `reject_turn`).
 
@@ -294,14 +296,22 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             action: the unusable assistant message (kept as the model wrote it).
             reason: what was wrong, recorded in the ``parse_error`` metric.
             feedback: the text the model is shown (default: `parse_error_feedback`'s).
+            tool_format: the text tool-call format the reply was read with, as for
+                `reject_turn`.
 
         Returns:
             What `step` returns.
         """
-        return self._gymnasium(self.reject_turn(action, reason, feedback=feedback))
+        turn = self.reject_turn(action, reason, tool_format=tool_format, feedback=feedback)
+        return self._gymnasium(turn)
 
     def reject_turn(
-        self, action: Message | dict[str, Any], parse_error: str, *, feedback: str | None = None
+        self,
+        action: Message | dict[str, Any],
+        parse_error: str,
+        *,
+        tool_format: str | ToolCallFormat | None = None,
+        feedback: str | None = None,
     ) -> TurnResult:
         """Play a turn whose output could not be used, e.g. a malformed tool call.
 
@@ -310,24 +320,39 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         ``parse_error`` metric (score -1) so the penalty is visible. It counts towards
         ``max_turns``.
 
+        The tool-call format is the policy's, not the environment's: the loop that played the
+        turn passes the format the reply was read with (``PolicyOutput.parse_format`` in
+        rk-agent's loop, the trainer's format in TRL's).
+
         Args:
             action: the unusable assistant message (kept as the model wrote it).
             parse_error: what was wrong, recorded in the ``parse_error`` metric.
+            tool_format: the text tool-call format the reply was read with (a
+                `rk_agent.tool_calls.ToolCallFormat` or its name; ``None``: the default,
+                Hermes); its note is the default feedback.
             feedback: the text the model is shown, instead of `parse_error_feedback`'s.
 
         Returns:
             The `TurnResult`, with ``parse_error`` set.
-        """
-        text = feedback if feedback is not None else self.parse_error_feedback(parse_error)
-        return self._play(_as_assistant(action), parse_error=parse_error, feedback=text)
 
-    def parse_error_feedback(self, parse_error: str) -> str:
+        Raises:
+            UnknownNameError: ``tool_format`` names no registered format.
+        """
+        if feedback is None:
+            feedback = self.parse_error_feedback(parse_error, get_tool_call_format(tool_format))
+        return self._play(_as_assistant(action), parse_error=parse_error, feedback=feedback)
+
+    def parse_error_feedback(self, parse_error: str, tool_format: ToolCallFormat) -> str:
         """The text the model is shown after a reply that could not be used.
 
-        Default: the note of the env's ``tool_call_format`` (what was wrong, and the expected
-        form).
+        Default: ``tool_format``'s note (what was wrong, and the form the format expects).
+        Override it to word the feedback yourself.
+
+        Args:
+            parse_error: what was wrong with the reply.
+            tool_format: the text tool-call format the policy read the reply with.
         """
-        return get_tool_call_format(self.tool_call_format).feedback(parse_error)
+        return tool_format.feedback(parse_error)
 
     def run_tool(self, call: ToolCall) -> ToolResult:
         """Run one tool call of the current episode through `call_tool`, outside a turn.

@@ -13,10 +13,11 @@ Modules:
     function_policy: your function as a policy (`FunctionPolicy`, `tool_call`), as the
         reference solvers are.
     chat_template: the model's chat template, rendering and parsing replies.
-    model_client / http1: the served policies' HTTP client.
     local_model: the embedded model and local model folders (`resolve_model`).
     episode_tokens: token-exact episodes and their environment mask (`EpisodeTokens`), the
         training view of a policy's turns.
 
-Users import the policies from `rk_agent`; the test doubles are in `rk_agent.testing`.
+The served policies' HTTP client is `rk_agent.model_client` (with `rk_agent.http1`), below
+the rewards, which the LLM judge shares. Users import the policies from `rk_agent`; the test
+doubles are in `rk_agent.testing`.
 """

@@ -71,7 +71,7 @@ from rk_agent.policies.local_model import (
     resolve_model,
 )
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
-from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.types import Message
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ class HFPolicy(ChatTemplate):
         max_wait_ms: float = 20.0,
         batching: bool = True,
         tool_format: ToolFormat = "auto",
-        tool_call_format: str | ToolCallFormat = "hermes",
+        tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
         max_context: int | None = None,
         name: str | None = None,
         generate_kwargs: dict[str, Any] | None = None,
@@ -294,6 +294,7 @@ class HFPolicy(ChatTemplate):
             finish_reason=finish,
             latency_s=time.perf_counter() - started,
             parse_error=reply.parse_error,
+            parse_format=self.tool_call_format if tools else None,
             extra={
                 "batch_size": generated.batch_size,
                 "queue_s": round(generated.queue_s, 6),

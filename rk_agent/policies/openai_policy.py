@@ -1,7 +1,7 @@
 """A `Policy` on any OpenAI-compatible chat-completions server: Fireworks, OpenAI, vLLM, SGLang,
 Ollama, llama.cpp.
 
-It sends plain JSON over ``aiohttp`` (`rk_agent.policies.model_client`: the ``openai`` SDK's
+It sends plain JSON over ``aiohttp`` (`rk_agent.model_client`: the ``openai`` SDK's
 request machinery cost three times the HTTP work itself; imported on first use, so importing
 this module stays cheap), and adds what a rollout engine needs around it: its own retries
 (`rk_agent.retry`: exponential backoff with full jitter on 408, 409, 429, 5xx, connection
@@ -34,12 +34,12 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
+from rk_agent.model_client import ModelClient, ssl_context
 from rk_agent.openai_errors import NO_KEY, Endpoint, rejects_tools, server_message
-from rk_agent.policies.model_client import ModelClient, ssl_context
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.secrets import redact
-from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.types import FunctionCall, Message, ToolCall
 
 __all__ = [
@@ -207,7 +207,7 @@ class OpenAIPolicy:
         max_concurrency: int = 64,
         tool_choice: str | dict[str, Any] = "auto",
         native_tools: bool | None = None,
-        tool_call_format: str | ToolCallFormat = "hermes",
+        tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
         logprobs: bool = False,
         return_token_ids: bool = False,
         backoff_base_s: float = MODEL_ENDPOINT_RETRY.base_s,
@@ -446,6 +446,7 @@ class OpenAIPolicy:
             parsed = self.tool_call_format.parse(output.message.text, tools)
             parsed.message.reasoning_content = output.message.reasoning_content
             output.message, output.parse_error = parsed.message, parsed.parse_error
+            output.parse_format = self.tool_call_format
         output.extra["attempts"] = attempts
         output.extra["tool_protocol"] = ("native" if native else "text") if tools else None
         if tools:  # what a run records (rk_agent.rollouts.provenance)

@@ -18,11 +18,14 @@ fake message for a failure.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rk_agent.types import Message
+
+if TYPE_CHECKING:
+    from rk_agent.tool_calls import ToolCallFormat
 
 __all__ = ["Policy", "PolicyOutput", "SamplingParams", "Usage"]
 
@@ -74,6 +77,10 @@ class PolicyOutput:
         latency_s: wall time of the call, retries included.
         parse_error: set when the model tried to call a tool but the call could not be parsed
             (text tool-call protocols); the message then carries the raw text.
+        parse_format: the text tool-call format the reply was read with (the policy's
+            ``tool_call_format``), ``None`` when it was not read as text (no tools offered, or
+            native tool calls). After a ``parse_error`` the environment shows the model this
+            format's note (``ChatEnv.reject_turn``): the policy owns the format.
         extra: backend-specific details worth keeping (e.g. retries made).
     """
 
@@ -85,6 +92,7 @@ class PolicyOutput:
     finish_reason: str | None = None
     latency_s: float = 0.0
     parse_error: str | None = None
+    parse_format: ToolCallFormat | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -41,7 +41,7 @@ Sources for those fields (vLLM versions that TRL 1.16 supports, 0.22 to 0.31):
 This contract is tested against the project's stub server
 (`rk_agent.testing.stub_server`, which speaks it); it has not yet run against a real vLLM.
 
-Requests go over one HTTP client (`rk_agent.policies.model_client`, as `OpenAIPolicy`'s:
+Requests go over one HTTP client (`rk_agent.model_client`, as `OpenAIPolicy`'s:
 concurrent episodes' turns in parallel; vLLM batches them), whose failures are `EndpointError` /
 `ContextOverflowError`; 408, 409, 429, 5xx, connection errors and timeouts are retried
 under `rk_agent.retry.MODEL_ENDPOINT_RETRY` (``max_retries`` of them, honouring
@@ -64,6 +64,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError, EndpointError, UnknownNameError
+from rk_agent.model_client import ModelClient
 from rk_agent.openai_errors import NO_KEY, Endpoint
 from rk_agent.policies.chat_template import (
     ChatTemplate,
@@ -72,11 +73,10 @@ from rk_agent.policies.chat_template import (
     native_tools,
     read_reply,
 )
-from rk_agent.policies.model_client import ModelClient
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.secrets import redact
-from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.types import Message
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class VLLMPolicy(ChatTemplate):
         api_key: str | None = None,
         eos_ids: Iterable[int] | None = None,
         tool_format: ToolFormat = "auto",
-        tool_call_format: str | ToolCallFormat = "hermes",
+        tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
         timeout_s: float = 600.0,
         max_retries: int = 2,
         retry: RetryPolicy | None = None,
@@ -274,6 +274,7 @@ class VLLMPolicy(ChatTemplate):
             finish_reason=finish,
             latency_s=time.perf_counter() - started,
             parse_error=reply.parse_error,
+            parse_format=self.tool_call_format if tools else None,
             extra={"id": body.get("id"), "served_model": body.get("model")},
         )
 

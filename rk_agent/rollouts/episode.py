@@ -30,7 +30,7 @@ from rk_agent.inline_budget import InlineBudget
 from rk_agent.policies.policy import Policy, PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.provenance import episode_provenance, turn_tool_call_format
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
-from rk_agent.types import EvaluateResult, FailureKind, FailureSite, Message, StopReason
+from rk_agent.types import EvaluateResult, FailureKind, FailureSite, StopReason
 
 __all__ = ["EpisodeSlot", "env_failure", "play_episode", "step_turn"]
 
@@ -156,7 +156,7 @@ async def _loop(
     tools = record.tools = env.tool_schemas or None
     for recorded in slot.prefix:  # a fork: the recorded turns restore the environment's state
         try:
-            await _play(env, recorded.assistant, recorded.parse_error)
+            await _replay(env, recorded)
         except Exception as exc:
             record.failure = env_failure(exc, "step")
             return
@@ -186,7 +186,7 @@ async def _loop(
             record.formats.append(turn_tool_call_format(policy, output))
         env_started = time.perf_counter()
         try:
-            result = await _play(env, output.message, output.parse_error)
+            result = await _play(env, output)
         except Exception as exc:
             record.failure = env_failure(exc, "step")
             return
@@ -202,11 +202,23 @@ async def _loop(
             return
 
 
-async def _play(env: ChatEnv, message: Message, parse_error: str | None) -> TurnResult:
-    """One turn: ``play_turn``, or ``reject_turn`` for a reply that could not be parsed."""
-    if parse_error is not None:
-        return await _env_call(env, "reject_turn", message, parse_error)
-    return await _env_call(env, "play_turn", message)
+async def _play(env: ChatEnv, output: PolicyOutput) -> TurnResult:
+    """One turn: ``play_turn``, or ``reject_turn`` for a reply that could not be parsed (the
+    feedback is the note of the format the policy read it with)."""
+    if output.parse_error is not None:
+        return await _env_call(
+            env, "reject_turn", output.message, output.parse_error, tool_format=output.parse_format
+        )
+    return await _env_call(env, "play_turn", output.message)
+
+
+async def _replay(env: ChatEnv, turn: Turn) -> TurnResult:
+    """A recorded turn played again as it was (`rk_agent.rollouts.replay.replay_turn`)."""
+    if turn.parse_error is not None:
+        return await _env_call(
+            env, "reject_turn", turn.assistant, turn.parse_error, feedback=turn.parse_feedback
+        )
+    return await _env_call(env, "play_turn", turn.assistant)
 
 
 _budgets: dict[tuple[type, str], InlineBudget] = {}

@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from rk_agent.errors import ConfigError
 from rk_agent.secrets import redact, redact_argv
+from rk_agent.tool_calls import get_tool_call_format
 
 if TYPE_CHECKING:
     from rk_agent.envs.env_setup import EnvFactory
@@ -376,7 +377,7 @@ def policy_tool_call_format(policy: Policy) -> str | None:
     if native is True:
         return NATIVE
     if native is False:
-        return str(getattr(getattr(policy, "tool_call_format", None), "name", "hermes"))
+        return get_tool_call_format(getattr(policy, "tool_call_format", None)).name
     return None
 
 

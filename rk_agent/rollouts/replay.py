@@ -191,9 +191,10 @@ def reset_for(env: ChatEnv, trajectory: Trajectory) -> None:
 
 def replay_turn(env: ChatEnv, turn: Turn) -> TurnResult:
     """Play a recorded turn into ``env`` as the engine played it (a rejected reply again
-    through ``reject_turn``, with its recorded parse error)."""
+    through ``reject_turn``, with its recorded parse error and the feedback it was shown:
+    `Turn.parse_feedback`)."""
     if turn.parse_error is not None:
-        return env.reject_turn(turn.assistant, turn.parse_error)
+        return env.reject_turn(turn.assistant, turn.parse_error, feedback=turn.parse_feedback)
     return env.play_turn(turn.assistant)
 
 

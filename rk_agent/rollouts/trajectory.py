@@ -74,6 +74,16 @@ class Turn(BaseModel):
     model_latency_s: float = 0.0
     env_latency_s: float = 0.0
 
+    @property
+    def parse_feedback(self) -> str | None:
+        """What the model was shown after this turn's ``parse_error`` (the environment's
+        message), or ``None`` when the reply was used. A replayed or forked turn shows it again
+        (``ChatEnv.reject_turn(feedback=...)``): the format that read the reply was the
+        policy's, and the turn does not record which it was."""
+        if self.parse_error is None or not self.environment:
+            return None
+        return self.environment[0].text
+
 
 class Failure(BaseModel):
     """What went wrong, when an episode did not end normally.

@@ -17,7 +17,3 @@ One module per target, each registered by name in `rk_agent.rewards.deploy_targe
 
 Nothing here is imported by ``import rk_agent``; the modules load when a target is used.
 """
-
-from __future__ import annotations
-
-__all__: list[str] = []

@@ -30,26 +30,7 @@ Example:
     </tool_call>
 """
 
-from rk_agent.tool_calls.base import ParsedReply, ToolCallFormat, tool_names
-from rk_agent.tool_calls.hermes import HERMES, HermesFormat
-from rk_agent.tool_calls.llama import LLAMA3_JSON, Llama3JsonFormat
-from rk_agent.tool_calls.registry import (
-    DEFAULT_TOOL_CALL_FORMAT,
-    get_tool_call_format,
-    register_tool_call_format,
-    tool_call_format_names,
-)
+from rk_agent._lazy import attach_stub
 
-__all__ = [
-    "DEFAULT_TOOL_CALL_FORMAT",
-    "HERMES",
-    "LLAMA3_JSON",
-    "HermesFormat",
-    "Llama3JsonFormat",
-    "ParsedReply",
-    "ToolCallFormat",
-    "get_tool_call_format",
-    "register_tool_call_format",
-    "tool_call_format_names",
-    "tool_names",
-]
+# The public names are listed once, in __init__.pyi (also read by type checkers).
+__getattr__, __dir__, __all__ = attach_stub(__name__, __file__)

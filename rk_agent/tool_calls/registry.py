@@ -4,8 +4,8 @@ Main names:
     get_tool_call_format: a name (or a format) -> the `ToolCallFormat`.
     register_tool_call_format: add a format under its ``name``.
     tool_call_format_names: the registered names.
-    DEFAULT_TOOL_CALL_FORMAT: ``"hermes"``, what policies, environments and rewards use unless
-        told otherwise.
+    DEFAULT_TOOL_CALL_FORMAT: ``"hermes"``, what policies, trainers and rewards use unless
+        told otherwise (and an environment's feedback when no loop names a format).
 
 Example:
     >>> get_tool_call_format("llama3_json")

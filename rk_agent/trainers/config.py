@@ -55,6 +55,7 @@ from rk_agent.envs.env_setup import (
 from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.rollouts.alarms import AlarmOptions
 from rk_agent.secrets import redact, secret_values
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT
 from rk_agent.trainers.sft_filter import SFT_FILTER_FIELDS, SFTFilter
 
 __all__ = [
@@ -117,6 +118,12 @@ class TrainConfig(EnvConfig):
             tool environments; ``use_vllm``, ``vllm_mode`` and the other generation options
             then work exactly as TRL documents them.
         n_tasks: training tasks, drawn with seeds ``seed`` .. ``seed + n_tasks - 1``.
+        tool_call_format: GRPO: the text tool-call format the model writes its calls in
+            (`rk_agent.tool_calls`: ``hermes``, the default, or ``llama3_json``): the rk
+            loop's policy reads replies with it and TRL's loop checks replies in it, and a
+            malformed call's feedback is its note in both. Checked by
+            `rk_agent.trainers.preflight`, once the environment's code has loaded (it may
+            register a format).
         trajectories: SFT's source: a rollout run directory or a trajectories JSONL file.
         sft_filter: which trajectories SFT keeps (`SFTFilter`).
         output_dir: the run directory (default ``runs/train-<kind>-<env>-<timestamp>``, where
@@ -138,6 +145,7 @@ class TrainConfig(EnvConfig):
     multi_turn: bool = True
     loop: Literal["rk", "trl"] = "rk"
     n_tasks: int = Field(default=64, ge=1)
+    tool_call_format: str = DEFAULT_TOOL_CALL_FORMAT
     trajectories: str | None = None
     sft_filter: SFTFilter = Field(default_factory=SFTFilter)
     output_dir: str | None = None

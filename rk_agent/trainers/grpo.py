@@ -38,6 +38,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.policies.local_model import resolve_model
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.alarms import AlarmOptions
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs
 from rk_agent.trainers.rollout import EpisodeRollout, vllm_server_url
 from rk_agent.trainers.tasks import TaskTable, env_dataset, task_rows
@@ -68,6 +69,7 @@ def grpo_trainer(
     served_model: str | None = None,
     server_options: Mapping[str, Any] | None = None,
     watch: AlarmOptions | None = None,
+    tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` that trains ``model`` on ``env`` with the environment's rewards.
 
@@ -94,10 +96,15 @@ def grpo_trainer(
             ``max_retries``, ...).
         watch: the alarms' thresholds (`AlarmOptions`); default: the defaults. With
             ``enabled=False`` the run is not watched.
+        tool_call_format: multi-turn: the text tool-call format the rollout's policy reads
+            replies with (a name or a `rk_agent.tool_calls.ToolCallFormat`; the feedback after
+            a malformed call is its note), as `rk_agent.trainers.trl_env.trl_grpo_trainer`
+            checks replies in it.
 
     Raises:
-        ConfigError: an option is invalid (e.g. ``reward_weights`` of the wrong length, or
-            multi-turn with ``use_vllm`` in ``colocate`` mode).
+        ConfigError: an option is invalid (e.g. ``reward_weights`` of the wrong length, an
+            unknown ``tool_call_format``, or multi-turn with ``use_vllm`` in ``colocate``
+            mode).
     """
     from transformers import AutoTokenizer, PreTrainedModel
     from trl import GRPOTrainer
@@ -111,6 +118,7 @@ def grpo_trainer(
     )
     from rk_agent.trainers.watch import WatchCallback, WatchRecorder
 
+    tool_format = get_tool_call_format(tool_call_format)  # an unknown name: before any load
     if multi_turn and server_url is None:
         vllm_server_url(args)  # colocated vLLM is refused before the model loads
     env_kwargs = dict(env_kwargs or {})
@@ -137,6 +145,7 @@ def grpo_trainer(
             server_url=server_url,
             served_model=served_model,
             server_options=server_options,
+            tool_call_format=tool_format,
         )
     else:
         funcs, weights = single_turn_reward_funcs(built)
@@ -175,8 +184,10 @@ def grpo_trainer(
         names = [getattr(f, "__name__", "") for f in funcs]
         drift = None
         if multi_turn:  # the rollout's policy renders tools as `tool_format="auto"` decides
-            tool_format = (server_options or {}).get("tool_format", "auto")
-            drift = DriftMeter(tokenizer, built.tool_schemas, _drift_format(tool_format))
+            tool_option = (server_options or {}).get("tool_format", "auto")
+            drift = DriftMeter(
+                tokenizer, built.tool_schemas, _drift_format(tool_option, tool_format.name)
+            )
         watcher = WatchCallback(
             recorder, names, args.reward_weights or [], watch, args.output_dir, drift=drift
         )
@@ -184,6 +195,7 @@ def grpo_trainer(
     return trainer
 
 
-def _drift_format(tool_format: str) -> str | None:
-    """The rollout policy's ``tool_format`` as `DriftMeter` takes it (its text format: Hermes)."""
-    return {"native": "native", "text": "hermes"}.get(tool_format)
+def _drift_format(tool_option: str, text_format: str) -> str | None:
+    """The rollout policy's ``tool_format`` as `DriftMeter` takes it (``"text"``: the name of
+    its text tool-call format)."""
+    return {"native": "native", "text": text_format}.get(tool_option)

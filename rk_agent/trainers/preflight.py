@@ -39,10 +39,13 @@ def check_train_inputs(config: TrainConfig) -> None:
       ``output_dir`` (`rk_agent.trainers.config.resume_checkpoint`).
     - ``rewards`` and ``env`` (GRPO): names the registries know, or code that loads; with
       ``loop: trl``, an environment TRL's tool loop can play (tools, no replies of its own).
+    - ``tool_call_format`` (GRPO): a registered format (`rk_agent.tool_calls`), once the
+      environment's code, which may register one, has loaded.
 
     Raises:
         ConfigError: the first of these that fails, naming the option and how to fix it
-            (`UnknownNameError` with "did you mean" for an unknown env or reward; `DataError`
+            (`UnknownNameError` with "did you mean" for an unknown env, reward or tool-call
+            format; `DataError`
             for trajectories that cannot be read or that the filter leaves none of).
     """
     if config.kind == "grpo" and config.env.tasks is not None:
@@ -83,10 +86,12 @@ def _check_trajectories(trajectories: str) -> None:
 def _check_rewards_and_env(config: TrainConfig) -> None:
     from rk_agent.envs.registry import get_env_class
     from rk_agent.rewards.registry import get_reward_function
+    from rk_agent.tool_calls import get_tool_call_format
 
     for reward in config.env.rewards:
         get_reward_function(reward)
     get_env_class(config.env.name)
+    get_tool_call_format(config.tool_call_format)
     if config.loop == "trl" and config.multi_turn:
         from rk_agent.trainers.trl_tool_env import check_trl_compatible
 

@@ -55,6 +55,7 @@ from rk_agent.rollouts.episode import EpisodeSlot, play_episode
 from rk_agent.rollouts.run_dir import append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.workers import RayOptions
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.trainers.ray_rollout import EpisodeTokenRecord, RayEpisodes, TokenEpisode
 from rk_agent.trainers.tasks import TaskRow, TaskTable
 
@@ -92,12 +93,20 @@ class EpisodeRollout:
             Without ``use_vllm`` TRL does not sync weights to it: the policy served stays fixed.
         served_model: the model id to ask the server for; default: the first it lists.
         server_options: more `VLLMPolicy` arguments (``api_key``, ``timeout_s``,
-            ``max_retries``, ``tool_format``, ``extra_body``).
+            ``max_retries``, ``tool_format``, ``extra_body``; not ``tool_call_format``, which
+            is this class's own).
         workers: with a server, play each step's episodes on this many Ray actors
             (`rk_agent.trainers.ray_rollout`; needs ``rk-agent[ray]``), kept from step to step
             until `close`; each holds its own policy client on the same server. ``None``: in
             this process. Ignored when generating with the trainer's model.
         ray: where the workers run and what each reserves (`RayOptions` or its fields).
+        tool_call_format: the text tool-call format the policy reads replies with, its
+            feedback after a malformed call included (a name or a
+            `rk_agent.tool_calls.ToolCallFormat`); TRL's loop checks replies in the same one
+            (`rk_agent.trainers.trl_tool_env`).
+
+    Raises:
+        UnknownNameError: ``tool_call_format`` names no registered format.
 
     Example::
 
@@ -123,6 +132,7 @@ class EpisodeRollout:
         server_options: Mapping[str, Any] | None = None,
         workers: int | None = None,
         ray: RayOptions | Mapping[str, Any] | None = None,
+        tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
     ) -> None:
         self.env_factory = env_factory
         self.tasks = tasks
@@ -138,6 +148,7 @@ class EpisodeRollout:
         self.server_options = dict(server_options or {})
         self.workers = workers
         self.ray = ray
+        self.tool_call_format = get_tool_call_format(tool_call_format)
         self._ray_episodes: RayEpisodes | None = None
         self._warned_unsynced = False
         self._envs: list[ChatEnv] = []
@@ -174,6 +185,7 @@ class EpisodeRollout:
                     max_batch_size=self.max_batch_size or len(rows),
                     max_wait_ms=self.max_wait_ms,
                     reuse_kv=self.reuse_kv,
+                    tool_call_format=self.tool_call_format,
                     name=str(getattr(model.config, "name_or_path", "") or "policy"),
                 )
                 try:
@@ -219,7 +231,11 @@ class EpisodeRollout:
                 "episodes are played by the policy the server loaded, not the one being trained.",
                 url,
             )
-        options: dict[str, Any] = {"extra_body": _trl_sampling(args), **self.server_options}
+        options: dict[str, Any] = {
+            "extra_body": _trl_sampling(args),
+            **self.server_options,
+            "tool_call_format": self.tool_call_format,
+        }
         return VLLMPolicy(
             url,
             trainer.processing_class,

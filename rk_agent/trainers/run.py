@@ -263,6 +263,7 @@ def _grpo(config: TrainConfig, args: Any) -> Any:
         "n_tasks": None if spec.tasks is not None else config.n_tasks,
         "seed": spec.seed,
         "watch": config.watch,
+        "tool_call_format": config.tool_call_format,
     }
     if config.loop == "trl":
         from rk_agent.trainers.trl_env import trl_grpo_trainer

@@ -56,6 +56,7 @@ from rk_agent.rollouts.alarms import AlarmOptions
 from rk_agent.rollouts.provenance import NATIVE
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat
 from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
 from rk_agent.trainers.trl_patches import score_completions_only
@@ -156,6 +157,7 @@ def trl_environment(
     rewards: Mapping[str, RewardLike] | Sequence[str] | None = None,
     step_weight: float = 1.0,
     trajectory_log: str | os.PathLike[str] | None = None,
+    tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
 ) -> TRLEnvSpec:
     """A tool environment as TRL's ``environment_factory`` spec (see the module docstring).
 
@@ -169,10 +171,14 @@ def trl_environment(
         rewards: episode rewards replacing the environment's (``{name: reward}`` or names).
         step_weight: weight of the summed per-step rewards.
         trajectory_log: append every episode's `Trajectory` to this JSONL file.
+        tool_call_format: the text tool-call format a reply in which TRL found no call is
+            checked in (a call attempted in it is a parse error, with that format's feedback),
+            as rk-agent's loop gives it to its policy (`rk_agent.trainers.trl_tool_env`).
 
     Raises:
         ConfigError: the environment needs rk-agent's loop (it talks back with user messages,
-            like ``guess``, or has no tools), or an option is invalid. Nothing is loaded first.
+            like ``guess``, or has no tools), or an option is invalid (an unknown
+            ``tool_call_format`` too). Nothing is loaded first.
 
     Example:
         >>> spec = trl_environment("tools", n_tasks=4)
@@ -185,7 +191,9 @@ def trl_environment(
         kwargs["episode_rewards"] = dict(named)
     name = env if isinstance(env, str) else env.__name__
     built = make_env(env, **kwargs)
-    factory = trl_env_class(lambda: make_env(env, **kwargs), name=name, probe=built)
+    factory = trl_env_class(
+        lambda: make_env(env, **kwargs), name=name, probe=built, tool_call_format=tool_call_format
+    )
     rows = task_rows(built, n_tasks, seed)
     funcs, weights = episode_reward_funcs(built, step_weight=step_weight)
     spec = TRLEnvSpec(
@@ -249,6 +257,7 @@ def trl_grpo_trainer(
     step_weight: float = 1.0,
     callbacks: list[TrainerCallback] | None = None,
     watch: AlarmOptions | None = None,
+    tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` that trains ``model`` on a tool environment with TRL's own tool loop.
 
@@ -272,10 +281,13 @@ def trl_grpo_trainer(
         callbacks: extra `transformers.TrainerCallback`s.
         watch: the alarms' thresholds (`AlarmOptions`); default: the defaults. With
             ``enabled=False`` the run is not watched (`rk_agent.trainers.watch`).
+        tool_call_format: the text tool-call format replies are checked in (see
+            `trl_environment`).
 
     Raises:
         ConfigError: the environment needs rk-agent's loop, the chat template cannot do tool
-            calls, or ``reward_weights`` has the wrong length.
+            calls, ``reward_weights`` has the wrong length, or ``tool_call_format`` is
+            unknown.
     """
     from transformers import AutoTokenizer, PreTrainedModel
     from trl import GRPOTrainer
@@ -284,6 +296,7 @@ def trl_grpo_trainer(
         env, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs, rewards=rewards,
         step_weight=step_weight,
         trajectory_log=Path(args.output_dir or ".") / TRAJECTORIES_FILE,
+        tool_call_format=tool_call_format,
     )  # fmt: skip
     model_spec: Any = model if isinstance(model, PreTrainedModel) else resolve_model(model)
     if tokenizer is None:

@@ -18,9 +18,11 @@ environment's tools, built from ``env.tool_schemas`` so that TRL derives the sam
 - TRL does not say where one assistant turn ends and the next begins, so the environment is
   stepped once the episode is over: `episode_trajectory` takes the messages TRL generated and
   plays each assistant message through ``ChatEnv.play_turn`` with the results already obtained
-  (``tool_results=``), or ``ChatEnv.reject_turn`` for a call TRL could not parse. Step rewards
-  and metrics, ``max_turns``, the success rule and the episode score are the environment's own;
-  the result is the `Trajectory` rk-agent's loop would record.
+  (``tool_results=``), or ``ChatEnv.reject_turn`` for a call TRL could not parse (a reply with
+  no call TRL read is read again in the trainer's text tool-call format, the one rk-agent's loop
+  gives its policy, and a malformed call gets that format's feedback). Step rewards and metrics,
+  ``max_turns``, the success rule and the episode score are the environment's own; the result is
+  the `Trajectory` rk-agent's loop would record.
 
 Main names: `TRLToolEnv`, `trl_env_class`, `episode_trajectory`, `check_trl_compatible`.
 """
@@ -40,7 +42,7 @@ from rk_agent.errors import ConfigError, DataError
 from rk_agent.policies.policy import PolicyOutput
 from rk_agent.rollouts.episode import env_failure, step_turn
 from rk_agent.rollouts.trajectory import Failure, Trajectory, Turn
-from rk_agent.tool_calls import get_tool_call_format
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.trainers.tasks import TaskTable
 from rk_agent.trainers.trl_tool_methods import tool_method
 from rk_agent.types import (
@@ -103,11 +105,14 @@ class TRLToolEnv:
 
     TRL lists an instance's public methods as tools, so everything here but ``reset`` and the
     tool methods is private (or a property). A subclass sets ``_env_factory`` (builds the
-    wrapped environment) and ``_env_label`` (its name in trajectories).
+    wrapped environment), ``_env_label`` (its name in trajectories) and ``_tool_format`` (the
+    text tool-call format replies are checked in: the trainer's, as rk-agent's loop gives its
+    policy).
     """
 
     _env_factory: ClassVar[Callable[[], ChatEnv]]
     _env_label: ClassVar[str] = "env"
+    _tool_format: ClassVar[ToolCallFormat] = get_tool_call_format()
 
     def __init__(self) -> None:
         self._env = type(self)._env_factory()
@@ -182,7 +187,11 @@ class TRLToolEnv:
 
 
 def trl_env_class(
-    env_factory: Callable[[], ChatEnv], *, name: str, probe: ChatEnv | None = None
+    env_factory: Callable[[], ChatEnv],
+    *,
+    name: str,
+    probe: ChatEnv | None = None,
+    tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
 ) -> type[TRLToolEnv]:
     """The class to pass as ``GRPOTrainer(environment_factory=...)`` for an environment.
 
@@ -190,11 +199,16 @@ def trl_env_class(
         env_factory: builds one environment (called once per class instance).
         name: the environment's name (for messages, trajectories and the class name).
         probe: an environment built by ``env_factory`` already, to read the tools from.
+        tool_call_format: the text tool-call format a reply TRL found no call in is read with
+            (a call attempted in it is a parse error, with that format's feedback): the one
+            rk-agent's loop would give its policy (`rk_agent.tool_calls.get_tool_call_format`).
 
     Raises:
         ConfigError: the environment cannot be played by TRL's tool loop
             (`check_trl_compatible`), or a tool's name cannot be a method name here.
+        UnknownNameError: ``tool_call_format`` names no registered format.
     """
+    tool_format = get_tool_call_format(tool_call_format)
     env = probe if probe is not None else env_factory()
     check_trl_compatible(env, name)
     methods: dict[str, Any] = {}
@@ -208,7 +222,12 @@ def trl_env_class(
             )
         methods[tool] = tool_method(schema)
     class_name = f"{type(env).__name__}ForTRL"
-    namespace = {"_env_factory": staticmethod(env_factory), "_env_label": name, **methods}
+    namespace = {
+        "_env_factory": staticmethod(env_factory),
+        "_env_label": name,
+        "_tool_format": tool_format,
+        **methods,
+    }
     namespace["__doc__"] = f"{type(env).__name__} for TRL's environment_factory (tools: "
     namespace["__doc__"] += f"{', '.join(methods)})."
     return type(class_name, (TRLToolEnv,), namespace)
@@ -289,21 +308,21 @@ class _Replay:
     def _step(self, raw: Mapping[str, Any]) -> None:
         action = _assistant(raw, len(self.turns))
         parse_error = None
-        if not action.tool_calls:  # TRL read no call: was one attempted, in the env's format?
-            tool_format = get_tool_call_format(self.env.tool_call_format)
+        tool_format = self.owner._tool_format
+        if not action.tool_calls:  # TRL read no call: was one attempted, in the policy's format?
             reply = tool_format.parse(action.text, self.env.tool_schemas)
             if reply.parse_error is not None or reply.message.tool_calls:
                 parse_error = reply.parse_error or "the tool call could not be parsed"
         started = time.perf_counter()
         try:
             if parse_error is not None:
-                result = self.env.reject_turn(action, parse_error)
+                result = self.env.reject_turn(action, parse_error, tool_format=tool_format)
             else:
                 result = self.env.play_turn(action, tool_results=self._results(action))
         except Exception as exc:
             self.failure = env_failure(exc, "step")
             return
-        output = PolicyOutput(message=action, parse_error=parse_error)
+        output = PolicyOutput(message=action, parse_error=parse_error, parse_format=tool_format)
         latency = time.perf_counter() - started
         self.turns.append(step_turn(len(self.turns), output, result, 0.0, latency))
         if result.done:

@@ -263,6 +263,9 @@ BAD_INPUT = [
      "'package.module:Class' or 'path/to/file.py::Class'."),
     (("grpo", "--n-tasks", "0"), "--n-tasks 0: Input should be greater than or equal to 1."),
     (("grpo", "--loop", "tlr"), "--loop tlr: Input should be 'rk' or 'trl'."),
+    (("grpo", "--tool-call-format", "llama"),
+     "unknown tool-call format 'llama'. Did you mean 'llama3_json'? Known tool-call formats: "
+     "hermes, llama3_json."),
     (("grpo", "--max-turns", "0"), "--max-turns 0: Input should be greater than or equal to 1."),
     (("grpo", "--alarm-zero-spread", "2", "--alarm-truncated", "-1"),
      "--alarm-zero-spread 2.0: Input should be less than or equal to 1; --alarm-truncated -1.0: "

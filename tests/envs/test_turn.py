@@ -12,6 +12,7 @@ from rk_agent.envs.guess_env import GuessEnv
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import EnvError
 from rk_agent.policies.function_policy import tool_call
+from rk_agent.tool_calls import HERMES, ToolCallFormat
 from rk_agent.types import Message, StopReason
 from tests.rollouts.toy import AddEnv
 
@@ -70,7 +71,7 @@ def test_reject_turn_writes_the_feedback_and_penalises_the_step() -> None:
     result = env.reject_turn({"role": "assistant", "content": "<tool_call>{"}, "invalid JSON")
     assert result.parse_error == "invalid JSON"
     assert [(m.role, m.text) for m in result.messages] == [
-        ("user", env.parse_error_feedback("invalid JSON"))
+        ("user", env.parse_error_feedback("invalid JSON", HERMES))
     ]
     assert result.messages[0].text.startswith("Your tool call could not be read: invalid JSON")
     assert result.step.metrics["parse_error"].score == -1.0
@@ -79,12 +80,14 @@ def test_reject_turn_writes_the_feedback_and_penalises_the_step() -> None:
 
 def test_an_env_can_write_its_own_parse_error_feedback() -> None:
     class Terse(AddEnv):
-        def parse_error_feedback(self, parse_error: str) -> str:
-            return f"bad call ({parse_error})"
+        def parse_error_feedback(self, parse_error: str, tool_format: ToolCallFormat) -> str:
+            return f"bad {tool_format.name} call ({parse_error})"
 
     env = started(Terse())
     result = env.reject_turn({"role": "assistant", "content": "?"}, "no name")
-    assert result.messages == (Message(role="user", content="bad call (no name)"),)
+    assert result.messages == (Message(role="user", content="bad hermes call (no name)"),)
+    result = env.reject_turn({"role": "assistant", "content": "?"}, "no", tool_format="llama3_json")
+    assert result.messages == (Message(role="user", content="bad llama3_json call (no)"),)
     *_, info = env.reject({"role": "assistant", "content": "?"}, "again", feedback="custom")
     assert env.conversation[-1].text == "custom" and info["step"].metrics["parse_error"]
 

@@ -25,6 +25,7 @@ from rk_agent.policies.openai_policy import OpenAIPolicy, PolicyStats, make_poli
 from rk_agent.policies.policy import Policy, PolicyOutput, SamplingParams
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.testing.stub_server import Fault, StubServer
+from rk_agent.tool_calls import HERMES, LLAMA3_JSON
 from rk_agent.types import Message
 
 KEY = "sk-test-0123456789abcdef-SECRET"
@@ -444,7 +445,7 @@ def test_native_tools_false_uses_the_text_protocol() -> None:
     assert "<tool_call>" in body["messages"][2]["content"]
     assert "<tool_response>" in body["messages"][3]["content"]
     assert out.message.tool_calls is None and out.parse_error is not None
-    assert out.parse_error.startswith("tool call 1:")
+    assert out.parse_error.startswith("tool call 1:") and out.parse_format is HERMES
     assert out.extra["tool_protocol"] == "text"
 
 
@@ -473,6 +474,7 @@ def test_the_text_protocol_in_another_tool_call_format() -> None:
     assert body["messages"][2]["content"] == '{"name": "add", "parameters": {"a": 2, "b": 2}}'
     assert body["messages"][3]["content"] == "Tool result:\n4"
     assert out.parse_error is None and out.extra["tool_protocol"] == "text"
+    assert out.parse_format is LLAMA3_JSON  # the environment's feedback would be its note
     (call,) = out.message.tool_calls or []
     assert call.function.name == "add" and call.function.parsed_arguments() == {"a": 4, "b": 1}
 

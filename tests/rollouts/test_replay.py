@@ -3,6 +3,7 @@ nondeterministic one is reported with its exact first difference."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -15,8 +16,12 @@ from rk_agent.envs.registry import get_solver
 from rk_agent.envs.tool import Tool, tool
 from rk_agent.errors import ConfigError
 from rk_agent.policies.function_policy import tool_call
-from rk_agent.rollouts.replay import Difference, replay_episode
+from rk_agent.policies.policy import PolicyOutput, SamplingParams
+from rk_agent.rollouts.episode import EpisodeSlot, play_episode
+from rk_agent.rollouts.replay import Difference, replay_episode, replay_trajectory
 from rk_agent.rollouts.run_dir import read_trajectories
+from rk_agent.testing.scripted_policy import ScriptedPolicy
+from rk_agent.tool_calls import LLAMA3_JSON
 from rk_agent.types import Message
 from tests.rollouts.runs import play_run
 from tests.rollouts.toy import AddEnv
@@ -116,3 +121,20 @@ def test_a_changed_recorded_reward_is_reported(tmp_path: Path) -> None:
     assert report.first_difference == Difference(
         turn=None, field="episode.score", recorded="0.5", replayed="1.0"
     )
+
+
+def test_a_rejected_turn_replays_with_the_feedback_of_the_policys_format() -> None:
+    """The environment has no tool-call format: a rejected turn is played again with the
+    feedback it was shown, whichever format the policy wrote it in."""
+    env, error = AddEnv(), "tool call 1: invalid JSON at char 1"
+    broken = PolicyOutput(
+        message=Message(role="assistant", content="{"), parse_error=error, parse_format=LLAMA3_JSON
+    )
+    slot = EpisodeSlot(0, 0, seed=3)
+    played = asyncio.run(
+        play_episode(env, ScriptedPolicy([broken, "#### 5"]), slot, sampling=SamplingParams(),
+                     env_name="add")
+    )  # fmt: skip
+    assert played.turns[0].parse_feedback == LLAMA3_JSON.feedback(error)
+    report = replay_trajectory(AddEnv(), played)
+    assert report.matched, report.difference

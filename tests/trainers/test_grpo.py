@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -135,4 +136,15 @@ def test_reward_weights_of_the_wrong_length_are_refused(
             model=tiny_model_dir,
             args=_args(tmp_path, reward_weights=[1.0]),
             n_tasks=4,
+        )
+
+
+def test_an_unknown_tool_call_format_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    message = "unknown tool-call format 'llama'. Did you mean 'llama3_json'?"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        grpo_trainer(
+            "tools",
+            model=tmp_path / "no-model-here",
+            args=_args(tmp_path),
+            tool_call_format="llama",
         )

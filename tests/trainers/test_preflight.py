@@ -140,6 +140,13 @@ def test_env_and_rewards_are_known_names_or_code(tmp_path: Path) -> None:
         "unknown reward 'lenght'. Did you mean 'length'?",
         UnknownNameError,
     )
+    fails(
+        grpo(tmp_path, tool_call_format="llama"),
+        "unknown tool-call format 'llama'. Did you mean 'llama3_json'? Known tool-call formats: "
+        "hermes, llama3_json.",
+        UnknownNameError,
+    )
+    check_train_inputs(grpo(tmp_path, env="tools", loop="trl", tool_call_format="llama3_json"))
 
 
 def test_trls_tool_loop_needs_a_tool_env_that_does_not_talk_back(tmp_path: Path) -> None:

@@ -498,7 +498,7 @@ def test_the_cli_refuses_guess_with_loop_trl(tmp_path: Path) -> None:
     assert GUESS_MESSAGE in " ".join(result.stderr.split())
 
 
-def test_replies_are_checked_in_the_envs_tool_call_format(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replies_are_checked_in_the_trainers_tool_call_format() -> None:
     spec = trl_environment("tools", n_tasks=1)
     instance = spec.environment_factory()
     instance.reset(**_row(spec))
@@ -506,8 +506,11 @@ def test_replies_are_checked_in_the_envs_tool_call_format(monkeypatch: pytest.Mo
     stray = {"role": "assistant", "content": 'lookup {"name": "France"}</tool_call>'}
     trl = episode_trajectory(instance, [stray])
     assert trl.turns[0].parse_error == "</tool_call> at char 25 closes no <tool_call>"
+    assert instance.env.conversation[-1].text.startswith("Your tool call could not be read")
 
-    monkeypatch.setattr(type(instance.env), "tool_call_format", "llama3_json")
+    # Another format (`tests/trainers/test_trl_tool_env.py` compares it with rk-agent's loop)
+    spec = trl_environment("tools", n_tasks=1, tool_call_format="llama3_json")
+    instance = spec.environment_factory()
     instance.reset(**_row(spec))
     broken = {"role": "assistant", "content": '{"name": "lookup", "parameters": {'}
     trl = episode_trajectory(instance, [broken])
@@ -515,3 +518,9 @@ def test_replies_are_checked_in_the_envs_tool_call_format(monkeypatch: pytest.Mo
     assert trl.turns[0].parse_error.startswith("tool call 1: invalid JSON at char 34")
     feedback = instance.env.conversation[-1].text
     assert feedback.startswith("Your function call could not be read: tool call 1: invalid JSON")
+
+
+def test_an_unknown_tool_call_format_is_refused_before_anything_loads() -> None:
+    message = "unknown tool-call format 'llama'. Did you mean 'llama3_json'?"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        trl_environment("tools", n_tasks=1, tool_call_format="llama")

@@ -38,7 +38,7 @@ from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.rewards.builtin._reply import last_reply, no_reply
 from rk_agent.rewards.builtin.json_schema import parse_json_response
 from rk_agent.rewards.decorator import reward_function
-from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
+from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
 __all__ = ["STRICTNESS_LEVELS", "match_function_call", "tool_calls_match"]
@@ -267,7 +267,7 @@ def match_function_call(
     expected_call_schema: dict[str, Any] | str | None = None,
     argument_match_strictness: str = "exact",
     ground_truth: Any = None,
-    tool_call_format: str | ToolCallFormat = "hermes",
+    tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
     **kwargs: Any,
 ) -> EvaluateResult:
     """Score one function call against an expected name and arguments.

@@ -7,12 +7,14 @@ Main names:
     close_judge_clients: closes the cached HTTP clients (for a clean shutdown).
 
 The judge is any server speaking the OpenAI chat-completions API (OpenAI, Fireworks, vLLM,
-SGLang, ...), called with the ``openai`` SDK, which is imported on first use only. One client is
-built per (base URL, API key, timeout) and reused, from any thread, so that connections are
-pooled across the thousands of calls of a training run. SDK errors become `EndpointError` at the
-one boundary, `rk_agent.openai_errors`; failed calls are retried under
-`rk_agent.retry.JUDGE_RETRY` (connection errors, timeouts, 408, 409, 429, 5xx, honouring
-``Retry-After``).
+SGLang, ...), called through the model client the policies use (`rk_agent.model_client`, its
+synchronous face `SyncModelClient`: rewards are plain functions). One client is built per
+endpoint (base URL, model, API key, timeout) and reused, from any thread, so that connections
+are pooled across the thousands of calls of a training run. Every failure is an
+`EndpointError` worded as the policies' are (`rk_agent.openai_errors`); failed calls are
+retried under `rk_agent.retry.JUDGE_RETRY` (connection errors, timeouts, 408, 409, 429, 5xx, a
+reply that is not JSON, honouring ``Retry-After``). The base URL is ``base_url``, else
+``$OPENAI_BASE_URL``, else OpenAI's.
 
 Failures are data, never a silent 0: an endpoint that cannot be reached, answers with an error
 status or times out, and a reply with no readable score, all give an invalid result
@@ -30,24 +32,23 @@ import os
 import re
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from rk_agent.errors import ConfigError, EndpointError
-from rk_agent.openai_errors import NO_KEY, Endpoint, translate_error
+from rk_agent.model_client import SyncModelClient
+from rk_agent.openai_errors import NO_KEY, Endpoint
 from rk_agent.retry import JUDGE_RETRY, retry_call
 from rk_agent.rewards.builtin._reply import no_reply
 from rk_agent.rewards.decorator import reward_function
 from rk_agent.secrets import redact
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
-if TYPE_CHECKING:
-    from openai import OpenAI
-
 __all__ = ["JudgeScore", "close_judge_clients", "llm_judge_reward", "parse_judge_score"]
 
 logger = logging.getLogger("rk_agent.rewards.builtin.llm_judge")
 
 _SNIPPET = 200
+_OPENAI_URL = "https://api.openai.com/v1"
 _REASON_CHARS = 500
 
 
@@ -164,26 +165,22 @@ def _normalise(score: JudgeScore, low: float, high: float) -> float | None:
 # --------------------------------------------------------------------------------------------
 # Clients and the endpoint boundary
 
-_clients: dict[tuple[str | None, str, float], OpenAI] = {}
+_clients: dict[Endpoint, SyncModelClient] = {}
 _clients_lock = threading.Lock()
 
 
-def _client(base_url: str | None, api_key: str, timeout: float) -> OpenAI:
-    """The shared client for these settings, built on first use (it never retries by itself:
-    `rk_agent.retry` does)."""
-    key = (base_url, api_key, float(timeout))
+def _client(endpoint: Endpoint) -> SyncModelClient:
+    """The shared client for this endpoint (URL, model, key, timeout), built on first use (it
+    never retries by itself: `rk_agent.retry` does)."""
     with _clients_lock:
-        client = _clients.get(key)
+        client = _clients.get(endpoint)
         if client is None:
-            from openai import OpenAI  # lazy: the SDK takes a noticeable time to import
-
-            client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
-            _clients[key] = client
+            client = _clients[endpoint] = SyncModelClient(endpoint, retry=JUDGE_RETRY)
         return client
 
 
 def close_judge_clients() -> None:
-    """Close and forget every cached judge client (their connection pools with them).
+    """Close and forget every cached judge client (their connections with them).
 
     Example:
         >>> close_judge_clients()
@@ -195,21 +192,19 @@ def close_judge_clients() -> None:
         client.close()
 
 
-def _ask(client: OpenAI, request: dict[str, Any], endpoint: Endpoint) -> str | None:
-    """Send the request once; every SDK failure becomes an `EndpointError` at the one boundary,
-    `rk_agent.openai_errors.translate_error`."""
-    import openai
+def _ask(client: SyncModelClient, request: dict[str, Any]) -> str | None:
+    """Send the request once; the reply's text (``None`` when it has none).
 
-    url = endpoint.url
-    try:
-        completion = client.chat.completions.create(**request)
-    except openai.OpenAIError as exc:
-        raise translate_error(exc, endpoint, JUDGE_RETRY) from exc
-    choices = getattr(completion, "choices", None)
-    if not isinstance(choices, list) or not choices:
+    Raises:
+        EndpointError: the client's (`rk_agent.model_client`), or a reply with no choices.
+    """
+    url = client.endpoint.url
+    body = client.request("POST", "/chat/completions", request)
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise EndpointError(f"{url} sent a reply with no choices", url=url)
-    message = getattr(choices[0], "message", None)
-    content = getattr(message, "content", None)
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, dict) else None
     return content if isinstance(content, str) else None
 
 
@@ -383,14 +378,13 @@ def llm_judge_reward(
     }
     if max_tokens is not None:
         request["max_tokens"] = max_tokens
-    client = _client(base_url, key, timeout)
-    endpoint = Endpoint(
-        url=str(client.base_url).rstrip("/"), model=model, key=key, key_source=key_source,
-        timeout_s=timeout,
-    )  # fmt: skip
+    url = (base_url or os.environ.get("OPENAI_BASE_URL") or _OPENAI_URL).rstrip("/")
+    client = _client(
+        Endpoint(url=url, model=model, key=key, key_source=key_source, timeout_s=float(timeout))
+    )
     try:
         reply = retry_call(
-            lambda: _ask(client, request, endpoint), JUDGE_RETRY.replace(max_retries=max_retries)
+            lambda: _ask(client, request), JUDGE_RETRY.replace(max_retries=max_retries)
         )
     except EndpointError as exc:
         error = redact(f"EndpointError: the judge failed: {exc}", [key])

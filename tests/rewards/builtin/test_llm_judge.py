@@ -8,13 +8,16 @@ error status, a delay) and reads back the requests the server received.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import multiprocessing
 import re
 import socket
 import subprocess
 import sys
 import threading
+import warnings
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +28,7 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError, RewardInputError
+from rk_agent.openai_errors import Endpoint
 from rk_agent.rewards.builtin import llm_judge
 from rk_agent.rewards.builtin.llm_judge import (
     JudgeScore,
@@ -364,12 +368,29 @@ def test_connection_refused_is_an_invalid_result() -> None:
     assert (result.error or "").endswith("(gave up after 1 attempt)")
 
 
+def test_a_200_reply_that_is_not_json_is_retried_then_an_invalid_result(
+    judge_server: JudgeServer,
+) -> None:
+    judge_server.raw(b"<html>gateway says hi</html>", "text/html")
+    judge_server.raw(b"<html>gateway says hi</html>", "text/html")
+    result = judge(judge_server, max_retries=1)
+    assert not result.is_score_valid
+    assert result.error is not None
+    assert result.error.startswith(
+        f"EndpointError: the judge failed: {judge_server.base_url} sent a body that is not JSON: "
+        "JSONDecodeError: "
+    )
+    assert result.error.endswith("(gave up after 2 attempts)")
+    assert len(judge_server.requests) == 2
+
+
 @pytest.mark.parametrize(
     ("data", "content_type"),
     [
-        (b"<html>gateway says hi</html>", "text/html"),
         (b'{"object": "chat.completion"}', "application/json"),
         (b'{"choices": []}', "application/json"),
+        (b'{"choices": ["Score: 7"]}', "application/json"),
+        (b"[1, 2]", "application/json"),
     ],
 )
 def test_a_200_reply_that_is_not_a_completion_is_an_invalid_result(
@@ -445,12 +466,39 @@ def test_one_client_per_endpoint_is_shared_across_threads(judge_server: JudgeSer
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda _: judge(judge_server), range(8)))
     assert [r.score for r in results] == [pytest.approx(0.6)] * 8
-    assert len(llm_judge._clients) == 1
-    first = llm_judge._client(judge_server.base_url, KEY, 5.0)
-    assert llm_judge._client(judge_server.base_url, KEY, 5.0) is first
-    assert llm_judge._client(judge_server.base_url, "sk-other-key", 5.0) is not first
+    ((endpoint, first),) = llm_judge._clients.items()
+    assert endpoint == Endpoint(
+        url=judge_server.base_url, model="judge-model", key=KEY, key_source="api_key",
+        timeout_s=5.0,
+    )  # fmt: skip
+    assert llm_judge._client(endpoint) is first
+    assert llm_judge._client(dataclasses.replace(endpoint, key="sk-other-key")) is not first
     close_judge_clients()
     assert llm_judge._clients == {}
+    judge_server.reply("Score: 6")
+    assert judge(judge_server).score == pytest.approx(0.6)  # a new client after closing
+
+
+def test_a_forked_child_judges_on_its_own_connections(judge_server: JudgeServer) -> None:
+    """A process forked after the judge was used (a data loader's workers) does not wait on
+    the parent's client thread, which the child does not have."""
+    judge_server.reply("Score: 6")
+    judge_server.reply("Score: 8")
+    assert judge(judge_server).score == pytest.approx(0.6)  # the parent's client is running
+    context = multiprocessing.get_context("fork")
+    scores: Any = context.Queue()
+
+    def in_child() -> None:
+        scores.put(judge(judge_server).score)
+
+    with warnings.catch_warnings():
+        # Python 3.12 warns on fork() in a process with threads (this one has the client's).
+        warnings.filterwarnings("ignore", ".*use of fork.*", DeprecationWarning)
+        child = context.Process(target=in_child)
+        child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert scores.get(timeout=5) == pytest.approx(0.8)
 
 
 def test_missing_rubric_or_model_is_a_caller_error() -> None:
@@ -489,10 +537,13 @@ def test_no_assistant_message_is_invalid_without_any_request(judge_server: Judge
     assert judge_server.requests == []
 
 
-def test_importing_the_module_does_not_import_openai() -> None:
-    code = "import sys, rk_agent.rewards.builtin.llm_judge; print('openai' in sys.modules)"
+def test_the_judge_needs_neither_the_openai_sdk_nor_an_http_stack_on_import() -> None:
+    code = (
+        "import sys, rk_agent.rewards.builtin.llm_judge\n"
+        "print(sorted(m for m in ('openai', 'aiohttp', 'httpx') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[]"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""`rk_agent.policies.http1` against a raw server on loopback that writes replies byte by byte
+"""`rk_agent.http1` against a raw server on loopback that writes replies byte by byte
 as a script says: lengths, chunks, closes, interim replies, garbage and silence."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rk_agent.policies.http1 import (
+from rk_agent.http1 import (
     BadReply,
     Http1Pool,
     Reply,

@@ -1,14 +1,15 @@
-"""The HTTP client of the served-model policies: JSON requests to an OpenAI-compatible server.
+"""The HTTP client of OpenAI-compatible model servers: JSON requests, typed failures.
 
 `OpenAIPolicy` (``POST /chat/completions``) and `VLLMPolicy` (``POST /completions``,
-``GET /models``) send a JSON body and read a JSON body; nothing else of the ``openai`` SDK was
-used. Its request machinery (a deep copy of the options, URL parsing, header objects, its own
-HTTP layer over ``aiohttp``) cost about 0.45 ms of CPU per request, three times ``aiohttp``'s
-own work: at a few hundred requests a second that was most of a rollout process's CPU (the
-figures: ``benchmarks/bench_model_client.py``). So the policies speak HTTP through this one
-``aiohttp`` session per policy, and every failure becomes an `EndpointError` here, worded as
-`rk_agent.openai_errors` words the SDK's (`status_error`), so that a 503 reads the same from
-either.
+``GET /models``) send a JSON body and read a JSON body, and so does the LLM judge
+(`rk_agent.rewards.builtin.llm_judge`, through `SyncModelClient`); nothing else of the
+``openai`` SDK was used. It sits with the shared modules, below the rewards and the
+policies, so that both can use it. The SDK's request machinery (a deep copy of the options, URL
+parsing, header objects, its own HTTP layer over ``aiohttp``) cost about 0.45 ms of CPU per
+request, three times ``aiohttp``'s own work: at a few hundred requests a second that was most
+of a rollout process's CPU (the figures: ``benchmarks/bench_model_client.py``). So rk-agent
+speaks HTTP through this one client per endpoint, and every failure becomes an `EndpointError`
+here, worded as `rk_agent.openai_errors` words them (`status_error`).
 
 Failures: a timeout (connecting, or waiting for the server) and a dropped or refused connection
 are retryable, with no status; a 4xx/5xx status is `status_error`'s (context
@@ -17,7 +18,7 @@ whose body is not JSON is retryable with status 200. The key never appears in a 
 
 Transport: a plain ``http://`` server reached directly (a local vLLM, SGLang or
 ``transformers serve``: the many-requests-a-second case) is spoken to through
-`rk_agent.policies.http1` (kept-alive connections, a third of ``aiohttp``'s CPU per request);
+`rk_agent.http1` (kept-alive connections, a third of ``aiohttp``'s CPU per request);
 ``https://`` servers and servers behind a proxy through one ``aiohttp`` session.
 
 Proxies: the environment's ``HTTP(S)_PROXY`` and ``NO_PROXY`` apply (the proxy's credentials
@@ -25,7 +26,11 @@ from its URL or from netrc), resolved once when the client opens, for the one se
 client talks to. ``aiohttp``'s ``trust_env`` would read them again, with netrc, on two worker
 threads for every request: most of a turn's CPU and two thread hand-offs of waiting.
 
-Main names: `ModelClient`.
+Synchronous callers (a reward is a plain function, called from any thread) use
+`SyncModelClient`: the same client on an event loop of its own, in one daemon thread, so that
+every caller shares its kept-alive connections.
+
+Main names: `ModelClient`, `SyncModelClient`.
 
 Example:
     >>> import asyncio
@@ -45,8 +50,13 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import json
+import os
+import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -54,6 +64,7 @@ import pydantic_core
 
 from rk_agent import __version__
 from rk_agent.errors import ConfigError, EndpointError
+from rk_agent.http1 import BadReply, Http1Pool, header_lines, request_head
 from rk_agent.openai_errors import (
     Endpoint,
     server_message,
@@ -61,14 +72,13 @@ from rk_agent.openai_errors import (
     timeout_error,
     unreachable_error,
 )
-from rk_agent.policies.http1 import BadReply, Http1Pool, header_lines, request_head
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.secrets import redact
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["ModelClient", "StatusReply"]
+__all__ = ["ModelClient", "StatusReply", "SyncModelClient"]
 
 
 _ssl: Any = None
@@ -271,6 +281,95 @@ def _from_json(raw: bytes) -> Any:
         return pydantic_core.from_json(raw)
     except ValueError:  # the standard library's error names the cause as users know it
         return json.loads(raw)
+
+
+class SyncModelClient:
+    """A `ModelClient` for synchronous callers, from any thread.
+
+    Requests run on an event loop of the client's own, in one daemon thread started by the
+    first request; each call blocks until its reply. Calls from many threads at once share the
+    client's connections. In a child process made by ``fork`` the parent's thread does not
+    exist: the first request there starts the child's own loop and connections.
+
+    Args:
+        endpoint: as for `ModelClient`.
+        **options: `ModelClient`'s other arguments (``max_connections``, ``retry``,
+            ``headers``).
+
+    Example:
+        >>> from rk_agent.openai_errors import Endpoint
+        >>> from rk_agent.testing.stub_server import StubServer
+        >>> with StubServer(["4"]) as server:
+        ...     client = SyncModelClient(Endpoint(url=server.base_url, model="stub"))
+        ...     body = client.request("POST", "/chat/completions", {"model": "stub",
+        ...                           "messages": [{"role": "user", "content": "2+2?"}]})
+        ...     client.close()
+        >>> body["choices"][0]["message"]["content"]
+        '4'
+    """
+
+    def __init__(self, endpoint: Endpoint, **options: Any) -> None:
+        self.endpoint = endpoint
+        self._options = options
+        self._lock = threading.Lock()
+        self._started: _Started | None = None
+
+    def __repr__(self) -> str:
+        return f"SyncModelClient(url={self.endpoint.url!r})"
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """`ModelClient.request`, waited for: the decoded JSON reply.
+
+        Raises:
+            EndpointError: as `ModelClient.request` (no retry).
+        """
+        started = self._running()
+        call = started.client.request(method, path, body)
+        return asyncio.run_coroutine_threadsafe(call, started.loop).result()
+
+    def close(self) -> None:
+        """Close the connections and stop the loop's thread (a later request starts them
+        again). Done at the interpreter's exit for a client still open."""
+        atexit.unregister(self.close)
+        with self._lock:
+            started, self._started = self._started, None
+        if started is None or started.pid != os.getpid():
+            return  # never started, or the parent's (a forked child closes nothing of it)
+        asyncio.run_coroutine_threadsafe(started.client.aclose(), started.loop).result()
+        started.loop.call_soon_threadsafe(started.loop.stop)
+        started.thread.join()
+
+    def _running(self) -> _Started:
+        with self._lock:
+            if self._started is None or self._started.pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=_run_forever, args=(loop,), name="rk-agent-model-client", daemon=True
+                )
+                thread.start()
+                client = ModelClient(self.endpoint, **self._options)
+                self._started = _Started(os.getpid(), loop, thread, client)
+                atexit.register(self.close)  # no connection left for the collector to find
+            return self._started
+
+
+@dataclass(frozen=True)
+class _Started:
+    """A `SyncModelClient`'s loop, its thread and its client, in the process that started
+    them."""
+
+    pid: int
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    client: ModelClient
+
+
+def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 def _env_proxy(url: str) -> dict[str, Any]:

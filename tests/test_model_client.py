@@ -1,4 +1,4 @@
-"""Tests for `rk_agent.policies.model_client`, over real HTTP against the loopback stub server
+"""Tests for `rk_agent.model_client`, over real HTTP against the loopback stub server
 (and a port nobody listens on)."""
 
 from __future__ import annotations
@@ -7,18 +7,20 @@ import asyncio
 import doctest
 import re
 import socket
+import subprocess
+import sys
 import threading
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pytest
 
-from rk_agent import __version__
+from rk_agent import __version__, model_client
 from rk_agent.errors import ContextOverflowError, EndpointError
+from rk_agent.model_client import ModelClient, SyncModelClient
 from rk_agent.openai_errors import Endpoint, server_message
-from rk_agent.policies import model_client
-from rk_agent.policies.model_client import ModelClient
 from rk_agent.retry import server_wait
 from rk_agent.testing.stub_server import Fault, StubServer
 
@@ -290,6 +292,56 @@ def test_the_proxy_is_resolved_once_when_the_session_opens(
 )
 def test_server_message(text: str, expected: str) -> None:
     assert server_message(text, "Service Unavailable") == expected
+
+
+def test_the_sync_client_serves_many_threads_on_one_loop_of_its_own(server: StubServer) -> None:
+    def loop_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "rk-agent-model-client"}
+
+    before = loop_threads()
+    client = SyncModelClient(Endpoint(url=server.base_url, model="stub", key=KEY, timeout_s=5.0))
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            replies = list(pool.map(lambda _: client.request("POST", "/chat/completions", BODY),
+                                    range(32)))  # fmt: skip
+        assert {r["choices"][0]["message"]["content"] for r in replies} == {"4"}
+        (thread,) = loop_threads() - before  # one thread, however many callers
+    finally:
+        client.close()
+    assert not thread.is_alive()
+    assert client.request("GET", "/models")["object"] == "list"  # a new loop after close
+    client.close()
+    client.close()  # closing twice is fine
+
+
+def test_the_sync_client_raises_the_clients_errors(server: StubServer) -> None:
+    client = SyncModelClient(
+        Endpoint(url=server.base_url, model="stub", key=KEY, key_source="RK_KEY", timeout_s=5.0)
+    )
+    server.inject(Fault.http(401, f"bad key {KEY}"))
+    try:
+        with pytest.raises(EndpointError) as info:
+            client.request("POST", "/chat/completions", BODY)
+    finally:
+        client.close()
+    assert str(info.value) == (
+        f"{server.base_url}: HTTP 401: bad key *** (check the API key; it came from: RK_KEY)"
+    )
+
+
+def test_a_sync_client_left_open_closes_at_exit_quietly() -> None:
+    code = (
+        "from rk_agent.model_client import SyncModelClient\n"
+        "from rk_agent.openai_errors import Endpoint\n"
+        "from rk_agent.testing.stub_server import StubServer\n"
+        "server = StubServer(['4']).start()\n"
+        "client = SyncModelClient(Endpoint(url=server.base_url, model='stub'))\n"
+        "print(client.request('GET', '/models')['object'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert (out.returncode, out.stdout, out.stderr) == (0, "list\n", "")
 
 
 def test_docstring_examples_run() -> None:

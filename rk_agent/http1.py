@@ -5,7 +5,7 @@ a local one over plain HTTP (vLLM, SGLang, ``transformers serve``). ``aiohttp``'
 (request and response objects, header multidicts, cookie jar, tracing hooks) cost about
 0.33 ms of CPU per request on a 2-core machine, most of what a rollout turn costs; writing the
 request and reading the reply on a kept-alive connection costs a third of that
-(``benchmarks/bench_model_client.py``). So `rk_agent.policies.model_client.ModelClient` uses
+(``benchmarks/bench_model_client.py``). So `rk_agent.model_client.ModelClient` uses
 this pool for ``http://`` servers it reaches directly, and ``aiohttp`` for ``https://`` and
 for servers behind a proxy, where TLS and proxy protocols are worth a full library.
 
