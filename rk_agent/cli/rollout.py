@@ -27,7 +27,7 @@ _FLAGS = {
     "group_size": "--group-size", "base_url": "--base-url", "max_turns": "--max-turns",
     "env_kwargs.sandbox": "--sandbox", "mcp": "--mcp",
     "ray.address": "--ray-address", "ray.num_cpus": "--worker-cpus",
-    "ray.resources": "--worker-resource",
+    "ray.resources": "--worker-resource", "tool_call_format": "--tool-call-format",
 }  # fmt: skip
 
 
@@ -69,6 +69,14 @@ def rollout(
             "--api-key",
             help="API key (default: FIREWORKS_API_KEY / OPENAI_API_KEY). Never saved.",
             show_default=False,
+        ),
+    ] = None,
+    tool_call_format: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-call-format",
+            help="How the model writes tool calls as text where the server takes no `tools` "
+            "(or a local model has no tool template): hermes (default) or llama3_json.",
         ),
     ] = None,
     n: Annotated[int | None, typer.Option("--n", help="Number of tasks.")] = None,
@@ -190,6 +198,7 @@ def rollout(
         "env_kwargs.sandbox": sandbox, "mcp": mcp,
         "workers": workers, "ray.address": ray_address, "ray.num_cpus": worker_cpus,
         "ray.resources": _resources(worker_resource), "fork": fork,
+        "tool_call_format": tool_call_format,
     }  # fmt: skip
     if fork is not None:  # --n counts the continuations: one group of that many samples
         overrides.update(n=None, group_size=n or group_size or 8)

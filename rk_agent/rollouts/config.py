@@ -40,6 +40,7 @@ from rk_agent.envs.env_setup import (
 from rk_agent.errors import ConfigError
 from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.workers import RayOptions
+from rk_agent.tool_calls.registry import DEFAULT_TOOL_CALL_FORMAT
 
 __all__ = ["FailurePolicy", "RolloutConfig", "load_rollout_config"]
 
@@ -91,6 +92,10 @@ class RolloutConfig(EnvConfig):
         n: number of tasks.
         group_size: samples per task (GRPO groups, pass@k).
         concurrency: episodes played at once.
+        tool_call_format: how the model writes tool calls as text where tools are not passed
+            natively (a server that refuses ``tools``, a local model without a tool template):
+            ``hermes`` (default) or another registered format (`rk_agent.tool_calls`); the
+            policy parses with it, as GRPO's ``tool_call_format`` does in training.
         episode_timeout_s: wall-time limit per episode.
         sampling: sampling parameters.
         failure_policy: what to do with failed episodes.
@@ -115,6 +120,7 @@ class RolloutConfig(EnvConfig):
     n: int = Field(default=16, ge=1)
     group_size: int = Field(default=1, ge=1)
     concurrency: int = Field(default=8, ge=1)
+    tool_call_format: str = DEFAULT_TOOL_CALL_FORMAT
     episode_timeout_s: float = Field(default=600.0, gt=0)
     sampling: SamplingParams = Field(default_factory=lambda: SamplingParams(**_SAMPLING))
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy)

@@ -229,12 +229,15 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
     environment's reference solver (``provider: solver``).
 
     Raises:
-        ConfigError: a provider that needs a key has none, the model cannot be placed, or the
-            environment has no reference solver.
+        ConfigError: a provider that needs a key has none, the model cannot be placed, the
+            environment has no reference solver, or the tool-call format is unknown.
         EndpointError: a served model's server cannot be reached, refuses the key, or answers
             neither ``GET <base-url>/models`` nor a one-token completion
             (`OpenAIPolicy.check_endpoint`).
     """
+    from rk_agent.tool_calls import get_tool_call_format
+
+    get_tool_call_format(config.tool_call_format)  # a misspelt one stops here, whatever plays
     provider = config.provider
     if provider == "solver":
         from rk_agent.envs.registry import get_solver
@@ -263,6 +266,7 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
             base_url=config.base_url,
             api_key=key,
             max_concurrency=config.concurrency,
+            tool_call_format=config.tool_call_format,
         )
         served.check_endpoint()  # reachable, and with a key it accepts, before any episode
         return served
@@ -279,7 +283,7 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
     from rk_agent.policies.hf_policy import HFPolicy
     from rk_agent.policies.local_model import resolve_model
 
-    return HFPolicy(resolve_model(model))
+    return HFPolicy(resolve_model(model), tool_call_format=config.tool_call_format)
 
 
 def describe_model(run: PreparedRun) -> str:

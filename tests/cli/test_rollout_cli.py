@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
-from rk_agent.testing.stub_server import StubServer
+from rk_agent.testing.stub_server import Fault, StubServer
 
 SECRET = "sk-rollout-SECRET-0123456789abcdef"
 # Started as `uv run` starts it: hints then say `uv run rk-agent` (tests/cli/test_invocation.py).
@@ -236,6 +236,34 @@ def test_bad_input_fails_before_any_work(tmp_path: Path) -> None:
     out = rk("rollout", "--reward", "mth", "--output", str(tmp_path / "d"))
     assert out.returncode == 2 and "Did you mean 'math'?" in out.stderr
     assert not any((tmp_path / name).exists() for name in "abcd")
+
+
+def test_the_tool_call_format_is_the_runs_where_the_server_takes_no_tools(
+    tmp_path: Path,
+) -> None:
+    call = '<|python_tag|>{"name": "calculator", "parameters": {"expression": "6*7"}}'
+
+    def reply(request: dict[str, Any]) -> Any:
+        if "tools" in request:  # as vLLM without --enable-auto-tool-choice
+            return Fault.http(400, '"auto" tool choice requires --enable-auto-tool-choice')
+        said = [m for m in request["messages"] if m["role"] == "assistant"]
+        return "Answer: 42" if said else call
+
+    with StubServer(reply) as server:
+        out = rk("rollout", "--env", "tools", "--base-url", server.base_url, "--model", "m",
+                 "--tool-call-format", "llama3_json", "--n", "1",
+                 "-o", str(tmp_path / "run"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    (episode,) = lines(tmp_path / "run")
+    first = episode["turns"][0]
+    assert first.get("parse_error") is None  # left out when there is none
+    assert [c["function"]["name"] for c in first["assistant"]["tool_calls"]] == ["calculator"]
+    provenance = json.loads((tmp_path / "run" / "provenance.json").read_text())
+    assert provenance["tool_call_format"] == "llama3_json"
+    refused = rk("rollout", "--env", "tools", "--provider", "solver", "--tool-call-format",
+                 "lama3", "-o", str(tmp_path / "no"))  # fmt: skip
+    assert refused.returncode == 2 and "Did you mean 'llama3_json'?" in refused.stderr
+    assert not (tmp_path / "no").exists()
 
 
 def test_a_key_written_into_an_inline_mcp_config_is_refused_before_any_work(
