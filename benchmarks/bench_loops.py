@@ -49,7 +49,7 @@ def worker(a: argparse.Namespace) -> None:
     """Train ``a.worker``'s loop and print one ``RESULT {json}`` line."""
     from trl import GRPOConfig
 
-    from rk_agent.trainers.run_record import peak_resident_bytes
+    from rk_agent.trainers.memory import peak_resident_bytes
     from rk_agent.trainers.trl_args import build_trl_args
 
     steps = a.steps + 1

@@ -91,14 +91,14 @@ def _training_run(seed: list[dict], folder: Path, episodes: int) -> None:
     import dataclasses
 
     from rk_agent.rollouts.alarms import AlarmWatch
+    from rk_agent.rollouts.run_record import RunKind, RunRecord, write_run_record
     from rk_agent.rollouts.trajectory import Trajectory
     from rk_agent.rollouts.watch import outcome_of, watch_signals
-    from rk_agent.trainers.run_record import RunRecord, write_run_record
     from rk_agent.trainers.watch_log import append_watch_line
     from rk_agent.types import RunStatus
 
     folder.mkdir()
-    record = RunRecord.start()
+    record = RunRecord.start(RunKind.TRAINING, global_step=0)
     write_run_record(folder, record)
     outcomes = {}  # of the seeds, as each is written: a line's outcome depends on nothing else
     watch = AlarmWatch()

@@ -328,7 +328,7 @@ class FailureSite(str, Enum):
 
 
 class RunStatus(str, Enum):
-    """Where a run stands: a rollout run's ``run.json``, a training run's ``rk_agent_run.json``.
+    """Where a run stands, as its ``run.json`` says (`rk_agent.rollouts.run_record.RunRecord`).
 
     A run that is not ``running`` can be resumed (a finished one has nothing left to do).
     """

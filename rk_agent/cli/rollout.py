@@ -373,7 +373,7 @@ def show(
     from rk_agent.cli.console import make_console
     from rk_agent.cli.render import render_summary, render_trajectory
     from rk_agent.cli.show_training import is_training_run
-    from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, RunDir, read_trajectories
+    from rk_agent.rollouts.run_dir import CONFIG_FILE, TRAJECTORIES_FILE, RunDir, read_trajectories
     from rk_agent.rollouts.summary import summarize
 
     if limit < -1:
@@ -393,6 +393,8 @@ def show(
         trajectories = read_trajectories(run_dir)
     elif run_dir.is_file():
         trajectories = read_trajectories(run_dir)
+    elif not (run_dir / CONFIG_FILE).is_file():
+        raise ConfigError(_not_a_run(run_dir))
     else:
         run = RunDir.open(run_dir)
         trajectories = run.read_trajectories()
@@ -456,6 +458,28 @@ def _all_played(path: Path) -> bool:
     return len(done) >= run.config.n * run.config.group_size
 
 
+def _not_a_run(path: Path) -> str:
+    """The error for a path ``rk-agent show`` finds no run at."""
+    from rk_agent.rollouts.run_dir import CONFIG_FILE
+    from rk_agent.rollouts.run_record import RUN_RECORD_FILE
+
+    give = (
+        "Give a run's folder (made by `rk-agent rollout`, `rk-agent rescore` or `rk-agent "
+        "train`) or a trajectories JSONL file."
+    )
+    if not path.exists():
+        return f"{path} does not exist. {give}"
+    if (path / RUN_RECORD_FILE).is_file():
+        return (
+            f"{path} holds no run: no {CONFIG_FILE} (a rollout run's), and its "
+            f"{RUN_RECORD_FILE} is not a training run's record (unreadable). {give}"
+        )
+    return (
+        f"{path} holds no run: neither the {CONFIG_FILE} of a rollout run nor the "
+        f"{RUN_RECORD_FILE} of a training run. {give}"
+    )
+
+
 def _no_episode(missing: list[str], trajectories: list[Any], where: Path) -> str:
     """The error for ``--episode`` ids a run does not have, with the ids it has."""
     ids = [t.id for t in trajectories]
@@ -470,13 +494,13 @@ def _status_note(run: RunDir) -> str | None:
     """How an unfinished run stands, from ``run.json`` and its lock (``None``: finished)."""
     from rk_agent.rollouts.run_dir import RunStatus
 
-    manifest = run.read_manifest()
-    status = manifest.status if manifest is not None else None
+    record = run.read_record()
+    status = record.status if record is not None else None
     resume = f"finish it with `{command()} rollout --resume {run.path}`"
     if status is RunStatus.INTERRUPTED:
         return f"The run was interrupted (Ctrl-C); {resume}."
     if status is RunStatus.FAILED:
-        return f"The run failed: {manifest.error if manifest else ''}; {resume}."
+        return f"The run failed: {record.error if record else ''}; {resume}."
     if status is RunStatus.RUNNING:
         holder = run.holder()
         if holder is not None and holder.is_alive() is not False:

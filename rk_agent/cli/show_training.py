@@ -1,9 +1,10 @@
 """``rk-agent show`` on a training run's folder: how it stands, its last watched step, its alarms.
 
-A folder ``rk-agent train`` wrote holds ``rk_agent_run.json`` (`rk_agent.trainers.run_record`)
-and, for GRPO, ``watch.jsonl`` (`rk_agent.trainers.watch`). `render_training_run` prints the
-run's status, step and last checkpoint, the watch's figures of its last step, and every alarm it
-raised (from the record; from ``watch.jsonl`` when the record has none, as for a killed run).
+A folder ``rk-agent train`` wrote holds ``run.json`` of kind ``training``
+(`rk_agent.rollouts.run_record`) and, for GRPO, ``watch.jsonl`` (`rk_agent.trainers.watch`).
+`render_training_run` prints the run's status, step and last checkpoint, the watch's figures
+of its last step, and every alarm it raised (from the record; from ``watch.jsonl`` when the
+record has none, as for a killed run).
 Everything is printed as plain text.
 
 Main names: `is_training_run`, `render_training_run`.
@@ -18,15 +19,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rk_agent.trainers.run_record import RUN_RECORD_FILE, read_run_record
+from rk_agent.rollouts.run_record import RunKind, read_run_record
 from rk_agent.trainers.watch_log import read_watch
 
 __all__ = ["is_training_run", "render_training_run"]
 
 
 def is_training_run(path: Path) -> bool:
-    """Whether ``path`` is a folder ``rk-agent train`` wrote (and not a rollout run)."""
-    return (path / RUN_RECORD_FILE).is_file() and not (path / "config.yaml").is_file()
+    """Whether ``path`` is a folder ``rk-agent train`` wrote: its ``run.json`` says so."""
+    record = read_run_record(path)
+    return record is not None and record.kind is RunKind.TRAINING
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -44,8 +46,8 @@ def render_training_run(path: Path, console: Console) -> None:
     table.add_column("value")
     rows: list[tuple[str, str]] = []
     if record is not None:
-        rows.append(("status", record.status.value))
-        rows.append(("step", str(record.global_step)))
+        rows.append(("status", record.status.value if record.status else "unknown"))
+        rows.append(("step", str(record.global_step or 0)))
         rows.append(("last checkpoint", record.last_checkpoint or "none"))
         if record.error:
             rows.append(("error", record.error))

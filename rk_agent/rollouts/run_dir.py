@@ -3,7 +3,7 @@
 ```text
 RUN_DIR/
 ├── config.yaml          the resolved configuration (no API keys)
-├── run.json             package versions, start time, seed, status (`RunManifest`)
+├── run.json             status, start time, seed, package versions (`RunRecord`)
 ├── provenance.json      what the model saw: model, tools, tool-call format, template, versions
 ├── run.lock             held by the process writing the run: its pid, host and command
 ├── trajectories.jsonl   one finished episode per line, appended as each finishes
@@ -26,10 +26,11 @@ so a crash leaves every finished episode readable. One reader (`read_trajectorie
 - in a run directory an episode id appears once: a repeated id (two processes writing one run
   at once, before run directories were locked) is counted once, with a warning.
 
-**Status**: ``run.json`` says `RunStatus.RUNNING` while a process writes the run, then
-``finished``, ``interrupted`` (Ctrl-C) or ``failed`` (an exception, whose message is kept in
-``error``). A process the OS kills (``kill -9``, out of memory) cannot write its last word: its
-run still says ``running`` while no live process holds its lock (`RunDir.holder`).
+**Status**: ``run.json`` (`rk_agent.rollouts.run_record`, kind ``rollout``) says
+`RunStatus.RUNNING` while a process writes the run, then ``finished``, ``interrupted`` (Ctrl-C)
+or ``failed`` (an exception, whose message is kept in ``error``). A process the OS kills
+(``kill -9``, out of memory) cannot write its last word: its run still says ``running`` while no
+live process holds its lock (`RunDir.holder`).
 
 **Provenance**: ``provenance.json`` (`rk_agent.rollouts.provenance.RunProvenance`) is written
 once, before the first episode (`RunDir.record_provenance`); `RunDir.append` trims each
@@ -40,10 +41,10 @@ episode's record to what differs from it, and fills in what only the first answe
 naming the first. The OS releases the lock when its process dies, so a killed run is resumed
 without any clean-up.
 
-Main names: `RunDir`, `RunStatus`, `RunManifest`, `read_trajectories`, `iter_trajectories`,
+Main names: `RunDir`, `RunStatus`, `read_trajectories`, `iter_trajectories`,
 `append_trajectories`, `trajectory_line`, `read_provenance`, and the file names
-(`TRAJECTORIES_FILE`, `CONFIG_FILE`, `MANIFEST_FILE`, `PROVENANCE_FILE`, `SUMMARY_FILE`,
-`DROPPED_FILE`, `WORKER_FAILURES_FILE`, `LOCK_FILE`).
+(`TRAJECTORIES_FILE`, `CONFIG_FILE`, `PROVENANCE_FILE`, `SUMMARY_FILE`, `DROPPED_FILE`,
+`WORKER_FAILURES_FILE`, `LOCK_FILE`; ``run.json`` is `RUN_RECORD_FILE`).
 """
 
 from __future__ import annotations
@@ -54,19 +55,27 @@ import json
 import logging
 import os
 import platform
+import socket
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_serializer, field_validator
+from pydantic import BaseModel, ValidationError
 
+from rk_agent.atomic_file import write_atomic
 from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.jsonl import iter_jsonl, parse_jsonl_line
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.provenance import PROVENANCE_FILE, RunProvenance, package_versions
 from rk_agent.rollouts.run_lock import LockHolder, RunLock
+from rk_agent.rollouts.run_record import (
+    RUN_RECORD_FILE,
+    RunKind,
+    RunRecord,
+    read_run_record,
+    write_run_record,
+)
 from rk_agent.rollouts.summary import RunSummary
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.types import RunStatus
@@ -75,13 +84,11 @@ __all__ = [
     "CONFIG_FILE",
     "DROPPED_FILE",
     "LOCK_FILE",
-    "MANIFEST_FILE",
     "PROVENANCE_FILE",
     "SUMMARY_FILE",
     "TRAJECTORIES_FILE",
     "WORKER_FAILURES_FILE",
     "RunDir",
-    "RunManifest",
     "RunStatus",
     "append_trajectories",
     "iter_trajectories",
@@ -98,8 +105,6 @@ TRAJECTORIES_FILE = "trajectories.jsonl"
 """One finished episode per line (also the name of a training run's episode log)."""
 CONFIG_FILE = "config.yaml"
 """The run's resolved `RolloutConfig`."""
-MANIFEST_FILE = "run.json"
-"""The run's `RunManifest`: versions, start time, seed, status."""
 SUMMARY_FILE = "summary.json"
 """The run's `RunSummary`."""
 DROPPED_FILE = "dropped.jsonl"
@@ -116,46 +121,6 @@ _LINE_HINT = (
 )
 
 
-class RunManifest(BaseModel):
-    """``run.json``: what ran, when, and how it stands.
-
-    Keys this version does not know are kept when the file is rewritten.
-
-    Attributes:
-        status: where the run stands; ``None`` when the file holds a word that is not a
-            `RunStatus` (a hand-edited file).
-        error: the exception that stopped a ``failed`` run.
-        started_at, updated_at: when the run was created and last recorded (UTC).
-        seed: the run's seed.
-        python: the Python version.
-        packages: versions of the packages that matter for reproducing the run.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    status: RunStatus | None = None
-    error: str | None = None
-    started_at: datetime | None = None
-    updated_at: datetime | None = None
-    seed: int | None = None
-    python: str | None = None
-    packages: dict[str, str] = {}
-
-    @field_validator("status", mode="before")
-    @classmethod
-    def _known_status(cls, value: object) -> object:
-        if isinstance(value, str):
-            try:
-                return RunStatus(value.strip().lower())
-            except ValueError:
-                return None
-        return value
-
-    @field_serializer("started_at", "updated_at")
-    def _iso(self, value: datetime | None) -> str | None:
-        return value.isoformat(timespec="seconds") if value is not None else None
-
-
 class RunDir:
     """One run's directory.
 
@@ -167,7 +132,7 @@ class RunDir:
     TRAJECTORIES = TRAJECTORIES_FILE
     DROPPED = DROPPED_FILE
     CONFIG = CONFIG_FILE
-    MANIFEST = MANIFEST_FILE
+    RECORD = RUN_RECORD_FILE
     SUMMARY = SUMMARY_FILE
     LOCK = LOCK_FILE
     WORKER_FAILURES = WORKER_FAILURES_FILE
@@ -181,7 +146,7 @@ class RunDir:
 
     @classmethod
     def create(cls, path: str | Path, config: RolloutConfig) -> RunDir:
-        """Make a new run directory, take its lock, and write its config and manifest.
+        """Make a new run directory, take its lock, and write its config and record.
 
         Raises:
             RunLockedError: another process is writing a run there.
@@ -192,8 +157,8 @@ class RunDir:
         lock = RunLock.acquire(path / LOCK_FILE)
         if (path / TRAJECTORIES_FILE).exists() or (path / CONFIG_FILE).exists():
             lock.release()
-            manifest = cls(path, config).read_manifest()
-            if manifest is not None and manifest.status is RunStatus.FINISHED:
+            record = read_run_record(path)
+            if record is not None and record.status is RunStatus.FINISHED:
                 raise ConfigError(
                     f"{path} already holds a finished run (every episode is there); choose "
                     "another --output."
@@ -204,7 +169,7 @@ class RunDir:
             )
         run = cls(path, config, lock)
         run._write_config()
-        run._write_manifest(RunStatus.RUNNING, error=None, fresh=True)
+        run._write_record(RunStatus.RUNNING, error=None, fresh=True)
         (path / TRAJECTORIES_FILE).touch()
         return run
 
@@ -336,13 +301,13 @@ class RunDir:
     def mark_running(self) -> None:
         """Record that a process writes the run now (a resumed run), clearing an old error."""
         self._check_writable()
-        self._write_manifest(RunStatus.RUNNING, error=None)
+        self._write_record(RunStatus.RUNNING, error=None)
 
     def finish(self, status: RunStatus | str, error: str | None = None) -> None:
         """Record the run's final status (``finished``, ``interrupted``, ``failed`` with its
         ``error``). The lock is kept until `close`."""
         self._check_writable()
-        self._write_manifest(RunStatus(status), error=error)
+        self._write_record(RunStatus(status), error=error)
 
     def close(self) -> None:
         """Release the run's lock (safe to call twice; a read-only run has none)."""
@@ -371,9 +336,7 @@ class RunDir:
             )
 
     def _write_atomic(self, name: str, text: str) -> None:
-        temporary = self.path / f".{name}.tmp"
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(self.path / name)
+        write_atomic(self.path / name, text)
 
     def _write_config(self) -> None:
         import yaml
@@ -381,17 +344,20 @@ class RunDir:
         data = self.config.model_dump(mode="json")
         self._write_atomic(CONFIG_FILE, yaml.safe_dump(data, sort_keys=False))
 
-    def _write_manifest(self, status: RunStatus, error: str | None, fresh: bool = False) -> None:
-        manifest = (None if fresh else self.read_manifest()) or RunManifest()
-        now = datetime.now(UTC)
-        manifest.started_at = manifest.started_at or now
-        manifest.python = manifest.python or platform.python_version()
-        manifest.packages = manifest.packages or package_versions(_PACKAGES)
-        manifest.seed = self.config.env.seed
-        manifest.status = status
-        manifest.error = error
-        manifest.updated_at = now
-        self._write_atomic(MANIFEST_FILE, manifest.model_dump_json(indent=2, exclude_none=True))
+    def _write_record(self, status: RunStatus, error: str | None, fresh: bool = False) -> None:
+        record = None if fresh else self.read_record()
+        if record is None or record.kind is not RunKind.ROLLOUT:
+            record = RunRecord.start(RunKind.ROLLOUT)
+        record = record.refreshed(
+            status=status,
+            error=error,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            seed=self.config.env.seed,
+            python=record.python or platform.python_version(),
+            packages=record.packages or package_versions(_PACKAGES),
+        )
+        write_run_record(self.path, record)
 
     # ------------------------------------------------------------------ reading
 
@@ -414,13 +380,11 @@ class RunDir:
         fix = f"Delete it: `rk-agent show {self.path}` computes the summary from the trajectories."
         return _read_record(self.path / SUMMARY_FILE, RunSummary, "a run summary", fix)
 
-    def read_manifest(self) -> RunManifest | None:
-        """``run.json``, or ``None`` when it is missing or unreadable (it is informational:
-        resuming and showing a run never depend on it)."""
-        try:
-            return RunManifest.model_validate_json((self.path / MANIFEST_FILE).read_bytes())
-        except (OSError, ValidationError):
-            return None
+    def read_record(self) -> RunRecord | None:
+        """``run.json`` (`rk_agent.rollouts.run_record.read_run_record`), or ``None`` when it is
+        missing or unreadable (it is informational: resuming and showing a run never depend on
+        it)."""
+        return read_run_record(self.path)
 
     def read_provenance(self) -> RunProvenance | None:
         """``provenance.json`` (`read_provenance`)."""

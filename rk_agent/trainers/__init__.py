@@ -6,9 +6,14 @@ Modules:
         episodes of `rk_agent.policies.episode_tokens`.
     rewards: TRL reward functions, one per component, with episode statistics.
     grpo: `grpo_trainer`, a TRL ``GRPOTrainer`` wired to an environment.
+    trl_env / trl_tool_env: the same with TRL's own tool loop (``environment_factory``).
+    grpo_builder: the one place both build their ``GRPOTrainer`` (`build_grpo_trainer`).
     sft_data / sft: SFT (rejection sampling) from trajectories, assistant-only loss.
     config / trl_args / wandb_setup / run: ``rk-agent train``'s config, TRL options with
         device defaults, wandb (offline without a key), and the run itself.
+    callbacks / memory / previous_run / watch: the run's record (``run.json``, in
+        `rk_agent.rollouts.run_record`) with its memory figures, what the next start says
+        about a run that did not end cleanly, and the watch's alarms.
 
 Heavy dependencies (torch, transformers, trl, datasets, wandb) load only when used.
 """

@@ -9,8 +9,9 @@ Each reward's scores also go to wandb as a histogram per logging step, when wand
 (`rk_agent.trainers.reward_histograms`), and every step is watched: the signals that show a
 step teaching nothing, and alarms when they say so (`rk_agent.trainers.watch`), with the token
 drift a re-tokenizing trainer would have had (multi-turn: `rk_agent.trainers.drift_rate`; the
-loop itself trains on the generated ids). Everything
-else is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
+loop itself trains on the generated ids). The trainer itself is built as TRL's own loop's is
+(`rk_agent.trainers.grpo_builder`: model, tokenizer, TRL's patches, the watch); everything else
+is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
 
 Main names: `grpo_trainer`.
 
@@ -28,21 +29,18 @@ Example (what ``rk-agent train grpo --env guess`` does, in a script)::
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
-from rk_agent.errors import ConfigError
-from rk_agent.policies.local_model import resolve_model
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.alarms import AlarmOptions
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
+from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs
 from rk_agent.trainers.rollout import EpisodeRollout, vllm_server_url
 from rk_agent.trainers.tasks import TaskTable, env_dataset, task_rows
-from rk_agent.trainers.trl_patches import score_completions_only
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
@@ -106,18 +104,6 @@ def grpo_trainer(
             unknown ``tool_call_format``, or multi-turn with ``use_vllm`` in ``colocate``
             mode).
     """
-    from transformers import AutoTokenizer, PreTrainedModel
-    from trl import GRPOTrainer
-
-    from rk_agent.trainers.callbacks import attach
-    from rk_agent.trainers.drift_rate import DriftMeter
-    from rk_agent.trainers.reward_histograms import (
-        RewardHistogramCallback,
-        ScoreBuffer,
-        record_scores,
-    )
-    from rk_agent.trainers.watch import WatchCallback, WatchRecorder
-
     tool_format = get_tool_call_format(tool_call_format)  # an unknown name: before any load
     if multi_turn and server_url is None:
         vllm_server_url(args)  # colocated vLLM is refused before the model loads
@@ -127,13 +113,7 @@ def grpo_trainer(
         env_kwargs["episode_rewards"] = dict(named)
     built = make_env(env, **env_kwargs)
     rows = task_rows(built, n_tasks, seed)
-    dataset = env_dataset(built, rows=rows)
-    model_spec: Any = model if isinstance(model, PreTrainedModel) else resolve_model(model)
-    if tokenizer is None:
-        if isinstance(model_spec, PreTrainedModel):
-            raise ConfigError("grpo_trainer(model=<a loaded model>) also needs tokenizer=...")
-        tokenizer = AutoTokenizer.from_pretrained(model_spec)
-    rollout_func = None
+    rollout_func = drift_tools = drift_format = None
     if multi_turn:
         funcs, weights = episode_reward_funcs(built, step_weight=step_weight)
         rollout_func = EpisodeRollout(
@@ -147,52 +127,26 @@ def grpo_trainer(
             server_options=server_options,
             tool_call_format=tool_format,
         )
+        # The rollout's policy renders tools as `tool_format="auto"` decides.
+        drift_tools = built.tool_schemas
+        drift_format = _drift_format(
+            (server_options or {}).get("tool_format", "auto"), tool_format.name
+        )
     else:
         funcs, weights = single_turn_reward_funcs(built)
-    if args.reward_weights is None:
-        args.reward_weights = weights
-    elif len(args.reward_weights) != len(funcs):
-        names = [f.__name__ for f in funcs]
-        raise ConfigError(
-            f"reward_weights has {len(args.reward_weights)} entries but there are "
-            f"{len(funcs)} reward functions {names}; give one weight each, in that order, "
-            "or leave reward_weights unset for the environment's weights."
-        )
-    score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
-    scores = ScoreBuffer()  # every reward's scores, for wandb histograms at each log
-    funcs = record_scores(funcs, scores)
-    watch = watch or AlarmOptions()
-    recorder = WatchRecorder()
-    if watch.enabled:
-        funcs = recorder.wrap(funcs)
-    with warnings.catch_warnings():
-        # TRL flags rollout_func as experimental on every construction; we know, and pin TRL.
-        warnings.filterwarnings(
-            "ignore", message=".*rollout_func.*experimental", category=UserWarning
-        )
-        trainer = GRPOTrainer(
-            model=model_spec,
-            reward_funcs=list[Any](funcs),
-            args=args,
-            train_dataset=dataset,
-            processing_class=tokenizer,
-            rollout_func=rollout_func,
-            callbacks=callbacks,
-        )
-    attach(trainer, RewardHistogramCallback(scores))  # ahead of wandb's own callback
-    if watch.enabled:
-        names = [getattr(f, "__name__", "") for f in funcs]
-        drift = None
-        if multi_turn:  # the rollout's policy renders tools as `tool_format="auto"` decides
-            tool_option = (server_options or {}).get("tool_format", "auto")
-            drift = DriftMeter(
-                tokenizer, built.tool_schemas, _drift_format(tool_option, tool_format.name)
-            )
-        watcher = WatchCallback(
-            recorder, names, args.reward_weights or [], watch, args.output_dir, drift=drift
-        )
-        attach(trainer, watcher)
-    return trainer
+    loop = GRPOLoop(
+        name="grpo_trainer",
+        train_dataset=env_dataset(built, rows=rows),
+        reward_funcs=funcs,
+        reward_weights=weights,
+        rollout_func=rollout_func,
+        drift_tools=drift_tools,
+        drift_format=drift_format,
+        reward_histograms=True,
+    )
+    return build_grpo_trainer(
+        loop, args=args, model=model, tokenizer=tokenizer, callbacks=callbacks, watch=watch
+    )
 
 
 def _drift_format(tool_option: str, text_format: str) -> str | None:

@@ -3,7 +3,8 @@
 `rk_agent.trainers.config.load_train_config` checks the values of the options; this module
 checks that what they name exists: the task file, the trajectories (and that some pass the SFT
 filter), a model that is a local folder, the checkpoint to resume from, the reward names and
-the environment. It imports neither torch nor TRL; the environment and reward registries
+the environment; and that the output folder is no rollout run's (both keep their record in
+``run.json``). It imports neither torch nor TRL; the environment and reward registries
 (Gymnasium) come last, as the slowest part.
 
 Main names: `check_train_inputs`.
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from rk_agent.errors import ConfigError
 from rk_agent.policies.local_model import check_model_folder
-from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
+from rk_agent.rollouts.run_dir import CONFIG_FILE, TRAJECTORIES_FILE
+from rk_agent.rollouts.run_record import RUN_RECORD_FILE, RunKind, read_run_record
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint
 
 __all__ = ["check_train_inputs"]
@@ -41,6 +43,8 @@ def check_train_inputs(config: TrainConfig) -> None:
       ``loop: trl``, an environment TRL's tool loop can play (tools, no replies of its own).
     - ``tool_call_format`` (GRPO): a registered format (`rk_agent.tool_calls`), once the
       environment's code, which may register one, has loaded.
+    - ``output_dir``: not a run directory of ``rk-agent rollout`` (training would replace its
+      ``run.json``).
 
     Raises:
         ConfigError: the first of these that fails, naming the option and how to fix it
@@ -58,8 +62,18 @@ def check_train_inputs(config: TrainConfig) -> None:
     if config.model is not None:
         check_model_folder(config.model)
     resume_checkpoint(config)
+    _check_output_dir(Path(str(config.output_dir)))
     if config.kind == "grpo":
         _check_rewards_and_env(config)
+
+
+def _check_output_dir(folder: Path) -> None:
+    record = read_run_record(folder)
+    if (folder / CONFIG_FILE).is_file() or (record is not None and record.kind is RunKind.ROLLOUT):
+        raise ConfigError(
+            f"output_dir: {folder} holds a run of `rk-agent rollout`; training there would "
+            f"replace its {RUN_RECORD_FILE}. Choose another --output-dir."
+        )
 
 
 def _check_tasks(tasks: str) -> None:

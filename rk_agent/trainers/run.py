@@ -7,8 +7,9 @@ tokenizer in ``<output_dir>/final``, a folder ``rk-agent rollout --model`` takes
 Checkpoints are TRL's own (``checkpoint-<step>``, every ``save_steps``); a run started again
 with the same ``output_dir`` resumes from the last one (``resume: auto``). Ctrl-C stops
 training and keeps every checkpoint already written. The run keeps a record of itself
-(`rk_agent.trainers.run_record`: status, step, resident memory), so a run the OS killed is
-reported as such when the next one starts in its folder; every log line carries
+(``run.json``, `rk_agent.rollouts.run_record`: status, step, resident memory), so a run the OS
+killed is reported as such when the next one starts in its folder
+(`rk_agent.trainers.previous_run`); every log line carries
 ``memory/rss_gb`` and ``memory/peak_rss_gb``, and the run ends by printing its peak. Memory the
 steps free goes back to the OS (`rk_agent.trainers.allocator`), so it stays flat from step to
 step. A GRPO run is watched (`rk_agent.trainers.watch`): ``watch.jsonl`` in the run folder, and
@@ -30,6 +31,12 @@ from typing import Any
 from rk_agent.errors import RkAgentError
 from rk_agent.policies.local_model import DEFAULT_MODEL
 from rk_agent.rollouts.alarms import Alarm
+from rk_agent.rollouts.run_record import (
+    RunKind,
+    RunRecord,
+    RunStatus,
+    write_run_record,
+)
 from rk_agent.trainers.allocator import return_freed_memory
 from rk_agent.trainers.config import (
     TrainConfig,
@@ -37,14 +44,9 @@ from rk_agent.trainers.config import (
     resume_checkpoint,
     save_train_config,
 )
+from rk_agent.trainers.memory import machine_memory_bytes, memory_figures, peak_resident_bytes
 from rk_agent.trainers.preflight import check_train_inputs
-from rk_agent.trainers.run_record import (
-    RunRecord,
-    RunStatus,
-    peak_resident_bytes,
-    previous_run_note,
-    write_run_record,
-)
+from rk_agent.trainers.previous_run import previous_run_note
 from rk_agent.trainers.trl_args import build_trl_args, trl_config_class
 from rk_agent.trainers.trl_patches import quiet_checkpointing_renames
 from rk_agent.trainers.wandb_setup import apply_wandb, finish_wandb, plan_wandb, restore_environ
@@ -124,7 +126,12 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
     fresh = not output_dir.exists()
     saved = save_train_config(config, output_dir)
     earlier = previous_run_note(output_dir)  # before this run's record replaces it
-    record = RunRecord.start()
+    record = RunRecord.start(
+        RunKind.TRAINING,
+        global_step=0,
+        machine_memory_bytes=machine_memory_bytes(),
+        **memory_figures(),
+    )
     write_run_record(output_dir, record)
     try:
         say(f"run folder: {output_dir} (config: {saved.name})")

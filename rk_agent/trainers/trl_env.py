@@ -5,8 +5,8 @@ builds the masks and generates with transformers or vLLM (colocate or server). `
 gives everything that slot needs for a tool-style rk-agent environment, in the shape TRL's own
 third-party specs have (``trl.experimental.openreward``): ``.train_dataset``,
 ``.environment_factory``, ``.reward_funcs`` (and ``.reward_weights`` for ``GRPOConfig``).
-`trl_grpo_trainer` builds the whole ``GRPOTrainer``; it is what
-``rk-agent train grpo --loop trl`` runs.
+`trl_grpo_trainer` builds the whole ``GRPOTrainer`` (as rk-agent's own loop does:
+`rk_agent.trainers.grpo_builder`); it is what ``rk-agent train grpo --loop trl`` runs.
 
 - The dataset is the environment's tasks (`rk_agent.trainers.tasks`), each prompt the opening
   conversation the environment shows (its system prompt included).
@@ -42,7 +42,6 @@ Example (a TRL script of your own; ``--use_vllm`` and the rest are TRL's as usua
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,16 +49,15 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.errors import ConfigError, DataError
-from rk_agent.policies.local_model import resolve_model
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.rollouts.alarms import AlarmOptions
 from rk_agent.rollouts.provenance import NATIVE
 from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat
+from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
-from rk_agent.trainers.trl_patches import score_completions_only
 from rk_agent.trainers.trl_tool_env import TRLToolEnv, episode_trajectory, trl_env_class
 
 if TYPE_CHECKING:
@@ -289,73 +287,36 @@ def trl_grpo_trainer(
             calls, ``reward_weights`` has the wrong length, or ``tool_call_format`` is
             unknown.
     """
-    from transformers import AutoTokenizer, PreTrainedModel
-    from trl import GRPOTrainer
-
     spec = trl_environment(
         env, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs, rewards=rewards,
         step_weight=step_weight,
         trajectory_log=Path(args.output_dir or ".") / TRAJECTORIES_FILE,
         tool_call_format=tool_call_format,
     )  # fmt: skip
-    model_spec: Any = model if isinstance(model, PreTrainedModel) else resolve_model(model)
-    if tokenizer is None:
-        if isinstance(model_spec, PreTrainedModel):
-            raise ConfigError("trl_grpo_trainer(model=<a loaded model>) also needs tokenizer=...")
-        tokenizer = AutoTokenizer.from_pretrained(model_spec)
-    _check_tool_template(tokenizer, str(model_spec if isinstance(model_spec, str) else "model"))
-    spec.model_name = str(getattr(getattr(model_spec, "config", None), "name_or_path", model_spec))
-    _fill_args(args, spec)
-    score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
-    from rk_agent.trainers.callbacks import attach
-    from rk_agent.trainers.drift_rate import DriftMeter
-    from rk_agent.trainers.watch import WatchCallback, WatchRecorder
-
-    watch = watch or AlarmOptions()
-    recorder = WatchRecorder()
-    funcs: list[Any] = list(spec.reward_funcs)
-    if watch.enabled:
-        funcs = recorder.wrap(funcs)
-        spec.batch_hooks.append(recorder.add_trajectories)
-    with warnings.catch_warnings():
-        # TRL flags environment_factory as experimental on every construction; we pin TRL.
-        warnings.filterwarnings(
-            "ignore", message=".*environment_factory.*experimental", category=UserWarning
-        )
-        trainer = GRPOTrainer(
-            model=model_spec,
-            reward_funcs=funcs,
-            args=args,
-            train_dataset=spec.train_dataset,
-            processing_class=tokenizer,
-            environment_factory=spec.environment_factory,
-            callbacks=callbacks,
-        )
-    if watch.enabled:
-        names = [f.__name__ for f in spec.reward_funcs]
-        # TRL trains on its prompt and completion ids; the drift is theirs against re-rendering.
-        drift = DriftMeter(tokenizer, spec.tool_schemas, NATIVE)
-        attach(
-            trainer,
-            WatchCallback(
-                recorder, names, args.reward_weights or [], watch, args.output_dir, drift=drift
-            ),
-        )
-    return trainer
-
-
-def _fill_args(args: GRPOConfig, spec: TRLEnvSpec) -> None:
     if args.max_tool_calling_iterations is None:
         args.max_tool_calling_iterations = spec.max_tool_calling_iterations
-    if args.reward_weights is None:
-        args.reward_weights = list(spec.reward_weights)
-    elif len(args.reward_weights) != len(spec.reward_funcs):
-        names = [f.__name__ for f in spec.reward_funcs]
-        raise ConfigError(
-            f"reward_weights has {len(args.reward_weights)} entries for the "
-            f"{len(spec.reward_funcs)} reward functions {names} of TRL's loop; give one weight "
-            "each, in that order, or leave reward_weights unset for the environment's weights."
+
+    def check_tokenizer(tokenizer: Any, model_spec: Any) -> None:
+        _check_tool_template(tokenizer, str(model_spec if isinstance(model_spec, str) else "model"))
+        spec.model_name = str(
+            getattr(getattr(model_spec, "config", None), "name_or_path", model_spec)
         )
+
+    loop = GRPOLoop(
+        name="trl_grpo_trainer",
+        train_dataset=spec.train_dataset,
+        reward_funcs=spec.reward_funcs,
+        reward_weights=spec.reward_weights,
+        environment_factory=spec.environment_factory,
+        check_tokenizer=check_tokenizer,
+        batch_hooks=spec.batch_hooks,
+        # TRL trains on its prompt and completion ids; the drift is theirs against re-rendering.
+        drift_tools=spec.tool_schemas,
+        drift_format=NATIVE,
+    )
+    return build_grpo_trainer(
+        loop, args=args, model=model, tokenizer=tokenizer, callbacks=callbacks, watch=watch
+    )
 
 
 def _check_tool_template(tokenizer: Any, model: str) -> None:

@@ -6,11 +6,11 @@ levels down for run folders (hidden folders and checkpoints skipped; a JSONL fil
 only when given). Each run gets a short key for its URLs
 (its path relative to the folder given, ``/`` written ``~``).
 
-A run's line on the runs page (`RunInfo`) comes from what ``rk-agent show`` reads:
-``summary.json`` and ``run.json`` for a rollout run (``rescore.json`` marks a rescored one),
-``rk_agent_run.json`` and ``watch.jsonl`` for a training run (its status and alarms:
-`rk_agent.view.training`), and the run's episode index where there is no summary yet (a run
-still playing, a training run, a bare file).
+A run's line on the runs page (`RunInfo`) comes from what ``rk-agent show`` reads: every run's
+``run.json`` (its kind and status: `rk_agent.rollouts.run_record`), ``summary.json`` for a
+rollout run (``rescore.json`` marks a rescored one), ``watch.jsonl`` for a training run (its
+alarms: `rk_agent.view.training`), and the run's episode index where there is no summary yet (a
+run still playing, a training run, a bare file).
 
 A run's index is built by a thread of its own (`Run.indexed`): the first open of a big run
 reads its whole trajectories file (about 20 s at 100,000 episodes), and pages show how far it
@@ -22,7 +22,6 @@ Main names: `Catalog`, `Run`, `RunInfo`, `find_runs`.
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,17 +33,10 @@ from pydantic import ValidationError
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.alarms import Alarm
 from rk_agent.rollouts.rescore import RESCORE_FILE
-from rk_agent.rollouts.run_dir import (
-    CONFIG_FILE,
-    LOCK_FILE,
-    MANIFEST_FILE,
-    SUMMARY_FILE,
-    TRAJECTORIES_FILE,
-    RunManifest,
-)
-from rk_agent.rollouts.run_lock import RunLock, process_alive
+from rk_agent.rollouts.run_dir import CONFIG_FILE, LOCK_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
+from rk_agent.rollouts.run_lock import RunLock
+from rk_agent.rollouts.run_record import RUN_RECORD_FILE, RunKind, RunRecord, read_run_record
 from rk_agent.rollouts.summary import RunSummary
-from rk_agent.trainers.run_record import RUN_RECORD_FILE
 from rk_agent.types import RunStatus
 from rk_agent.view.index import EpisodeIndex
 from rk_agent.view.training import Training, TrainingLog
@@ -247,28 +239,21 @@ class Run:
     def _status(self) -> tuple[str | None, str | None]:
         if self.kind == "trajectories":
             return None, None
+        record = read_run_record(self.path)
+        if record is None or record.status is None:
+            return None, None
+        status = record.status.value
+        if record.status is RunStatus.RUNNING and self._writer_gone(record):
+            status = "killed"
+        return status, record.error
+
+    def _writer_gone(self, record: RunRecord) -> bool:
+        """Whether the process writing a run that says ``running`` is known to be gone: a
+        rollout run's lock holder, or the training process its record names."""
         if self.kind == "training":
-            training = self.training()
-            record = training.record if training is not None else None
-            if record is None:
-                return None, None
-            status = record.status.value
-            here = record.host == socket.gethostname()
-            if record.status is RunStatus.RUNNING and here and not process_alive(record.pid):
-                status = "killed"
-            return status, record.error
-        try:
-            manifest = RunManifest.model_validate_json((self.path / MANIFEST_FILE).read_bytes())
-        except (OSError, ValidationError):
-            return None, None
-        if manifest.status is None:
-            return None, None
-        status = manifest.status.value
-        if manifest.status is RunStatus.RUNNING:
-            holder = RunLock.recorded_holder(self.path / LOCK_FILE)
-            if holder is None or holder.is_alive() is False:
-                status = "killed"
-        return status, manifest.error
+            return record.writer_alive() is False
+        holder = RunLock.recorded_holder(self.path / LOCK_FILE)
+        return holder is None or holder.is_alive() is False
 
 
 class Catalog:
@@ -301,8 +286,8 @@ def find_runs(paths: Iterable[str | Path]) -> Catalog:
         if not runs:
             raise ConfigError(
                 f"no run found in {root}: expected a folder made by `rk-agent rollout`, "
-                f"`rk-agent rescore` or `rk-agent train` ({CONFIG_FILE}, {TRAJECTORIES_FILE} or "
-                f"{RUN_RECORD_FILE}), or folders holding such runs."
+                f"`rk-agent rescore` or `rk-agent train` ({CONFIG_FILE}, {RUN_RECORD_FILE} or "
+                f"{TRAJECTORIES_FILE}), or folders holding such runs."
             )
         for path, kind, name in runs:
             key = name
@@ -337,7 +322,8 @@ def _kind(path: Path) -> str | None:
         return "trajectories" if path.suffix == ".jsonl" else None
     if (path / CONFIG_FILE).is_file():
         return "rescored" if (path / RESCORE_FILE).is_file() else "rollout"
-    if (path / RUN_RECORD_FILE).is_file():
+    record = read_run_record(path)
+    if record is not None and record.kind is RunKind.TRAINING:
         return "training"
     if (path / TRAJECTORIES_FILE).is_file():
         return "trajectories"

@@ -1,7 +1,7 @@
 """A training run's steps as the viewer shows them: its record, its watch, and their charts.
 
-A folder ``rk-agent train`` wrote holds the run's record (``rk_agent_run.json``:
-`rk_agent.trainers.run_record`) and, for GRPO, the watch's file (``watch.jsonl``:
+A folder ``rk-agent train`` wrote holds the run's record (``run.json``:
+`rk_agent.rollouts.run_record`) and, for GRPO, the watch's file (``watch.jsonl``:
 `rk_agent.trainers.watch_log`, one line per optimizer step: that step's
 `rk_agent.rollouts.watch.WatchSignals` and the alarms it raised). `TrainingLog` reads both, and
 again only when a file changed (a running run rewrites its record and appends to its watch
@@ -22,8 +22,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from rk_agent.rollouts.alarms import Alarm
+from rk_agent.rollouts.run_record import RUN_RECORD_FILE, RunRecord, read_run_record
 from rk_agent.rollouts.watch import WatchSignals
-from rk_agent.trainers.run_record import RUN_RECORD_FILE, RunRecord, read_run_record
 from rk_agent.trainers.watch_log import WATCH_FILE
 from rk_agent.view.charts import LineChart, line_chart
 
@@ -65,8 +65,8 @@ class Training:
         rows: list[tuple[str, str]] = []
         if self.record is not None:
             rows += [
-                ("status", self.record.status.value),
-                ("step", str(self.record.global_step)),
+                ("status", self.record.status.value if self.record.status else "unknown"),
+                ("step", str(self.record.global_step or 0)),
                 ("last checkpoint", self.record.last_checkpoint or "none"),
                 ("updated", f"{self.record.updated_at:%Y-%m-%d %H:%M:%S} UTC"),
             ]

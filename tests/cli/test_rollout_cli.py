@@ -494,9 +494,9 @@ def test_a_crash_records_failed_with_the_error_and_the_run_resumes(tmp_path: Pat
         )  # fmt: skip
         assert crashed.returncode == 1
         assert "RuntimeError: simulated crash outside any episode" in crashed.stderr
-        manifest = json.loads((run_dir / "run.json").read_text())
-        assert manifest["status"] == "failed"
-        assert manifest["error"] == "RuntimeError: simulated crash outside any episode"
+        record = json.loads((run_dir / "run.json").read_text())
+        assert record["status"] == "failed"
+        assert record["error"] == "RuntimeError: simulated crash outside any episode"
         assert len(lines(run_dir)) == 2
         assert json.loads((run_dir / "summary.json").read_text())["episodes"] == 2
         shown = rk("show", str(run_dir), "--limit", "0")
@@ -507,8 +507,8 @@ def test_a_crash_records_failed_with_the_error_and_the_run_resumes(tmp_path: Pat
         resumed = rk("rollout", "--resume", str(run_dir))
         assert resumed.returncode == 0, resumed.stderr
     assert sorted(t["id"] for t in lines(run_dir)) == [f"{i}-0" for i in range(5)]
-    manifest = json.loads((run_dir / "run.json").read_text())
-    assert manifest["status"] == "finished" and "error" not in manifest
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["status"] == "finished" and "error" not in record
 
 
 def test_show_reads_a_bare_trajectories_file_and_names_missing_episodes(tmp_path: Path) -> None:
@@ -524,6 +524,33 @@ def test_show_reads_a_bare_trajectories_file_and_names_missing_episodes(tmp_path
     assert missing.stdout == ""  # the error comes before anything is printed
     assert missing.stderr.startswith(f"error: no episode 99-0 in {run_dir}; it holds ")
     assert "['" not in missing.stderr  # no Python list
+
+
+def test_show_refuses_a_folder_that_holds_no_run(tmp_path: Path) -> None:
+    give = (
+        "Give a run's folder (made by `rk-agent rollout`, `rk-agent rescore` or `rk-agent "
+        "train`) or a trajectories JSONL file."
+    )
+    folder = tmp_path / "episodes"  # episodes, but neither a rollout's config nor a record
+    folder.mkdir()
+    (folder / "trajectories.jsonl").write_text("")
+    (folder / "rk_agent_run.json").write_text('{"status": "finished"}')  # not a name we read
+    shown = rk("show", str(folder))
+    assert (shown.returncode, shown.stdout) == (2, "")
+    assert " ".join(shown.stderr.split()) == (
+        f"error: {folder} holds no run: neither the config.yaml of a rollout run nor the "
+        f"run.json of a training run. {give}"
+    )
+    (folder / "run.json").write_text('{"status": "finished"}')  # no kind: not a record
+    shown = rk("show", str(folder))
+    assert shown.returncode == 2
+    assert " ".join(shown.stderr.split()) == (
+        f"error: {folder} holds no run: no config.yaml (a rollout run's), and its run.json is "
+        f"not a training run's record (unreadable). {give}"
+    )
+    shown = rk("show", str(tmp_path / "nope"))
+    assert shown.returncode == 2
+    assert " ".join(shown.stderr.split()) == f"error: {tmp_path / 'nope'} does not exist. {give}"
 
 
 def test_a_finished_run_says_so_on_resume_and_on_a_new_rollout(tmp_path: Path) -> None:

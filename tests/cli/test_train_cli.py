@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rk_agent.rollouts.run_record import RUN_RECORD_FILE
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
 
@@ -370,15 +371,16 @@ def test_ctrl_c_exits_130_and_says_truthfully_what_was_kept(
     status, printed = _interrupt_when("step 2/", tmp_path, tiny_model_dir, out)
     assert status == 130, printed[-2000:]
     assert "terminate called" not in printed and "Traceback" not in printed
-    record = json.loads((out / "rk_agent_run.json").read_text())
-    assert record["status"] == "interrupted" and record["last_checkpoint"] is None
+    record = json.loads((out / RUN_RECORD_FILE).read_text())
+    assert (record["kind"], record["status"]) == ("training", "interrupted")
+    assert record.get("last_checkpoint") is None
     assert "before the first checkpoint (every save_steps steps): nothing was kept" in printed
 
     early = tmp_path / "early"
     status, printed = _interrupt_when("run folder:", tmp_path, tiny_model_dir, early)
     assert status == 130, printed[-2000:]
     assert "terminate called" not in printed and "Traceback" not in printed
-    assert json.loads((early / "rk_agent_run.json").read_text())["status"] == "interrupted"
+    assert json.loads((early / RUN_RECORD_FILE).read_text())["status"] == "interrupted"
     assert "interrupted before the first step: nothing was trained" in printed or (
         "interrupted at step" in printed  # the signal landed once training had begun
     )

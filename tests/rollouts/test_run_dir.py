@@ -15,7 +15,6 @@ from rk_agent.policies.policy import Usage
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.run_dir import (
     LOCK_FILE,
-    MANIFEST_FILE,
     SUMMARY_FILE,
     TRAJECTORIES_FILE,
     RunDir,
@@ -24,6 +23,7 @@ from rk_agent.rollouts.run_dir import (
     read_trajectories,
     trajectory_line,
 )
+from rk_agent.rollouts.run_record import RUN_RECORD_FILE, RunKind
 from rk_agent.rollouts.summary import summarize
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import (
@@ -198,45 +198,49 @@ def test_an_episode_repeated_in_a_run_counts_once(
 # ---------------------------------------------------------------------------- status
 
 
-def manifest(run: RunDir) -> dict[str, object]:
-    data: dict[str, object] = json.loads((run.path / MANIFEST_FILE).read_text())
+def record(run: RunDir) -> dict[str, object]:
+    data: dict[str, object] = json.loads((run.path / RUN_RECORD_FILE).read_text())
     return data
 
 
 def test_status_goes_from_running_to_failed_with_the_error(tmp_path: Path) -> None:
     run = RunDir.create(tmp_path / "run", config())
-    assert manifest(run)["status"] == "running" and "error" not in manifest(run)
+    assert (record(run)["kind"], record(run)["status"]) == ("rollout", "running")
+    assert "error" not in record(run) and record(run)["seed"] == 0
+    assert "global_step" not in record(run) and "alarms" not in record(run)  # training's
     run.finish(RunStatus.FAILED, "RuntimeError: boom")
-    assert (manifest(run)["status"], manifest(run)["error"]) == ("failed", "RuntimeError: boom")
-    started = manifest(run)["started_at"]
+    assert (record(run)["status"], record(run)["error"]) == ("failed", "RuntimeError: boom")
+    started = record(run)["started_at"]
     run.close()
     with RunDir.resume(tmp_path / "run") as again:
         again.mark_running()
-        assert manifest(again)["status"] == "running" and "error" not in manifest(again)
-        assert manifest(again)["started_at"] == started
+        assert record(again)["status"] == "running" and "error" not in record(again)
+        assert record(again)["started_at"] == started
         again.finish("finished")
-    read = RunDir.open(tmp_path / "run").read_manifest()
+    read = RunDir.open(tmp_path / "run").read_record()
     assert read is not None and read.status is RunStatus.FINISHED
+    assert read.kind is RunKind.ROLLOUT and read.packages["pydantic"]
 
 
-def test_an_old_run_json_still_reads_and_keeps_its_keys(tmp_path: Path) -> None:
+def test_a_hand_edited_run_json_still_reads_and_keeps_its_keys(tmp_path: Path) -> None:
     RunDir.create(tmp_path / "run", config()).close()
-    old = {
-        "started_at": "2025-01-01T12:00:00+00:00", "python": "3.11.7",
+    edited = {
+        "kind": "rollout", "started_at": "2025-01-01T12:00:00Z", "python": "3.11.7",
         "packages": {"rk-agent": "0.1.0"}, "seed": 0, "status": "Done (by hand)",
-        "updated_at": "2025-01-01T12:05:00+00:00", "host_note": "kept",
+        "updated_at": "2025-01-01T12:05:00Z", "host_note": "kept",
     }  # fmt: skip
-    (tmp_path / "run" / MANIFEST_FILE).write_text(json.dumps(old))
+    (tmp_path / "run" / RUN_RECORD_FILE).write_text(json.dumps(edited))
     run = RunDir.open(tmp_path / "run")
-    read = run.read_manifest()
+    read = run.read_record()
     assert read is not None and read.status is None  # a word that is not a status
-    assert read.started_at is not None and read.started_at.year == 2025
-    (tmp_path / "run" / MANIFEST_FILE).write_text(json.dumps({**old, "status": "interrupted"}))
+    assert read.started_at.year == 2025
+    (tmp_path / "run" / RUN_RECORD_FILE).write_text(json.dumps({**edited, "status": "interrupted"}))
     with RunDir.resume(tmp_path / "run") as again:
         again.finish(RunStatus.FINISHED)
-    rewritten = manifest(run)
+    rewritten = record(run)
     assert rewritten["status"] == "finished" and rewritten["host_note"] == "kept"
-    assert rewritten["started_at"] == "2025-01-01T12:00:00+00:00"
+    assert rewritten["started_at"] == "2025-01-01T12:00:00Z"
+    assert rewritten["packages"] == {"rk-agent": "0.1.0"}  # what the run started with
 
 
 # ---------------------------------------------------------------------------- summaries

@@ -14,7 +14,7 @@ import pytest
 PROGRAM = """
 import sys
 from rk_agent.trainers.allocator import return_freed_memory
-from rk_agent.trainers.run_record import resident_bytes
+from rk_agent.trainers.memory import resident_bytes
 applied = return_freed_memory() if sys.argv[1] == "tuned" else None
 warm = bytearray(4 * 2**20); del warm
 blocks = [bytearray(2**20) for _ in range(300)]

@@ -157,3 +157,20 @@ def test_trls_tool_loop_needs_a_tool_env_that_does_not_talk_back(tmp_path: Path)
     )
     check_train_inputs(grpo(tmp_path, env="tools", loop="trl"))
     check_train_inputs(grpo(tmp_path, env="guess", loop="rk"))
+
+
+def test_a_rollout_runs_folder_is_no_output_dir(tmp_path: Path) -> None:
+    from rk_agent.rollouts.run_record import RunKind, RunRecord, write_run_record
+
+    run = tmp_path / "run"
+    write_run_record(run, RunRecord.start(RunKind.TRAINING, global_step=0))
+    check_train_inputs(grpo(tmp_path))  # a training run's folder: resumed in place
+    write_run_record(run, RunRecord.start(RunKind.ROLLOUT))
+    message = (
+        f"output_dir: {run} holds a run of `rk-agent rollout`; training there would replace "
+        "its run.json. Choose another --output-dir."
+    )
+    fails(grpo(tmp_path), message)
+    (run / "run.json").unlink()
+    (run / "config.yaml").write_text("env: tools\n")  # a rollout run, its record lost
+    fails(grpo(tmp_path), message)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rk_agent.trainers.run_record import RunStatus, read_run_record
+from rk_agent.rollouts.run_record import RunKind, RunStatus, read_run_record
 
 # One GRPO group of 2 guess episodes of a few tokens: a fraction of a second per step.
 TINY = (
@@ -42,6 +42,7 @@ def test_a_finished_run_records_itself_and_logs_its_memory(
     assert done.returncode == 0, done.stderr
     record = read_run_record(out)
     assert record is not None
+    assert record.kind is RunKind.TRAINING
     assert record.status is RunStatus.FINISHED and record.global_step == 2
     assert record.last_checkpoint == "checkpoint-2"
     assert record.peak_rss_bytes is not None and record.peak_rss_bytes >= 50 * 1024**2

@@ -245,9 +245,9 @@ def test_a_nan_reward_stops_a_trl_loop_run_at_its_last_checkpoint(
     from typer.testing import CliRunner
 
     from rk_agent.cli.app import app
+    from rk_agent.rollouts.run_record import RunStatus, read_run_record
     from rk_agent.trainers.config import load_train_config
     from rk_agent.trainers.run import run_training
-    from rk_agent.trainers.run_record import RunStatus, read_run_record
 
     (tmp_path / "nan_reward.py").write_text(NAN_REWARD)
     out = tmp_path / "run"

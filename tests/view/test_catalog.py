@@ -14,7 +14,7 @@ import pytest
 
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.alarms import Alarm, AlarmKind
-from rk_agent.trainers.run_record import RunRecord, write_run_record
+from rk_agent.rollouts.run_record import RunKind, RunRecord, write_run_record
 from rk_agent.types import RunStatus
 from rk_agent.view.catalog import find_runs
 
@@ -32,7 +32,7 @@ def test_every_kind_of_run_is_found_with_its_line(runs_root: Path, tmp_path: Pat
     now = datetime.now(UTC)
     alarm = Alarm(kind=AlarmKind.ZERO_SPREAD, message="every group had one reward")
     record = RunRecord(
-        status=RunStatus.RUNNING, pid=2**22 + 1, host=socket.gethostname(),
+        kind=RunKind.TRAINING, status=RunStatus.RUNNING, pid=2**22 + 1, host=socket.gethostname(),
         started_at=now, updated_at=now, global_step=3, alarms=[alarm],
     )  # fmt: skip
     write_run_record(training, record)
@@ -75,6 +75,6 @@ def test_a_running_rollout_without_a_live_writer_says_killed(
 ) -> None:
     run = tmp_path / "run"
     shutil.copytree(runs_root / "solver", run)
-    manifest = (run / "run.json").read_text().replace('"finished"', '"running"')
-    (run / "run.json").write_text(manifest)
+    record = (run / "run.json").read_text().replace('"finished"', '"running"')
+    (run / "run.json").write_text(record)
     assert find_runs([run]).runs["run"].info().status == "killed"

@@ -5,7 +5,7 @@ model: `EpisodeRollout` numbers the step's episodes by row and tags them with th
 (``metadata.train_step``) and appends them to ``trajectories.jsonl``; the environment's reward
 functions (`episode_reward_funcs`, wrapped by the `WatchRecorder`) score them; at the step's
 end the `WatchCallback` writes its ``watch.jsonl`` line and raises alarms, which the
-`RunRecordCallback` keeps in ``rk_agent_run.json`` as it rewrites the record. The episodes
+`RunRecordCallback` keeps in ``run.json`` as it rewrites the record. The episodes
 themselves are real ones, played by the engine (a ``rk-agent rollout`` run's); which ones a
 step gets decides its rewards' spread.
 """
@@ -39,16 +39,16 @@ class TrainingRun:
         from transformers import TrainerControl, TrainerState
 
         from rk_agent.envs.registry import make_env
+        from rk_agent.rollouts.run_record import RunKind, RunRecord, write_run_record
         from rk_agent.trainers.callbacks import RunRecordCallback
         from rk_agent.trainers.rewards import episode_reward_funcs
-        from rk_agent.trainers.run_record import RunRecord, write_run_record
         from rk_agent.trainers.watch import WatchCallback, WatchRecorder
 
         self.folder = folder
         funcs, weights = episode_reward_funcs(make_env("tools"))
         self.recorder = WatchRecorder()
         self.funcs = self.recorder.wrap(funcs)
-        record = RunRecord.start()
+        record = RunRecord.start(RunKind.TRAINING, global_step=0)
         write_run_record(folder, record)
         self.record = RunRecordCallback(folder, record)
         names = [f.__name__ for f in self.funcs]

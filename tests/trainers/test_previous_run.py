@@ -1,4 +1,4 @@
-"""The run record: written atomically, read back, and what the next start says about it."""
+"""What the next start of ``rk-agent train`` says about the last run in its folder."""
 
 from __future__ import annotations
 
@@ -9,16 +9,14 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rk_agent.trainers.run_record import (
-    RUN_RECORD_FILE,
+from rk_agent.rollouts.run_record import (
+    RunKind,
     RunRecord,
     RunStatus,
-    peak_resident_bytes,
-    previous_run_note,
     read_run_record,
-    resident_bytes,
     write_run_record,
 )
+from rk_agent.trainers.previous_run import previous_run_note
 
 GB = 1024**3
 
@@ -33,28 +31,19 @@ def _dead_pid() -> int:
 def _record(**changes: object) -> RunRecord:
     when = datetime(2026, 11, 23, 21, 30, tzinfo=UTC)
     base = RunRecord(
-        status=RunStatus.RUNNING, pid=_dead_pid(), host=socket.gethostname(),
-        started_at=when, updated_at=when, global_step=2, last_checkpoint="checkpoint-2",
-        rss_bytes=int(15.2 * GB), peak_rss_bytes=int(15.6 * GB),
+        kind=RunKind.TRAINING, status=RunStatus.RUNNING, pid=_dead_pid(),
+        host=socket.gethostname(), started_at=when, updated_at=when, global_step=2,
+        last_checkpoint="checkpoint-2", rss_bytes=int(15.2 * GB), peak_rss_bytes=int(15.6 * GB),
         machine_memory_bytes=int(23.4 * GB),
     )  # fmt: skip
     return base.model_copy(update=changes)
 
 
-def test_a_record_round_trips_and_a_write_leaves_no_temporary_file(tmp_path: Path) -> None:
-    record = RunRecord.start()
-    assert record.pid == os.getpid() and record.status is RunStatus.RUNNING
-    write_run_record(tmp_path, record)
-    assert read_run_record(tmp_path) == record
-    assert [p.name for p in tmp_path.iterdir()] == [RUN_RECORD_FILE]
-    later = record.refreshed(global_step=3)
-    assert later.global_step == 3 and later.updated_at >= record.updated_at
-
-
-def test_no_record_or_an_unreadable_one_is_none(tmp_path: Path) -> None:
-    assert read_run_record(tmp_path) is None
-    (tmp_path / RUN_RECORD_FILE).write_text("{torn")
-    assert read_run_record(tmp_path) is None
+def test_no_record_an_unreadable_one_or_a_rollout_runs_says_nothing(tmp_path: Path) -> None:
+    assert previous_run_note(tmp_path) is None
+    (tmp_path / "run.json").write_text("{torn")
+    assert previous_run_note(tmp_path) is None
+    write_run_record(tmp_path, _record(kind=RunKind.ROLLOUT))
     assert previous_run_note(tmp_path) is None
 
 
@@ -95,8 +84,3 @@ def test_clean_ends_and_live_runs(tmp_path: Path) -> None:
         f"the previous run in {tmp_path} failed at step 2: ValueError: bad row; its last "
         "checkpoint is checkpoint-2."
     )
-
-
-def test_memory_readings_are_plausible() -> None:
-    now, peak = resident_bytes(), peak_resident_bytes()
-    assert now is not None and 10 * 1024**2 < now <= peak
