@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_engine import stub_server
 from figures import figure
 
+from rk_agent.endpoint_errors import Endpoint
 from rk_agent.model_client import ModelClient
-from rk_agent.openai_errors import Endpoint
 
 BODY: dict[str, Any] = {
     "model": "stub-model",

@@ -9,7 +9,7 @@ parsing, header objects, its own HTTP layer over ``aiohttp``) cost about 0.45 ms
 request, three times ``aiohttp``'s own work: at a few hundred requests a second that was most
 of a rollout process's CPU (the figures: ``benchmarks/bench_model_client.py``). So rk-agent
 speaks HTTP through this one client per endpoint, and every failure becomes an `EndpointError`
-here, worded as `rk_agent.openai_errors` words them (`status_error`).
+here, worded as `rk_agent.endpoint_errors` words them (`status_error`).
 
 Failures: a timeout (connecting, or waiting for the server) and a dropped or refused connection
 are retryable, with no status; a 4xx/5xx status is `status_error`'s (context
@@ -34,7 +34,7 @@ Main names: `ModelClient`, `SyncModelClient`.
 
 Example:
     >>> import asyncio
-    >>> from rk_agent.openai_errors import Endpoint
+    >>> from rk_agent.endpoint_errors import Endpoint
     >>> from rk_agent.testing.stub_server import StubServer
     >>> async def models(client):
     ...     try:
@@ -63,15 +63,15 @@ from urllib.parse import SplitResult, urlsplit
 import pydantic_core
 
 from rk_agent import __version__
-from rk_agent.errors import ConfigError, EndpointError
-from rk_agent.http1 import BadReply, Http1Pool, header_lines, request_head
-from rk_agent.openai_errors import (
+from rk_agent.endpoint_errors import (
     Endpoint,
     server_message,
     status_error,
     timeout_error,
     unreachable_error,
 )
+from rk_agent.errors import ConfigError, EndpointError
+from rk_agent.http1 import BadReply, Http1Pool, header_lines, request_head
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.secrets import redact
 
@@ -297,7 +297,7 @@ class SyncModelClient:
             ``headers``).
 
     Example:
-        >>> from rk_agent.openai_errors import Endpoint
+        >>> from rk_agent.endpoint_errors import Endpoint
         >>> from rk_agent.testing.stub_server import StubServer
         >>> with StubServer(["4"]) as server:
         ...     client = SyncModelClient(Endpoint(url=server.base_url, model="stub"))

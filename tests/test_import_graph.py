@@ -175,7 +175,7 @@ LAYERS: list[set[str]] = [
     {"rk_agent", "rk_agent._lazy", "rk_agent.types", "rk_agent.errors", "rk_agent.secrets",
      "rk_agent.inline_budget", "rk_agent.jsonl", "rk_agent.atomic_file", "rk_agent.loading",
      "rk_agent.retry", "rk_agent.binding", "rk_agent.config_files", "rk_agent.registry",
-     "rk_agent.openai_errors", "rk_agent.model_client", "rk_agent.http1", "rk_agent.processes"},
+     "rk_agent.endpoint_errors", "rk_agent.model_client", "rk_agent.http1", "rk_agent.processes"},
     {"rk_agent.tool_calls", "rk_agent.sandbox"},
     {"rk_agent.rewards"},
     {"rk_agent.envs"},

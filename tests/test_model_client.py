@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import pytest
 
 from rk_agent import __version__, model_client
+from rk_agent.endpoint_errors import Endpoint, server_message
 from rk_agent.errors import ContextOverflowError, EndpointError
 from rk_agent.model_client import ModelClient, SyncModelClient
-from rk_agent.openai_errors import Endpoint, server_message
 from rk_agent.retry import server_wait
 from rk_agent.testing.stub_server import Fault, StubServer
 
@@ -332,7 +332,7 @@ def test_the_sync_client_raises_the_clients_errors(server: StubServer) -> None:
 def test_a_sync_client_left_open_closes_at_exit_quietly() -> None:
     code = (
         "from rk_agent.model_client import SyncModelClient\n"
-        "from rk_agent.openai_errors import Endpoint\n"
+        "from rk_agent.endpoint_errors import Endpoint\n"
         "from rk_agent.testing.stub_server import StubServer\n"
         "server = StubServer(['4']).start()\n"
         "client = SyncModelClient(Endpoint(url=server.base_url, model='stub'))\n"

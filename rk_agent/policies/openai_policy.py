@@ -8,7 +8,7 @@ this module stays cheap), and adds what a rollout engine needs around it: its ow
 errors and timeouts, honouring ``Retry-After``), a per-request timeout, a
 client-side concurrency limit, native tool calling with a fallback to the text tool-call
 protocol, and running usage totals. HTTP errors become `EndpointError` /
-`ContextOverflowError` in one place, the client, worded by `rk_agent.openai_errors`. The API
+`ContextOverflowError` in one place, the client, worded by `rk_agent.endpoint_errors`. The API
 key never appears in an error message or a ``repr``.
 
 Main names:
@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from rk_agent.endpoint_errors import NO_KEY, Endpoint, rejects_tools, server_message
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
 from rk_agent.model_client import ModelClient, ssl_context
-from rk_agent.openai_errors import NO_KEY, Endpoint, rejects_tools, server_message
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.secrets import redact

@@ -63,9 +63,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from rk_agent.endpoint_errors import NO_KEY, Endpoint
 from rk_agent.errors import ConfigError, EndpointError, UnknownNameError
 from rk_agent.model_client import ModelClient
-from rk_agent.openai_errors import NO_KEY, Endpoint
 from rk_agent.policies.chat_template import (
     ChatTemplate,
     ToolFormat,

@@ -72,7 +72,7 @@ __all__ = [
 PROVENANCE_FILE = "provenance.json"
 """A run's `RunProvenance`."""
 
-VERSIONED_PACKAGES = ("rk-agent", "trl", "transformers", "torch", "openai", "mcp")
+VERSIONED_PACKAGES = ("rk-agent", "trl", "transformers", "torch", "mcp")
 """The packages whose versions a run records (read from their metadata: nothing is imported)."""
 
 NATIVE = "native"

@@ -11,7 +11,7 @@ SGLang, ...), called through the model client the policies use (`rk_agent.model_
 synchronous face `SyncModelClient`: rewards are plain functions). One client is built per
 endpoint (base URL, model, API key, timeout) and reused, from any thread, so that connections
 are pooled across the thousands of calls of a training run. Every failure is an
-`EndpointError` worded as the policies' are (`rk_agent.openai_errors`); failed calls are
+`EndpointError` worded as the policies' are (`rk_agent.endpoint_errors`); failed calls are
 retried under `rk_agent.retry.JUDGE_RETRY` (connection errors, timeouts, 408, 409, 429, 5xx, a
 reply that is not JSON, honouring ``Retry-After``). The base URL is ``base_url``, else
 ``$OPENAI_BASE_URL``, else OpenAI's.
@@ -34,9 +34,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from rk_agent.endpoint_errors import NO_KEY, Endpoint
 from rk_agent.errors import ConfigError, EndpointError
 from rk_agent.model_client import SyncModelClient
-from rk_agent.openai_errors import NO_KEY, Endpoint
 from rk_agent.retry import JUDGE_RETRY, retry_call
 from rk_agent.rewards.builtin._reply import no_reply
 from rk_agent.rewards.decorator import reward_function

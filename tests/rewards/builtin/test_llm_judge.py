@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
+from rk_agent.endpoint_errors import Endpoint
 from rk_agent.errors import ConfigError, RewardInputError
-from rk_agent.openai_errors import Endpoint
 from rk_agent.rewards.builtin import llm_judge
 from rk_agent.rewards.builtin.llm_judge import (
     JudgeScore,

@@ -1,20 +1,16 @@
-"""The one boundary where ``openai`` SDK (and its HTTP library's) errors become ours.
+"""How a model endpoint's failures are worded: the `EndpointError`s of OpenAI-compatible servers.
 
-`translate_error` turns any failure of a chat-completions request into an `EndpointError` with
-``status`` and ``retryable`` set, or a `ContextOverflowError` when the server says the
-conversation does not fit; the message carries the server's own message, never the API key.
-`status_error` words an HTTP error status (with `server_message`, the server's own message from
-its error body) the same way for rk-agent's own client (`rk_agent.model_client`), so a 503
-reads the same whichever HTTP stack met it. `retry_after_s` reads the server's ``Retry-After``
-back from a translated error, and `rejects_tools` tells whether a server refused the ``tools``
-field. The users: `rk_agent.model_client`, and through it the served-model policies and the
-LLM judge (`rk_agent.rewards.builtin.llm_judge`), which is why it lives below both rewards and
-rollouts. Nothing in rk-agent calls the SDK any more: `translate_error` is kept for code that
-does.
+`status_error` turns an HTTP error status (with `server_message`, the server's own message
+from its error body) into an `EndpointError` with ``status`` and ``retryable`` set, or a
+`ContextOverflowError` when the server says the conversation does not fit; the message carries
+the server's own words, never the API key. `timeout_error` and `unreachable_error` word the
+failures without a status. `retry_after_s` reads the server's ``Retry-After`` back from such
+an error, and `rejects_tools` tells whether a server refused the ``tools`` field. The users:
+`rk_agent.model_client`, and through it the served-model policies and the LLM judge
+(`rk_agent.rewards.builtin.llm_judge`), which is why it lives below both rewards and rollouts.
 
-Main names: `Endpoint`, `translate_error`, `status_error` (with `timeout_error` and
-`unreachable_error`, the same words for every HTTP stack), `server_message`, `retry_after_s`,
-`rejects_tools`, `NO_KEY`.
+Main names: `Endpoint`, `status_error`, `timeout_error`, `unreachable_error`,
+`server_message`, `retry_after_s`, `rejects_tools`, `NO_KEY`.
 
 Example:
     >>> endpoint = Endpoint(url="http://127.0.0.1:8000/v1", model="m", key="sk-0123456789")
@@ -42,7 +38,6 @@ __all__ = [
     "server_message",
     "status_error",
     "timeout_error",
-    "translate_error",
     "unreachable_error",
 ]
 
@@ -84,49 +79,6 @@ class Endpoint:
 
     def __repr__(self) -> str:
         return f"Endpoint(url={self.url!r}, model={self.model!r})"
-
-
-def translate_error(
-    exc: Exception, endpoint: Endpoint, retry: RetryPolicy = MODEL_ENDPOINT_RETRY
-) -> EndpointError:
-    """The `EndpointError` (or `ContextOverflowError`) for a failed request.
-
-    Retryable: timeouts, connection errors, the statuses ``retry`` retries (by default 408, 409,
-    429 and 5xx), and replies that are not a chat completion (a proxy's glitch). Not retryable:
-    every other status, context overflow. Secrets (the key, ``Bearer`` tokens) are redacted
-    from the message.
-    """
-    import openai
-
-    url = endpoint.url
-
-    def clean(text: str) -> str:
-        return redact(text, [endpoint.key])[:_MAX_MESSAGE]
-
-    if isinstance(exc, openai.APIConnectionError):  # the SDK's timeout error is one too
-        cause = _root_cause(exc)
-        # The aiohttp transport reports any dropped connection as a connect *timeout*; the
-        # root cause (`TimeoutError`, or the HTTP library's `TimeoutException` on the sync
-        # transport) tells a real timeout from a server that hung up.
-        timed_out = {k.__name__ for k in type(cause).__mro__} & {"TimeoutError", "TimeoutException"}
-        if isinstance(exc, openai.APITimeoutError) and (cause is exc or timed_out):
-            return timeout_error(endpoint)
-        return unreachable_error(cause, endpoint)
-    if isinstance(exc, openai.APIStatusError):
-        return status_error(exc.status_code, _sdk_server_message(exc), endpoint, retry)
-    if isinstance(exc, openai.APIResponseValidationError):
-        return EndpointError(
-            f"{url} sent a reply that is not a chat completion: {clean(str(exc))}",
-            status=exc.status_code,
-            retryable=True,
-            url=url,
-        )
-    detail = clean(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, ValueError):  # the SDK lets a broken JSON body through as is
-        return EndpointError(
-            f"{url} sent a body that is not JSON: {detail}", status=200, retryable=True, url=url
-        )
-    return EndpointError(f"{url} failed: {detail}", url=url)
 
 
 def status_error(
@@ -199,24 +151,6 @@ def retry_after_s(error: EndpointError) -> float | None:
     """The ``Retry-After`` (or ``retry-after-ms``) sent with the response behind ``error``,
     in seconds; an HTTP date counts from now. ``None`` when there is none."""
     return server_wait(error)
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The innermost exception of ``exc``'s ``__cause__`` chain (``exc`` when it has none)."""
-    seen = {id(exc)}
-    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
-        exc = exc.__cause__
-        seen.add(id(exc))
-    return exc
-
-
-def _sdk_server_message(exc: Any) -> str:
-    """The server's own message from an SDK status error."""
-    found = _message_in(getattr(exc, "body", None))
-    if found is not None:
-        return found
-    text = " ".join(exc.response.text.split())
-    return text or exc.response.reason_phrase or "(empty body)"
 
 
 def _message_in(body: Any) -> str | None:
