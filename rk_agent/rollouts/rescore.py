@@ -341,7 +341,7 @@ class _Scorer:
         )
 
     def _rescore_steps(self, t: Trajectory) -> tuple[list[Turn], list[StepOutput]]:
-        messages = list(t.task.messages)
+        messages = t.opening_messages
         turns, steps = [], []
         for turn in t.turns:
             messages.append(turn.assistant)
