@@ -164,7 +164,8 @@ LAYERS: list[set[str]] = [
     # `rk_agent` itself is its ``__init__.py``: the version and the lazy loader.
     {"rk_agent", "rk_agent._lazy", "rk_agent.types", "rk_agent.errors", "rk_agent.secrets",
      "rk_agent.inline_budget", "rk_agent.jsonl", "rk_agent.loading", "rk_agent.retry",
-     "rk_agent.binding", "rk_agent.config_files", "rk_agent.registry", "rk_agent.openai_errors"},
+     "rk_agent.binding", "rk_agent.config_files", "rk_agent.registry", "rk_agent.openai_errors",
+     "rk_agent.trusted_json"},
     {"rk_agent.tool_calls", "rk_agent.sandbox"},
     {"rk_agent.rewards"},
     {"rk_agent.envs"},
