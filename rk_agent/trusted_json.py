@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -55,14 +56,18 @@ def is_widening(fn: Any) -> bool:
     return bool(getattr(getattr(fn, "__func__", fn), _MARK, False))
 
 
+_building = threading.Lock()  # one build at a time: each marks classes incomplete for a moment
+
+
 @cache
 def trusted_validator(model: type[BaseModel]) -> SchemaValidator:
     """``model``'s validator without its widening before-validators (built once per model)."""
-    if not model.__pydantic_complete__:
-        model.model_rebuild()
-    schema = _without_widening(model.__pydantic_core_schema__)
-    with _nested_models_rebuilt(schema):
-        return SchemaValidator(schema)
+    with _building:
+        if not model.__pydantic_complete__:
+            model.model_rebuild()
+        schema = _without_widening(model.__pydantic_core_schema__)
+        with _nested_models_rebuilt(schema):
+            return SchemaValidator(schema)
 
 
 def validate_trusted_json(model: type[M], data: str | bytes) -> M:
