@@ -9,7 +9,10 @@ Main names:
     EvaluateResult: what every reward function returns.
     RewardOutput, MetricRewardOutput: older names of EvaluateResult and MetricResult.
 
-Everything here round-trips through JSON (``model_dump_json`` / ``model_validate_json``).
+Everything here round-trips through JSON (``model_dump_json`` / ``model_validate_json``). The
+validators that only widen what a model accepts (SDK objects, a dict of arguments, bare-number
+metrics, ``base_reward``) are marked `rk_agent.trusted_json.widening`: files rk-agent wrote are
+read without them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rk_agent.trusted_json import widening
 
 __all__ = [
     "EvaluateResult",
@@ -55,6 +60,7 @@ class _RkModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    @widening
     def _from_sdk_object(cls, data: Any) -> Any:
         return _as_plain(data)
 
@@ -73,6 +79,7 @@ class FunctionCall(_RkModel):
 
     @field_validator("arguments", mode="before")
     @classmethod
+    @widening
     def _serialise_arguments(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
             return json.dumps(dict(value))
@@ -197,6 +204,7 @@ class StepOutput(_RkModel):
 
     @model_validator(mode="before")
     @classmethod
+    @widening
     def _accept_base_reward(cls, data: Any) -> Any:
         data = _as_plain(data)
         if isinstance(data, Mapping) and "reward" not in data and "base_reward" in data:
@@ -205,6 +213,7 @@ class StepOutput(_RkModel):
 
     @field_validator("metrics", mode="before")
     @classmethod
+    @widening
     def _loose_metrics(cls, value: Any) -> Any:
         return _metrics_from_loose(value)
 
@@ -241,6 +250,7 @@ class EvaluateResult(_RkModel):
 
     @field_validator("metrics", mode="before")
     @classmethod
+    @widening
     def _loose_metrics(cls, value: Any) -> Any:
         return _metrics_from_loose(value)
 

@@ -107,7 +107,7 @@ _ROLE_STYLE = {"system": "dim", "user": "cyan", "assistant": "green", "tool": "y
 def render_trajectory(trajectory: Trajectory, console: Console) -> None:
     """Print one episode turn by turn: messages, tool calls, rewards and how it ended."""
     parts: list[Text | Table] = []
-    for message in trajectory.task.messages:
+    for message in trajectory.opening_messages:
         parts.append(_message_text(message.role, message.text))
     for turn in trajectory.turns:
         header = Text(f"turn {turn.index}  reward {turn.reward:+.3f}", style="bold")

@@ -30,7 +30,7 @@ from rk_agent.inline_budget import InlineBudget
 from rk_agent.policies.policy import Policy, PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.provenance import episode_provenance, turn_tool_call_format
 from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
-from rk_agent.types import EvaluateResult, FailureKind, FailureSite, StopReason
+from rk_agent.types import EvaluateResult, FailureKind, FailureSite, Message, StopReason
 
 __all__ = ["EpisodeSlot", "env_failure", "play_episode", "step_turn"]
 
@@ -65,6 +65,7 @@ class _Recorder:
     episode: EvaluateResult | None = None
     stop_reason: StopReason | None = None
     failure: Failure | None = None
+    opening: list[Message] | None = None  # set when the reset changed the task's messages
     tools: list[dict[str, Any]] | None = None
     formats: list[str | None] = field(default_factory=list)
     served: list[Any] = field(default_factory=list)
@@ -126,6 +127,7 @@ async def play_episode(
         sample=slot.sample,
         seed=slot.seed,
         task=task,
+        opening=record.opening,
         env=env_name,
         model=policy.name,
         turns=record.turns,
@@ -153,6 +155,9 @@ async def _loop(
     except Exception as exc:
         record.failure = env_failure(exc, "reset")
         return
+    opening = env.conversation  # what the policy is sent first (a hook may add to the task)
+    if opening != env.task.messages:
+        record.opening = opening
     tools = record.tools = env.tool_schemas or None
     for recorded in slot.prefix:  # a fork: the recorded turns restore the environment's state
         try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.config import RolloutConfig
@@ -61,7 +62,8 @@ class ForkPoint:
 
 
 def fork_config(config: RolloutConfig) -> RolloutConfig:
-    """``config`` for its fork: the source run's environment, one group; the fork checked.
+    """``config`` for its fork: the source run's environment, one group; the fork checked, its
+    source run named by its absolute path (a ``--resume`` may run from another folder).
 
     Raises:
         ConfigError: a bad ``RUN::ID@K``, no such run or episode, a turn out of range, or an
@@ -89,7 +91,8 @@ def fork_config(config: RolloutConfig) -> RolloutConfig:
             f"cannot fork {point}: the environment's state cannot be restored by replay (the "
             f"replay of the first {point.turn} turns differs at {where}: {first.describe()})."
         )
-    return config.model_copy(update={"env": setup, "n": 1})
+    absolute = ForkPoint(str(Path(point.run).resolve()), point.episode, point.turn)
+    return config.model_copy(update={"env": setup, "n": 1, "fork": str(absolute)})
 
 
 def fork_slots(fork: str, group_size: int, *, dataset_size: int | None = None) -> list[EpisodeSlot]:

@@ -3,10 +3,11 @@
 `replay_episode` builds a fresh environment as the run's config builds it, resets it with the
 episode's recorded seed and task, and plays the recorded assistant messages into it turn by
 turn, through the methods the engine uses (``ChatEnv.play_turn``, or ``ChatEnv.reject_turn``
-for a reply that could not be parsed). It checks that the task, every turn's environment
-messages, step reward, step metrics and tool outcomes, and at the end the episode's result
-(score, metrics), success and stop reason are what the run recorded, and reports the first
-difference of each turn (`Difference`: the field, recorded and replayed values, shortened).
+for a reply that could not be parsed). It checks that the task, the opening the model was sent
+(`Trajectory.opening_messages`), every turn's environment messages, step reward, step metrics
+and tool outcomes, and at the end the episode's result (score, metrics), success and stop
+reason are what the run recorded, and reports the first difference of each turn
+(`Difference`: the field, recorded and replayed values, shortened).
 
 `replay_trajectory` does the same into an environment the caller holds (``turns=K`` replays only
 the first K turns: what `rk-agent rollout --fork` uses to restore an environment's state).
@@ -90,7 +91,9 @@ class ReplayReport(BaseModel):
         env: the environment's name.
         seed: the seed it was reset with.
         recorded_turns: how many turns the episode has.
-        task: the task's first difference (``None``: the same task).
+        task: the first difference of the task, or of the opening the model was sent after the
+            reset (``opening``: the task's messages as the environment's reset left them);
+            ``None``: the same.
         turns: each replayed turn.
         end: the first difference of the episode's end (result, success, stop reason).
         end_checked: whether the end was compared (not for a partial replay, nor for an
@@ -213,10 +216,9 @@ def replay_trajectory(
         env=trajectory.env,
         seed=trajectory.seed,
         recorded_turns=len(trajectory.turns),
-        task=_difference(None, trajectory.task.model_dump(mode="json"),
-                         env.task.model_dump(mode="json"), "task"),
+        task=_opening_difference(env, trajectory),
         turns=[],
-    )  # fmt: skip
+    )
     result: TurnResult | None = None
     for turn in trajectory.turns[:count]:
         try:
@@ -241,6 +243,18 @@ def replay_trajectory(
         return report
     _check_end(env, trajectory, result, report)
     return report
+
+
+def _opening_difference(env: ChatEnv, trajectory: Trajectory) -> Difference | None:
+    """The task's first difference, else the opening's (what the reset made of the task)."""
+    task = _difference(
+        None, trajectory.task.model_dump(mode="json"), env.task.model_dump(mode="json"), "task"
+    )
+    if task is not None:
+        return task
+    recorded = [m.model_dump(mode="json") for m in trajectory.opening_messages]
+    replayed = [m.model_dump(mode="json") for m in env.conversation]
+    return _difference(None, recorded, replayed, "opening")
 
 
 def _check_end(

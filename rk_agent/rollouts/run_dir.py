@@ -14,7 +14,8 @@ RUN_DIR/
 
 **Trajectory files** (a run's ``trajectories.jsonl``, a training run's log of episodes): one
 `Trajectory` per line, serialised one way (`trajectory_line`: compact JSON, ``null`` fields left
-out) and appended by one writer (`append_trajectories`): whole lines in one ``write``, flushed,
+out) and appended by one writer (`append_trajectories`, or `append_lines` for lines already
+serialised): whole lines in one ``write``, flushed,
 so a crash leaves every finished episode readable. One reader (`read_trajectories`), used by
 ``rk-agent show``, ``--resume``, SFT data and RFT datasets alike, with one rule:
 
@@ -42,7 +43,7 @@ naming the first. The OS releases the lock when its process dies, so a killed ru
 without any clean-up.
 
 Main names: `RunDir`, `RunStatus`, `read_trajectories`, `iter_trajectories`,
-`append_trajectories`, `trajectory_line`, `read_provenance`, and the file names
+`append_trajectories`, `append_lines`, `trajectory_line`, `read_provenance`, and the file names
 (`TRAJECTORIES_FILE`, `CONFIG_FILE`, `PROVENANCE_FILE`, `SUMMARY_FILE`, `DROPPED_FILE`,
 `WORKER_FAILURES_FILE`, `LOCK_FILE`; ``run.json`` is `RUN_RECORD_FILE`).
 """
@@ -78,6 +79,7 @@ from rk_agent.rollouts.run_record import (
 )
 from rk_agent.rollouts.summary import RunSummary
 from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.trusted_json import validate_trusted_json
 from rk_agent.types import RunStatus
 
 __all__ = [
@@ -90,6 +92,7 @@ __all__ = [
     "WORKER_FAILURES_FILE",
     "RunDir",
     "RunStatus",
+    "append_lines",
     "append_trajectories",
     "iter_trajectories",
     "read_provenance",
@@ -439,7 +442,13 @@ def append_trajectories(file: str | os.PathLike[str], trajectories: Iterable[Tra
     A torn last line left by a crash is cut off first (`read_trajectories`' rule); concurrent
     writers of the file (training processes on several GPUs) take turns.
     """
-    text = "".join(trajectory_line(t) + "\n" for t in trajectories)
+    append_lines(file, (trajectory_line(t) for t in trajectories))
+
+
+def append_lines(file: str | os.PathLike[str], lines: Iterable[str]) -> None:
+    """`append_trajectories` for lines `trajectory_line` already made (a writer that batches
+    lines, not episodes, so that each episode is freed as soon as it is written out)."""
+    text = "".join(line + "\n" for line in lines)
     if text:
         _append_bytes(Path(file), text)
 
@@ -505,8 +514,8 @@ def _iter_lines(file: Path, unique: bool) -> Iterator[Trajectory]:
 
 
 def _parse_line(file: Path, number: int, line: bytes) -> Trajectory:
-    try:
-        return Trajectory.model_validate_json(line)
+    try:  # the lines rk-agent writes skip the validators that widen what models accept
+        return validate_trusted_json(Trajectory, line)
     except ValidationError:
         pass  # the slow path below says what is wrong, in the reader's words
     try:

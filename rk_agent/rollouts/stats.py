@@ -29,6 +29,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -117,13 +119,14 @@ class EpisodeStats:
 
 
 class EpisodeCounter:
-    """`EpisodeStats` counted one episode at a time: only the per-step rewards are kept."""
+    """`EpisodeStats` counted one episode at a time: only the per-step rewards are kept (8 bytes
+    each, NaN for an invalid one)."""
 
     def __init__(self) -> None:
         self.episodes = self.failed = self.judged = self.succeeded = 0
         self.turns = self.turns_max = self.tool_calls = self.tool_calls_ok = 0
         self.parse_errors = self.budget_hits = 0
-        self.step_rewards: list[float | None] = []
+        self.step_rewards = array("d")  # NaN: invalid
         self.stop_reasons: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
 
@@ -139,7 +142,7 @@ class EpisodeCounter:
             self.tool_calls += len(turn.tool_calls)
             self.tool_calls_ok += sum(call.ok for call in turn.tool_calls)
             self.parse_errors += turn.parse_error is not None
-            self.step_rewards.append(turn.reward if turn.reward_valid else None)
+            self.step_rewards.append(turn.reward if turn.reward_valid else math.nan)
         self.budget_hits += bool(t.metadata.get("budget_hit"))
         self.stop_reasons[t.stop_reason.value] += 1
         if t.failure is not None:

@@ -6,9 +6,10 @@ holds the signals GRPO training watches at every step (`rk_agent.rollouts.watch`
 groups, reward shares, distinct answers, truncation, NaN rewards), the run's tasks as groups,
 and ``alarms`` the alarms those signals raise (`rk_agent.rollouts.alarms.batch_alarms`).
 
-`summarize` reads the trajectories once, as a stream: `SummaryBuilder` keeps a few numbers of
-each episode (its rewards, latencies, success and watch outcome), not the episode, so a run of
-any size is summarised in little memory.
+`summarize` reads the trajectories once, as a stream: `SummaryBuilder` keeps a few 8-byte
+numbers of each episode (its rewards and latencies) and three counts of each task, not the
+episode; the watch's outcome of an episode only until its GRPO group is complete. A run of any
+size is summarised in little memory.
 
 Main names: `RunSummary`, `summarize`, `SummaryBuilder`, `pass_at_k`.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -31,7 +33,7 @@ from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.rollouts.alarms import Alarm, AlarmOptions, batch_alarms
 from rk_agent.rollouts.stats import EpisodeCounter
 from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
+from rk_agent.rollouts.watch import EpisodeOutcome, WatchCounter, WatchSignals, outcome_of
 
 __all__ = ["LatencyStats", "RunSummary", "SummaryBuilder", "pass_at_k", "summarize"]
 
@@ -109,7 +111,7 @@ def summarize(
     lost while playing them, `rk_agent.rollouts.run_dir.RunDir.worker_failure_kinds`); the
     alarms use the thresholds of ``alarms`` (default: the defaults). The trajectories are read
     once, as a stream (`SummaryBuilder`)."""
-    builder = SummaryBuilder()
+    builder = SummaryBuilder(group_size)
     for trajectory in trajectories:
         builder.add(trajectory)
     return builder.summary(group_size, worker_failures, alarms)
@@ -118,29 +120,46 @@ def summarize(
 _ANSWER_KEPT = 64
 """Final answers longer than this are kept as a digest: the watch only compares them."""
 
+_NONE = math.nan
+"""How the number arrays keep a missing (invalid) value; the statistics leave NaN out too."""
+
+_EPISODE, _VERDICT, _SUCCESS = 1, 1 << 21, 1 << 42
+"""A task's counts packed in one int (a list of three would take 80 bytes a task): episodes,
+episodes with a verdict and successes, 21 bits each."""
+_COUNT = (1 << 21) - 1
+
 
 class SummaryBuilder:
-    """A `RunSummary` built one episode at a time, keeping a few numbers of each (module
-    docstring); `summarize` is the usual way in."""
+    """A `RunSummary` built one episode at a time (module docstring); `summarize` is the usual
+    way in.
 
-    def __init__(self) -> None:
+    Memory: per episode, its rewards, latencies and wall time as 8-byte floats; per task, its
+    counts in one int; and the watch's outcome of each episode only until its group is complete
+    (``group_size`` episodes of its task: the group is then counted, `WatchCounter`). Without
+    ``group_size`` every group stays open until `summary`, which counts the open groups (a
+    later episode of a task whose group was counted starts a new group).
+    """
+
+    def __init__(self, group_size: int | None = None) -> None:
+        self._group_size = group_size
         self._stats = EpisodeCounter()
-        self._episode_rewards: list[float | None] = []
-        self._total_rewards: list[float | None] = []
+        self._episode_rewards = array("d")
+        self._total_rewards = array("d")
         self._metrics: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         self._reward_errors: Counter[str] = Counter()
         self._tokens = [0, 0]
-        self._model_latency: list[float] = []
-        self._wall_time: list[float] = []
-        self._tasks: Counter[int] = Counter()
-        self._verdicts: dict[int, list[bool]] = defaultdict(list)
-        self._outcomes: dict[int, list[EpisodeOutcome]] = defaultdict(list)
+        self._model_latency = array("d")
+        self._wall_time = array("d")
+        self._tasks: dict[int, int] = {}  # by task: its counts, packed (`_EPISODE`)
+        self._open: dict[int, list[EpisodeOutcome]] = {}  # groups not yet complete
+        self._watch = WatchCounter()
         self._shared: dict[frozenset[str], frozenset[str]] = {}  # one copy of each outcome set
 
     def add(self, t: Trajectory) -> None:
         """Take one episode into the summary."""
         self._stats.add(t)
-        self._episode_rewards.append(t.episode_reward)
+        reward = t.episode_reward
+        self._episode_rewards.append(_NONE if reward is None else reward)
         self._total_rewards.append(t.total_reward)
         if t.episode is not None:
             for name, metric in t.episode.metrics.items():
@@ -154,17 +173,30 @@ class SummaryBuilder:
         self._tokens[1] += t.usage.completion_tokens
         self._model_latency.extend(turn.model_latency_s for turn in t.turns)
         self._wall_time.append(t.wall_time_s)
-        self._tasks[t.task_index] += 1
+        counts = _EPISODE
         if t.success is not None:
-            self._verdicts[t.task_index].append(t.success)
-        outcome = outcome_of(t)
+            counts += _VERDICT + _SUCCESS * t.success
+        self._tasks[t.task_index] = self._tasks.get(t.task_index, 0) + counts
+        group = self._open.setdefault(t.task_index, [])
+        if self._group_size is not None and len(group) + 1 >= self._group_size:
+            group.append(outcome_of(t))  # the group is complete: counted now, kept by none
+            self._watch.add_group(self._open.pop(t.task_index))
+        else:
+            group.append(self._kept(outcome_of(t)))
+
+    def _kept(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
+        """``outcome`` as an open group keeps it: a long answer as its digest, and one copy of
+        each set of outcome names."""
         answer = outcome.answer
         if answer is not None and len(answer) > _ANSWER_KEPT:
             answer = hashlib.blake2b(answer.encode(), digest_size=16).hexdigest()
         names = self._shared.setdefault(outcome.outcome, outcome.outcome)
-        self._outcomes[t.task_index].append(
-            dataclasses.replace(outcome, answer=answer, outcome=names)
-        )
+        return dataclasses.replace(outcome, answer=answer, outcome=names)
+
+    @property
+    def tasks(self) -> int:
+        """The tasks taken so far."""
+        return len(self._tasks)
 
     def summary(
         self,
@@ -172,10 +204,13 @@ class SummaryBuilder:
         worker_failures: Sequence[str] = (),
         alarms: AlarmOptions | None = None,
     ) -> RunSummary:
-        """The `RunSummary` of the episodes taken so far (the arguments as `summarize`'s)."""
+        """The `RunSummary` of the episodes taken so far (the arguments as `summarize`'s); the
+        groups still open are counted as they are, in task order."""
+        for index in sorted(self._open):
+            self._watch.add_group(self._open.pop(index))
         stats = self._stats.stats()
-        size = group_size or max(self._tasks.values(), default=1)
-        watch = watch_signals([self._outcomes[index] for index in sorted(self._outcomes)])
+        size = group_size or max((c & _COUNT for c in self._tasks.values()), default=1)
+        watch = self._watch.signals()
         return RunSummary(
             episodes=stats.episodes,
             failed=stats.failed,
@@ -207,16 +242,16 @@ class SummaryBuilder:
         out: dict[str, float] = {}
         for k in sorted({1, size}):
             values = [
-                pass_at_k(len(judged), sum(judged), k)
-                for index in self._tasks
-                if len(judged := self._verdicts.get(index, [])) >= k
+                pass_at_k(judged, counts // _SUCCESS, k)
+                for counts in self._tasks.values()
+                if (judged := counts // _VERDICT & _COUNT) >= k
             ]
             if values:
                 out[f"pass@{k}"] = sum(values) / len(values)
         return out
 
 
-def _latency(values: list[float]) -> LatencyStats:
+def _latency(values: Sequence[float]) -> LatencyStats:
     if not values:
         return LatencyStats(count=0, mean=None, p50=None, p90=None, p99=None)
     ordered = sorted(values)

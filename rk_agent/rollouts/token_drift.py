@@ -337,12 +337,12 @@ def episode_drift(
 ) -> tuple[list[TurnDrift], int]:
     """The drifted turns of one episode, and how many turns were checked.
 
-    Each assistant turn's conversation (the task's messages, the turns before and the turn's
-    reply) is rendered with ``renderer`` and tokenized, then compared with the ids the model saw
-    and generated. Those are the turn's recorded ids (``prompt_token_ids``, else the
-    re-rendered prompt, then ``token_ids``; turns without ``token_ids`` are not checked), or,
-    with ``trained``, the whole sequence trained on (prompt and completion, as TRL's tool loop
-    builds it) over the length of the turn's re-rendering, every turn checked.
+    Each assistant turn's conversation (the opening the model was sent, the turns before and the
+    turn's reply) is rendered with ``renderer`` and tokenized, then compared with the ids the model
+    saw and generated. Those are the turn's recorded ids (``prompt_token_ids``, else the re-rendered
+    prompt, then ``token_ids``; turns without ``token_ids`` are not checked), or, with ``trained``,
+    the whole sequence trained on (prompt and completion, as TRL's tool loop builds it) over the
+    length of the turn's re-rendering, every turn checked.
 
     Example:
         >>> renderer = TemplateRenderer(tokenizer)  # doctest: +SKIP
@@ -350,7 +350,7 @@ def episode_drift(
     """
     drifts = []
     checked = 0
-    before: list[Message] = list(trajectory.task.messages)
+    before: list[Message] = trajectory.opening_messages
     for turn in trajectory.turns:
         through = [*before, turn.assistant]
         if trained is not None or turn.token_ids:

@@ -2,11 +2,12 @@
 
 Main names: `Trajectory`, `Turn`, `ToolCallOutcome`, `Failure`.
 
-A trajectory holds the task and its seed, every turn (the assistant message, what the
-environment answered, tool outcomes, the step reward and its metrics, tokens and log-probs when
-the backend gave them, latency, usage), the episode `EvaluateResult`, why it stopped
-(`StopReason`) and, when it failed, a typed `Failure`. The full conversation is
-`Trajectory.conversation`.
+A trajectory holds the task and its seed, what the model was sent before its first turn when the
+environment's reset changed the task's messages (``opening``), every turn (the assistant message,
+what the environment answered, tool outcomes, the step reward and its metrics, tokens and log-probs
+when the backend gave them, latency, usage), the episode `EvaluateResult`, why it stopped
+(`StopReason`) and, when it failed, a typed `Failure`. The full conversation, as the model saw it,
+is `Trajectory.conversation`; the opening it was sent, `Trajectory.opening_messages`.
 """
 
 from __future__ import annotations
@@ -117,6 +118,10 @@ class Trajectory(BaseModel):
         sample: which sample of its task (0 .. group_size - 1).
         seed: the seed the environment was reset with.
         task: the task played.
+        opening: the messages the model was sent before its first turn, when the environment's
+            reset made them other than the task's (the ``tools`` environment adds its system
+            prompt to a task that has none); ``None``: the task's messages, as they were.
+            Read `opening_messages`, which falls back to the task's.
         env: the environment's name; model: the policy's name.
         turns: every turn, in order.
         episode: the episode's `EvaluateResult` (``None`` when a failure prevented scoring).
@@ -137,6 +142,7 @@ class Trajectory(BaseModel):
     sample: int
     seed: int | None = None
     task: Task
+    opening: list[Message] | None = None
     env: str
     model: str
     turns: list[Turn] = Field(default_factory=list)
@@ -152,9 +158,19 @@ class Trajectory(BaseModel):
     provenance: EpisodeProvenance | None = None
 
     @property
+    def opening_messages(self) -> list[Message]:
+        """What the model was sent before its first turn: ``opening``, else the task's messages.
+
+        Every reader that renders the episode's prompt (token drift, SFT, replay, the viewer)
+        starts here, not at ``task.messages``.
+        """
+        return list(self.task.messages if self.opening is None else self.opening)
+
+    @property
     def conversation(self) -> list[Message]:
-        """The whole conversation: the task's messages, then every turn's messages."""
-        messages = list(self.task.messages)
+        """The whole conversation as the model saw it: `opening_messages`, then every turn's
+        messages."""
+        messages = self.opening_messages
         for turn in self.turns:
             messages.append(turn.assistant)
             messages.extend(turn.environment)

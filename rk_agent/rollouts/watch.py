@@ -26,8 +26,8 @@ Definitions:
 - **invalid reward**: missing or not trainable (TRL leaves it out); **NaN reward**: a reward
   that came out NaN or infinite (counted among the invalid ones).
 
-Main names: `EpisodeOutcome`, `WatchSignals`, `watch_signals`, `outcome_of`,
-`trajectory_groups`, `final_answer`.
+Main names: `EpisodeOutcome`, `WatchSignals`, `watch_signals` (`WatchCounter` the same one group
+at a time), `outcome_of`, `trajectory_groups`, `final_answer`.
 
 Example:
     >>> ok = EpisodeOutcome(reward=1.0, success=True, components={"answer": 1.0})
@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import math
+from array import array
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from rk_agent.types import StopReason
 __all__ = [
     "STEP_REWARDS",
     "EpisodeOutcome",
+    "WatchCounter",
     "WatchSignals",
     "final_answer",
     "outcome_of",
@@ -180,55 +182,94 @@ def watch_signals(groups: Sequence[Sequence[EpisodeOutcome]]) -> WatchSignals:
         >>> watch_signals([[same, same]]).single_answer_groups
         1.0
     """
-    episodes = [e for g in groups for e in g]
-    valid = [e.reward for e in episodes if e.reward is not None]
-    judged = [float(e.success) for e in episodes if e.success is not None]
-    zero = fail = passed = 0
-    group_stds: list[float] = []
-    distinct: list[int] = []
+    counter = WatchCounter()
     for group in groups:
+        counter.add_group(group)
+    return counter.signals()
+
+
+class WatchCounter:
+    """`watch_signals` counted one group at a time: a few numbers of each episode (8 bytes
+    each), not its outcome, so that a whole run's groups are summarised in little memory.
+
+    Example:
+        >>> counter = WatchCounter()
+        >>> counter.add_group([EpisodeOutcome(reward=1.0), EpisodeOutcome(reward=0.0)])
+        >>> counter.signals().zero_spread
+        0.0
+    """
+
+    def __init__(self) -> None:
+        self.groups = self.zero = self.fail = self.passed = 0
+        self.truncated = self.invalid = self.nan = 0
+        self.rewards = array("d")  # the valid rewards
+        self.judged = array("d")  # 1.0 / 0.0 for each verdict
+        self.group_stds = array("d")
+        self.distinct = array("d")  # distinct answers of the groups with two or more
+        self.step_rewards = array("d")
+        self.tokens = array("d")
+        self.tool_calls = array("d")
+        self.totals: dict[str, float] = defaultdict(float)  # |contribution| by component
+        self.outcome: set[str] = set()
+
+    def add_group(self, group: Sequence[EpisodeOutcome]) -> None:
+        """Count one group."""
+        self.groups += 1
         rewards = [e.reward for e in group if e.reward is not None]
         verdicts = [e.success for e in group if e.success is not None]
         if len(rewards) >= 2:
-            group_stds.append(_std(rewards) or 0.0)
+            self.group_stds.append(_std(rewards) or 0.0)
         if len(rewards) < 2 or max(rewards) - min(rewards) <= _EQUAL:
-            zero += 1
-            fail += bool(verdicts) and not any(verdicts)
-            passed += bool(verdicts) and all(verdicts)
+            self.zero += 1
+            self.fail += bool(verdicts) and not any(verdicts)
+            self.passed += bool(verdicts) and all(verdicts)
         answers = [e.answer for e in group if e.answer is not None]
         if len(answers) >= 2:
-            distinct.append(len(set(answers)))
-    n_groups = len(groups)
-    return WatchSignals(
-        groups=n_groups,
-        episodes=len(episodes),
-        zero_spread=_ratio(zero, n_groups),
-        zero_spread_all_fail=_ratio(fail, n_groups),
-        zero_spread_all_pass=_ratio(passed, n_groups),
-        reward_mean=_mean(valid),
-        reward_std=_std(valid),
-        reward_group_std=_mean(group_stds),
-        success_mean=_mean(judged),
-        success_std=_std(judged),
-        step_reward_mean=_mean([e.components.get(STEP_REWARDS, 0.0) for e in episodes]),
-        component_shares=_shares(episodes),
-        outcome_components=sorted({name for e in episodes for name in e.outcome}),
-        distinct_answers=_mean([float(d) for d in distinct]),
-        single_answer_groups=_ratio(sum(d == 1 for d in distinct), len(distinct)),
-        completion_tokens_mean=_mean([float(e.completion_tokens) for e in episodes]),
-        truncated=_ratio(sum(e.truncated for e in episodes), len(episodes)),
-        invalid_rewards=sum(e.reward is None for e in episodes),
-        nan_rewards=sum(e.nan for e in episodes),
-        tool_calls_mean=_mean([float(e.tool_calls) for e in episodes]),
-    )
+            self.distinct.append(len(set(answers)))
+        self.rewards.extend(rewards)
+        self.judged.extend(float(v) for v in verdicts)
+        totals = self.totals
+        for e in group:
+            self.step_rewards.append(e.components.get(STEP_REWARDS, 0.0))
+            for name, value in e.components.items():
+                if math.isfinite(value):
+                    totals[name] += abs(value)
+            self.outcome.update(e.outcome)
+            self.tokens.append(e.completion_tokens)
+            self.truncated += e.truncated
+            self.invalid += e.reward is None
+            self.nan += e.nan
+            self.tool_calls.append(e.tool_calls)
+
+    def signals(self) -> WatchSignals:
+        """The `WatchSignals` of the groups counted so far."""
+        episodes = len(self.step_rewards)
+        distinct = self.distinct
+        return WatchSignals(
+            groups=self.groups,
+            episodes=episodes,
+            zero_spread=_ratio(self.zero, self.groups),
+            zero_spread_all_fail=_ratio(self.fail, self.groups),
+            zero_spread_all_pass=_ratio(self.passed, self.groups),
+            reward_mean=_mean(self.rewards),
+            reward_std=_std(self.rewards),
+            reward_group_std=_mean(self.group_stds),
+            success_mean=_mean(self.judged),
+            success_std=_std(self.judged),
+            step_reward_mean=_mean(self.step_rewards),
+            component_shares=_shares(self.totals),
+            outcome_components=sorted(self.outcome),
+            distinct_answers=_mean(distinct),
+            single_answer_groups=_ratio(sum(d == 1 for d in distinct), len(distinct)),
+            completion_tokens_mean=_mean(self.tokens),
+            truncated=_ratio(self.truncated, episodes),
+            invalid_rewards=self.invalid,
+            nan_rewards=self.nan,
+            tool_calls_mean=_mean(self.tool_calls),
+        )
 
 
-def _shares(episodes: Sequence[EpisodeOutcome]) -> dict[str, float]:
-    totals: dict[str, float] = defaultdict(float)
-    for episode in episodes:
-        for name, value in episode.components.items():
-            if math.isfinite(value):
-                totals[name] += abs(value)
+def _shares(totals: Mapping[str, float]) -> dict[str, float]:
     whole = math.fsum(totals.values())
     if whole <= _EQUAL:
         return {}

@@ -114,7 +114,7 @@ class DriftMeter:
             if not any(turn.token_ids for turn in trajectory.turns):
                 if completion_ids is None or row >= len(completion_ids) or not trajectory.turns:
                     continue
-                prompt = self.renderer.ids(list(trajectory.task.messages), self.tools, prompt=True)
+                prompt = self.renderer.ids(trajectory.opening_messages, self.tools, prompt=True)
                 trained = [*prompt, *completion_ids[row]]
             drifts, turns = episode_drift(trajectory, self.renderer, self.tools, trained)
             if not turns:

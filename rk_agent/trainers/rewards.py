@@ -159,7 +159,7 @@ def render_trajectory_text(trajectory: Trajectory, limit: int = 600) -> str:
         return text if len(text) <= limit else text[:limit] + " ..."
 
     lines = []
-    for message in trajectory.task.messages:
+    for message in trajectory.opening_messages:
         lines.append(f"[{message.role}] {cut(message.text)}")
     for turn in trajectory.turns:
         calls = "".join(

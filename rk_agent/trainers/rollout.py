@@ -363,7 +363,7 @@ def _outputs(
     for trajectory, tokens in played:
         prompt = tokens.prompt_ids
         if prompt is None:  # the episode failed before its first reply
-            prompt = policy.encode(list(trajectory.task.messages), None)
+            prompt = policy.encode(trajectory.opening_messages, None)
         completion, mask, logps = tokens.completion_ids, tokens.env_mask, tokens.logprobs
         if not completion:  # TRL needs a token per row; an untrained end-of-turn marker
             completion, mask, logps = [min(policy.eos_ids)], [0], [0.0]

@@ -1,14 +1,14 @@
 """One episode as the episode page lays it out: turns, tool calls linked to their results.
 
-`episode_view` turns a `Trajectory` into plain data the template draws: the task's messages,
-then each turn's assistant text and tool calls (arguments pretty-printed when they are JSON),
-the environment's answers (a tool result linked to the call it answers, both ways, by the
-call's id; long ones marked to be folded), the step reward and its components, and the episode
-reward with its components and reasons. Where the run recorded token ids (a policy that
-generates from ids: `rk_agent.rollouts.token_drift`), each turn carries its prompt's and its
-reply's ids, and the turns whose re-tokenized conversation differs from them their
-`TurnDrift` (checked by the caller, with the run's tokenizer). Everything here is text; the
-template escapes it.
+`episode_view` turns a `Trajectory` into plain data the template draws: the opening the model
+was sent (the task's messages, or what the environment's reset made of them), then each turn's
+assistant text and tool calls (arguments pretty-printed when they are JSON), the environment's
+answers (a tool result linked to the call it answers, both ways, by the call's id; long ones
+marked to be folded), the step reward and its components, and the episode reward with its
+components and reasons. Where the run recorded token ids (a policy that generates from ids:
+`rk_agent.rollouts.token_drift`), each turn carries its prompt's and its reply's ids, and the
+turns whose re-tokenized conversation differs from them their `TurnDrift` (checked by the
+caller, with the run's tokenizer). Everything here is text; the template escapes it.
 
 Main names: `episode_view`, `EpisodeView`, `TurnView`, `CallView`, `MessageView`, `ScoreView`.
 """
@@ -127,7 +127,7 @@ def episode_view(
     """
     task = [
         _message(f"task-{i}", m.role, m.name or "", m.text)
-        for i, m in enumerate(trajectory.task.messages)
+        for i, m in enumerate(trajectory.opening_messages)
     ]
     turns = [_turn(turn_index, turn) for turn_index, turn in enumerate(trajectory.turns)]
     for view in turns:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from rk_agent.envs.registry import get_solver
 from rk_agent.rollouts.run_dir import read_trajectories
-from tests.cli.test_rescore_cli import rk
+from tests.cli.test_rescore_cli import ENV, rk
 from tests.rollouts.runs import play_run
 from tests.rollouts.test_replay import NOISY, noisy_solver
 
@@ -62,6 +64,26 @@ def test_rollout_fork_writes_one_group_of_n(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert f"tools: 3 episodes (1 tasks x 3), concurrency 8, writing to {fork}" in out.stdout
     assert sorted(t.id for t in read_trajectories(fork)) == ["1-0", "1-1", "1-2"]
+
+
+def test_a_fork_cut_short_resumes_from_another_folder(tmp_path: Path) -> None:
+    # Forked with the source named relatively, as typed in its folder; resumed from elsewhere.
+    play_run(tmp_path / "source", get_solver("tools"), env="tools", n=2)
+    forked = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "rollout", "--fork", "source::1-0@2", "--policy",
+         "solver", "--n", "8", "-o", "fork"],
+        capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert forked.returncode == 0, forked.stderr
+    fork = tmp_path / "fork"
+    assert f"fork: {tmp_path / 'source'}::1-0@2" in (fork / "config.yaml").read_text()
+    file = fork / "trajectories.jsonl"
+    file.write_text("".join(file.read_text().splitlines(keepends=True)[:3]))  # killed after 3
+
+    resumed = rk("rollout", "--resume", str(fork))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "(resuming: 3 done)" in resumed.stdout
+    assert sorted(t.id for t in read_trajectories(fork)) == [f"1-{i}" for i in range(8)]
 
 
 def test_rollout_fork_of_a_nondeterministic_env_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -4,7 +4,10 @@
 directory, as ``rk-agent rollout --base-url ... --api-key ...`` does; `mcp_servers_file` writes
 an ``mcpServers`` file starting the MCP tests' fixture server (tests/mcp/fixture_server.py)
 over stdio, with a secret in its ``env``; `text_tool_model` is a server reply that refuses
-native tools and writes its calls as Hermes text.
+native tools and writes its calls as Hermes text; `play_token_ids` plays with `VLLMPolicy`
+against the stub's token-id endpoint, the ids from a real tokenizer; `bare_tasks_file` writes a
+`tools` task without a system prompt (the environment adds its own at reset), which
+`SIX_SEVENS` solves.
 """
 
 from __future__ import annotations
@@ -45,6 +48,42 @@ def play_served(path: Path, server: StubServer, **config: Any) -> Path:
         asyncio.run(run.play())
         run.summarize()
         run.finish(RunStatus.FINISHED)
+    return path
+
+
+def play_token_ids(path: Path, server: StubServer, tokenizer: Any, **config: Any) -> Path:
+    """Play a run with `VLLMPolicy` against ``server``, which needs ``tokenizer`` too: prompts
+    rendered with its chat template go out as ids, replies come back as its ids."""
+    from rk_agent.policies.vllm_policy import VLLMPolicy
+
+    run_config = RolloutConfig.model_validate(
+        {"concurrency": 1, "max_turns": 4, **config, "output": str(path)}
+    )
+    with prepare_run(run_config, policy=VLLMPolicy(server.url, tokenizer)) as run:
+        asyncio.run(run.play())
+        run.summarize()
+        run.finish(RunStatus.FINISHED)
+    return path
+
+
+BARE_TASK = {
+    "id": "six-sevens",
+    "messages": [{"role": "user", "content": "What is 6 times 7?"}],
+    "ground_truth": 42,
+    "metadata": {"min_tool_calls": 1},
+}
+"""A `tools` task with no system prompt: the environment adds its own at reset."""
+
+SIX_SEVENS: list[Any] = [
+    {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+    "Answer: 42",
+]
+"""Server replies that solve `BARE_TASK`: a calculator call, then the answer."""
+
+
+def bare_tasks_file(path: Path) -> Path:
+    """A JSONL file holding `BARE_TASK`."""
+    path.write_text(json.dumps(BARE_TASK) + "\n")
     return path
 
 

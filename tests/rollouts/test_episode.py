@@ -128,3 +128,21 @@ def test_a_malformed_call_is_the_same_rejected_turn_in_the_engine_and_trl() -> N
     assert engine.turns[0].parse_error == error
     assert engine.turns[0].environment[0].role == "user"  # the env's feedback, one for both
     assert _episode(engine) == _episode(trl)
+
+
+def test_the_opening_is_recorded_where_the_reset_changed_the_tasks_messages() -> None:
+    env = make_env("tools", **KINDS)
+    env.reset(seed=0)
+    task = env.task  # generated, with the env's system prompt
+    bare = task.model_copy(update={"messages": task.messages[1:]})
+
+    def play(played: Task) -> Trajectory:
+        slot = EpisodeSlot(0, 0, 0, options={"task": played})
+        return asyncio.run(
+            play_episode(make_env("tools", **KINDS), ScriptedPolicy(["Answer: 1"]), slot,
+                         sampling=SamplingParams(), env_name="tools")
+        )  # fmt: skip
+
+    assert play(task).opening is None  # the task's messages, as they were
+    added = play(bare)
+    assert (added.task, added.opening) == (bare, task.messages)  # the system prompt added

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,12 @@ import pytest
 from rk_agent.envs.registry import get_solver
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.compare import compare_runs
+from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.fork import ForkPoint
-from rk_agent.rollouts.run_dir import read_trajectories
+from rk_agent.rollouts.run_dir import RunDir, RunStatus, read_trajectories
+from rk_agent.rollouts.runner import PreparedRun, prepare_run
+from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
 from rk_agent.types import Message
@@ -41,6 +46,63 @@ def test_a_fork_keeps_the_first_k_turns_and_continues_with_the_policy(tmp_path: 
     assert (
         compare_runs(source, fork).scope == "compared on 1 shared tasks; 1 only in A, 0 only in B"
     )
+
+
+def play_until_ctrl_c(run: PreparedRun, after: int) -> None:
+    """Play ``run`` and stop it as Ctrl-C does once ``after`` episodes have finished: asyncio.run
+    cancels its main task, then raises `KeyboardInterrupt`."""
+    seen: list[str] = []
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_episode(trajectory: Trajectory) -> None:
+            seen.append(trajectory.id)
+            if len(seen) == after:
+                task.cancel()
+
+        await run.play(on_episode)
+
+    try:
+        asyncio.run(main())
+    except asyncio.CancelledError:
+        raise KeyboardInterrupt from None
+
+
+def test_an_interrupted_fork_resumes_to_the_same_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fork names its source relatively, as a command line does, and is resumed from
+    # another folder: the saved config holds the source's absolute path.
+    monkeypatch.chdir(tmp_path)
+    play_run(Path("source"), get_solver("tools"), env="tools", n=2)
+    recorded = {t.id: t for t in read_trajectories("source")}["1-0"]
+    config = RolloutConfig.model_validate(
+        {"fork": "source::1-0@2", "group_size": 8, "concurrency": 2, "output": "fork"}
+    )
+    with (
+        pytest.raises(KeyboardInterrupt),
+        prepare_run(config, policy=ScriptedPolicy(["Answer: -1"], latency_s=0.02)) as run,
+    ):
+        play_until_ctrl_c(run, after=3)
+    record = RunDir.open("fork").read_record()
+    assert record is not None and record.status is RunStatus.INTERRUPTED
+    first = {t.id for t in read_trajectories("fork")}
+    assert 3 <= len(first) < 8
+
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    policy = ScriptedPolicy(["Answer: -1"])
+    with prepare_run(config, resume=tmp_path / "fork", policy=policy) as run:
+        assert run.done == first
+        assert run.config.fork == f"{tmp_path / 'source'}::1-0@2"
+        asyncio.run(run.play())
+    played = read_trajectories(tmp_path / "fork")
+    assert sorted(t.id for t in played) == [f"1-{i}" for i in range(8)]  # one group, once each
+    for t in played:
+        assert (t.task, t.seed, t.turns[:2]) == (recorded.task, recorded.seed, recorded.turns[:2])
+        assert [turn.assistant.text for turn in t.turns[2:]] == ["Answer: -1"]
 
 
 def test_a_fork_against_the_stub_server(tmp_path: Path) -> None:

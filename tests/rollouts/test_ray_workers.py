@@ -223,6 +223,38 @@ def test_a_cluster_too_small_for_the_workers_is_refused(local_ray: Any) -> None:
         )
 
 
+def test_a_fork_plays_and_resumes_on_workers(local_ray: Any, tmp_path: Path) -> None:
+    from rk_agent.envs.registry import get_solver
+    from rk_agent.rollouts.run_dir import read_trajectories
+    from rk_agent.rollouts.runner import prepare_run
+    from tests.rollouts.runs import play_run
+
+    source = play_run(tmp_path / "source", get_solver("tools"), env="tools", n=2)
+    recorded = {t.id: t for t in read_trajectories(source)}["1-0"]
+    fork = tmp_path / "fork"
+    cfg = RolloutConfig.model_validate(
+        {"fork": f"{source}::1-0@2", "group_size": 8, "concurrency": 4, "workers": 2,
+         "output": str(fork)}
+    )  # fmt: skip
+    with prepare_run(cfg, policy=ScriptedPolicy(["Answer: -1"])) as run:
+        asyncio.run(run.play())
+    assert written_ids(fork) == Counter({f"1-{i}": 1 for i in range(8)})  # one group
+    for t in read_trajectories(fork):
+        assert (t.task, t.seed, t.turns[:2]) == (recorded.task, recorded.seed, recorded.turns[:2])
+        assert [turn.assistant.text for turn in t.turns[2:]] == ["Answer: -1"]
+
+    # A driver killed after three episodes: the rest is played on the workers on --resume.
+    file = fork / "trajectories.jsonl"
+    file.write_text("".join(file.read_text().splitlines(keepends=True)[:3]))
+    manifest = fork / "run.json"
+    manifest.write_text(manifest.read_text().replace('"finished"', '"interrupted"'))
+    with prepare_run(cfg, resume=fork, policy=ScriptedPolicy(["Answer: -1"])) as run:
+        assert len(run.done) == 3 and run.config.workers == 2
+        asyncio.run(run.play())
+    assert written_ids(fork) == Counter({f"1-{i}": 1 for i in range(8)})
+    assert all(t.turns[:2] == recorded.turns[:2] for t in read_trajectories(fork))
+
+
 def worker_pids() -> list[int]:
     """This process's Ray workers that are rollout workers (Ray names them in their title)."""
     out = []

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from rk_agent.envs.registry import get_solver
+from rk_agent.envs.registry import get_solver, make_env
 from rk_agent.envs.tool import Tool, tool
 from rk_agent.errors import ConfigError
 from rk_agent.policies.function_policy import tool_call
@@ -138,3 +138,25 @@ def test_a_rejected_turn_replays_with_the_feedback_of_the_policys_format() -> No
     assert played.turns[0].parse_feedback == LLAMA3_JSON.feedback(error)
     report = replay_trajectory(AddEnv(), played)
     assert report.matched, report.difference
+
+
+def test_the_opening_the_reset_made_is_recorded_and_compared(tmp_path: Path) -> None:
+    # A task without a system prompt: the tools env's reset adds its own. That opening, what
+    # the model was sent, is recorded, and a replay compares it.
+    env = make_env("tools")
+    env.reset(seed=0)
+    bare = env.task.model_copy(update={"messages": env.task.messages[1:]})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(bare.model_dump_json() + "\n")
+    run = play_run(tmp_path / "run", get_solver("tools"), env="tools", tasks=str(tasks), n=1)
+    (trajectory,) = read_trajectories(run)
+    assert trajectory.opening == [env.conversation[0], *bare.messages]  # the system prompt
+    assert replay_episode(run, "0-0").matched
+    file = run / "trajectories.jsonl"
+    row = json.loads(file.read_text())
+    row["opening"][0]["content"] = "Be brief."
+    file.write_text(json.dumps(row) + "\n")
+    difference = replay_episode(run, "0-0").first_difference
+    assert difference is not None and (difference.turn, difference.field, difference.recorded) == (
+        None, "opening[0].content", '"Be brief."'
+    )  # fmt: skip

@@ -65,3 +65,40 @@ def test_a_summary_is_built_from_a_stream_and_long_answers_still_count_apart() -
     for t in episodes[:2]:
         builder.add(t)
     assert builder.summary().episodes == 2  # a summary of what was taken so far
+
+
+def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> None:
+    # Interleaved groups (episodes are written as they finish), some steps and scores invalid:
+    # counting each group once complete gives the summary that keeping every outcome gives.
+    from rk_agent.rollouts.summary import SummaryBuilder
+    from rk_agent.types import EvaluateResult
+    from tests.rollouts.test_watch import _trajectory, _turn
+
+    def episode(task: int, score: float | None, answer: str) -> Any:
+        result = (
+            EvaluateResult(score=score, metrics={"answer": score}, weights={"answer": 1.0})
+            if score is not None
+            else EvaluateResult.invalid("the judge timed out")
+        )
+        turn = _turn(0, answer, finish_reason="stop").model_copy(
+            update={"reward": 0.25, "reward_valid": task != 2}
+        )
+        return _trajectory([turn], result, task_index=task, success=(score or 0.0) >= 1.0)
+
+    episodes = [
+        episode(0, 1.0, "4"), episode(1, 0.0, "5"), episode(0, 0.0, "x" * 100),
+        episode(2, 0.5, "6"), episode(1, 0.0, "5"), episode(3, None, "7"),
+        episode(2, 0.5, "6"), episode(3, 1.0, "7"),
+    ]  # fmt: skip
+
+    def summary(group_size: int | None) -> Any:
+        builder = SummaryBuilder(group_size)
+        for t in episodes:
+            builder.add(t)
+        return builder.summary(2)
+
+    kept, counted = summary(None), summary(2)
+    assert counted == kept
+    assert kept.watch is not None and kept.watch.groups == 4
+    assert kept.pass_at_k == {"pass@1": 0.25, "pass@2": 0.5}
+    assert kept.step_reward.invalid == 2 and kept.episode_reward.invalid == 1

@@ -166,6 +166,38 @@ def test_a_template_that_renders_tool_results_otherwise_drifts_in_the_prompt(
     assert "<tool_result>" in drift.retokenized_text
 
 
+def play_bare_task(folder: Path, tokenizer: Any) -> tuple[Path, list[list[int]]]:
+    """Two episodes of a `tools` task without a system prompt (the env adds its own at reset),
+    played with `VLLMPolicy` against the stub server: the run, and the prompts it was sent."""
+    from rk_agent.testing.stub_server import StubServer
+    from tests.rollouts.served import SIX_SEVENS, bare_tasks_file, play_token_ids
+
+    tasks = bare_tasks_file(folder / "tasks.jsonl")
+    with StubServer(SIX_SEVENS, tokenizer=tokenizer) as server:
+        run = play_token_ids(
+            folder / "run", server, tokenizer, env="tools", tasks=str(tasks), n=1, group_size=2
+        )
+        return run, [request.body["prompt"] for request in server.completion_requests]
+
+
+def test_the_system_prompt_the_environment_added_is_checked_as_it_was_sent(
+    tmp_path: Path, embedded_tok: Any, tok_dir: Path
+) -> None:
+    # Re-rendering the task alone would miss the system prompt: every turn would drift.
+    from rk_agent.envs.tools_env import SYSTEM_PROMPT
+
+    run, sent = play_bare_task(tmp_path, embedded_tok)
+    episodes = read_trajectories(run)
+    assert [len(t.turns) for t in episodes] == [2, 2]
+    for trajectory in episodes:
+        assert [m.role for m in trajectory.task.messages] == ["user"]
+        assert trajectory.opening == [Message(role="system", content=SYSTEM_PROMPT),
+                                      *trajectory.task.messages]  # fmt: skip
+        assert [turn.prompt_token_ids for turn in trajectory.turns] == sent[:2]  # the same task
+    report = check_tokens(run, tok_dir)
+    assert (report.episodes_checked, report.turns_checked, report.drifts) == (2, 4, [])
+
+
 def test_a_run_without_token_ids_says_which_policies_record_them(tmp_path: Path) -> None:
     from tests.rollouts.runs import play_run
 

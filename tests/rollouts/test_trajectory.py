@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from rk_agent.rollouts.trajectory import Failure, Trajectory
-from rk_agent.types import FailureKind, FailureSite
+from rk_agent.types import FailureKind, FailureSite, Message
 
 OLD_LINE = json.dumps({
     "id": "0-0", "task_index": 0, "sample": 0, "seed": 3,
@@ -42,3 +42,13 @@ def test_where_is_a_closed_vocabulary() -> None:
     with pytest.raises(ValidationError, match="'policy', 'environment' or 'engine'"):
         Failure(kind=FailureKind.TIMEOUT, where="reward", message="m")  # type: ignore[arg-type]
     assert [site.value for site in FailureSite] == ["policy", "environment", "engine"]
+
+
+def test_the_opening_falls_back_to_the_tasks_messages() -> None:
+    old = Trajectory.model_validate_json(OLD_LINE)  # written before `opening` existed
+    assert old.opening is None and old.opening_messages == old.task.messages
+    system = Message(role="system", content="Use the tools.")
+    added = old.model_copy(update={"opening": [system, *old.task.messages]})
+    assert added.opening_messages == added.conversation == [system, *old.task.messages]
+    again = Trajectory.model_validate_json(added.model_dump_json())
+    assert again.opening == added.opening and again.task == old.task

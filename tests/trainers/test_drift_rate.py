@@ -28,13 +28,13 @@ from rk_agent.trainers.grpo import grpo_trainer
 from rk_agent.trainers.trl_env import trl_grpo_trainer
 from rk_agent.trainers.watch_log import read_watch
 from rk_agent.types import Message
-from tests.rollouts.test_token_drift import COMPACT, play
+from tests.rollouts.test_token_drift import COMPACT, play, play_bare_task
 from tests.trainers.scripted import scripted_model
 from tests.trainers.test_grpo import _args
 
 KEYS = ("tokens/drift_episodes", "tokens/drift_turns")
-# With its system prompt, as the env's own tasks have it: the env adds it to a task without one
-# at reset, but the trajectory records the task, so a re-rendering would lack it.
+# With its system prompt, as the env's own tasks have it: TRL's loop prompts with the task's
+# messages as they are, without the one the env's reset adds to a task that has none.
 TASK = Task(
     id="six-sevens",
     messages=[
@@ -102,6 +102,17 @@ def test_the_meter_counts_what_check_tokens_finds(
         KEYS[0]: report.episodes_affected / report.episodes_checked,
         KEYS[1]: report.drift_rate,
     }
+
+
+def test_the_meter_renders_the_system_prompt_the_environment_added(
+    tmp_path: Path, embedded_tok: Any
+) -> None:
+    from rk_agent.envs.registry import make_env
+
+    run, _ = play_bare_task(tmp_path, embedded_tok)
+    meter = DriftMeter(embedded_tok, make_env("tools").tool_schemas)
+    count = meter.measure(read_trajectories(run))
+    assert (count.episodes, count.turns, count.figures()) == (2, 4, {KEYS[0]: 0.0, KEYS[1]: 0.0})
 
 
 @pytest.fixture(scope="module")

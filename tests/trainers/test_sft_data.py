@@ -34,7 +34,9 @@ from rk_agent.trainers.sft_data import (
 from rk_agent.types import Message
 from tests.rollouts.served import (
     API_KEY,
+    SIX_SEVENS,
     as_server_renders,
+    bare_tasks_file,
     last_request,
     mcp_servers_file,
     play_served,
@@ -338,6 +340,32 @@ def test_sft_renders_what_the_policy_was_sent(tmp_path: Path, embedded_tok: Any)
         row = _rendered_equals_sent(run, last_request(server), embedded_tok)
     assert row["tools"] == make_env("tools").tool_schemas
     assert [m["role"] for m in row["messages"]][-3:] == ["assistant", "tool", "assistant"]
+
+
+def test_sft_renders_the_system_prompt_the_environment_added(
+    tmp_path: Path, embedded_tok: Any
+) -> None:
+    from rk_agent.envs.tools_env import SYSTEM_PROMPT
+
+    tasks = bare_tasks_file(tmp_path / "tasks.jsonl")  # no system prompt: the env adds its own
+    with StubServer(SIX_SEVENS, api_key=API_KEY) as server:
+        run = play_served(tmp_path / "run", server, env="tools", tasks=str(tasks), n=1)
+        request = last_request(server)
+    row = _rendered_equals_sent(run, request, embedded_tok)
+    assert row["messages"][0] == request["messages"][0] == {
+        "role": "system", "content": SYSTEM_PROMPT
+    }  # fmt: skip
+
+
+def test_sft_tokenizes_to_the_ids_the_policy_was_sent(tmp_path: Path, embedded_tok: Any) -> None:
+    from tests.rollouts.test_token_drift import play_bare_task
+
+    run, sent = play_bare_task(tmp_path, embedded_tok)
+    rows = sft_dataset(run, filter=SFTFilter(success_only=False))
+    assert len(rows) == 2
+    for row in rows:
+        prompt = _prompt(embedded_tok, row["messages"][:-1], row["tools"])
+        assert embedded_tok(prompt, add_special_tokens=False)["input_ids"] == sent[-1]
 
 
 def test_sft_renders_the_mcp_tools_the_policy_was_offered(
