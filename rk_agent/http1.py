@@ -71,20 +71,38 @@ class _Connection(asyncio.Protocol):
         self._head: tuple[int, str, dict[str, str]] | None = None
         self._length: int | None = None  # body bytes; -1: chunked; None: until the end
         self._answered = False
+        self._timer: asyncio.TimerHandle | None = None  # the reply's deadline
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def send(self, data: bytes) -> asyncio.Future[Reply]:
+    def send(self, data: bytes, timeout_s: float | None = None) -> asyncio.Future[Reply]:
+        """Write a request; the future is the whole reply, or a `TimeoutError` when it has
+        not come within ``timeout_s`` (a timer of the loop's: an ``asyncio.timeout`` block
+        around each request cost more than the request's own parsing)."""
         assert self.transport is not None
-        self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
         self._head, self._length, self._answered, self.reusable = None, None, False, False
+        if timeout_s is not None:
+            self._timer = loop.call_later(timeout_s, self._time_out, waiter)
         self.transport.write(data)
-        return self._waiter
+        return waiter
+
+    def _time_out(self, waiter: asyncio.Future[Reply]) -> None:
+        self._timer = None
+        if not waiter.done():
+            waiter.set_exception(TimeoutError())
+
+    def _stop_timer(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
 
     def close(self) -> None:
         self.closed = True
+        self._stop_timer()
         if self.transport is not None:
             self.transport.close()
 
@@ -102,10 +120,12 @@ class _Connection(asyncio.Protocol):
             waiter.set_exception(exc)
             return
         if reply is not None:
+            self._stop_timer()
             waiter.set_result(reply)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._stop_timer()
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
@@ -285,8 +305,7 @@ class Http1Pool:
     async def _exchange(self, connection: _Connection, data: bytes) -> Reply:
         """One request and its reply on ``connection``, which is kept if it can be reused."""
         try:
-            async with asyncio.timeout(self.read_timeout_s):
-                reply = await connection.send(data)
+            reply = await connection.send(data, self.read_timeout_s)
         except BaseException:
             connection.close()  # lost, timed out, cancelled, garbled: never reused
             raise

@@ -15,7 +15,11 @@ the same model as through the model itself, and a line it refuses (an older file
 one) is read through the model instead (`validate_trusted_json`). Validators that change valid
 input (``EvaluateResult``'s "an error is not a score") are not widening and stay.
 
-Main names: `widening`, `trusted_validator`, `validate_trusted_json`.
+The same holds for objects rk-agent builds itself on hot paths (a combined reward's result, a
+step's metrics, a reply read off the wire): `build_trusted` makes them through the trusted
+validator, a third of the time of the model's own constructor for a result with a few metrics.
+
+Main names: `widening`, `trusted_validator`, `validate_trusted_json`, `build_trusted`.
 
 Example:
     >>> from rk_agent.types import Message
@@ -34,7 +38,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import SchemaValidator
 
-__all__ = ["is_widening", "trusted_validator", "validate_trusted_json", "widening"]
+__all__ = [
+    "build_trusted",
+    "is_widening",
+    "trusted_validator",
+    "validate_trusted_json",
+    "widening",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 M = TypeVar("M", bound=BaseModel)
@@ -82,6 +92,22 @@ def validate_trusted_json(model: type[M], data: str | bytes) -> M:
     except ValidationError:
         return model.model_validate_json(data)
     return found
+
+
+def build_trusted(model: type[M], /, **fields: Any) -> M:
+    """``model(**fields)`` for values already in the model's form (its instances, or what its
+    JSON form decodes to), through `trusted_validator`; through the model itself when that
+    refuses them (a metric given as a bare number, an SDK object), so the result and the
+    errors are the model's own either way.
+
+    Raises:
+        ValidationError: the model's own error, when the model refuses ``fields`` too.
+    """
+    try:
+        built: M = trusted_validator(model).validate_python(fields)
+    except ValidationError:
+        return model(**fields)
+    return built
 
 
 def _without_widening(node: Any) -> Any:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.decorator import AnyRewardFn, reward_function
 from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.trusted_json import build_trusted
 from rk_agent.types import EvaluateResult, MetricResult
 
 __all__ = ["CombineMethod", "combine"]
@@ -172,7 +173,8 @@ class _Merge:
         if gate is not None and not gate.is_score_valid:
             errors.append(f"gate: {gate.error}")
         if errors:
-            return EvaluateResult(
+            return build_trusted(
+                EvaluateResult,
                 score=0.0,
                 is_score_valid=False,
                 error="; ".join(errors),
@@ -186,7 +188,10 @@ class _Merge:
         if gate is not None and gate.score < self.gate_threshold:
             score = 0.0
             reason = f"gate failed ({gate.score:.3g} < {self.gate_threshold:g}), score 0; {parts}"
-        return EvaluateResult(score=score, reason=reason, metrics=metrics, weights=self.weights)
+        # Built from the components' own results: the model's form already (`build_trusted`).
+        return build_trusted(
+            EvaluateResult, score=score, reason=reason, metrics=metrics, weights=self.weights
+        )
 
     def _aggregate(self, scores: dict[str, float]) -> float:
         if self.method == "weighted_sum":
@@ -200,8 +205,8 @@ class _Merge:
 
 
 def _add_component(metrics: dict[str, MetricResult], name: str, result: EvaluateResult) -> None:
-    metrics[name] = MetricResult(
-        score=result.score, reason=result.reason, is_score_valid=result.is_score_valid
+    metrics[name] = build_trusted(
+        MetricResult, score=result.score, reason=result.reason, is_score_valid=result.is_score_valid
     )
     for key, metric in result.metrics.items():
         metrics[f"{name}.{key}"] = metric

@@ -216,7 +216,7 @@ def _wrap(
 ) -> Any:
     if is_reward_function(func):
         return func
-    plan = _plan(func, name or str(getattr(func, "__name__", type(func).__name__)))
+    plan = _known_plan(func, name or str(getattr(func, "__name__", type(func).__name__)))
     is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
         getattr(func, "__call__", None)  # noqa: B004 - async callable objects count too
     )
@@ -288,6 +288,32 @@ def check_options(reward: Any, options: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"reward {name!r} has no option {option!r}.{hint} It takes: {', '.join(named)}."
         )
+
+
+_plans: dict[tuple[Any, ...], _CallPlan] = {}
+
+
+def _known_plan(func: Callable[..., Any], name: str) -> _CallPlan:
+    """`_plan`, worked out once per function definition: closures made by one ``def`` (every
+    environment builds its combined rewards with `combine`, whose wrapper is such a closure)
+    share their signature and, when their annotations are strings (postponed evaluation, read
+    in the module's globals), their type hints. Reading both took 0.2 ms an environment."""
+    code = getattr(func, "__code__", None)
+    annotations = getattr(func, "__annotations__", None)
+    if (
+        not inspect.isfunction(func)
+        or code is None
+        or not isinstance(annotations, dict)
+        or not all(isinstance(hint, str) for hint in annotations.values())
+        or hasattr(func, "__wrapped__")  # inspect.signature would follow it
+        or hasattr(func, "__signature__")
+    ):
+        return _plan(func, name)
+    key = (code, func.__module__, name, tuple(annotations.items()))
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = _plan(func, name)
+    return plan
 
 
 def _plan(func: Callable[..., Any], name: str) -> _CallPlan:
@@ -465,9 +491,10 @@ def _convert(name: str, param: str, kind: str, value: Any) -> Any:
         if not isinstance(value, (list, tuple)):
             raise TypeError(f"expected a list of messages, got {type(value).__name__}")
         if kind == "messages":
-            if all(isinstance(v, Message) for v in value):
-                return value
-            return Message.coerce_list(value)
+            for item in value:  # a loop, not all(): no generator on every call
+                if not isinstance(item, Message):
+                    return Message.coerce_list(value)
+            return value
         # kind == "dicts": the function wants plain dicts
         return [v.to_openai() if isinstance(v, Message) else v for v in value]
     except Exception as exc:

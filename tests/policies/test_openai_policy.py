@@ -133,6 +133,68 @@ def test_reasoning_is_read_but_never_sent_back() -> None:
     assert sent == {"role": "assistant", "content": "4"}
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message(role="system", content="You are terse."),
+        Message(role="user", content=[{"type": "text", "text": "hi"}], name="ann"),
+        Message(role="assistant", content=None, reasoning_content="think", refusal="no"),
+        Message.model_validate(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "c1", "function": {"name": "add", "arguments": {"a": 1}}},
+                    {"id": "c2", "type": "function", "function": {"name": "f"}},
+                ],
+                "provider_extra": 1,
+            }
+        ),
+        Message(role="assistant", tool_calls=[]),
+        Message(role="tool", tool_call_id="c1", name="add", content="3"),
+    ],
+)
+def test_a_message_is_sent_as_its_standard_fields_without_nulls(message: Message) -> None:
+    standard = ("role", "content", "name", "tool_calls", "tool_call_id")
+    expected = {k: v for k, v in message.to_openai().items() if k in standard}
+    sent = openai_policy._wire(message)
+    assert sent == expected
+    assert list(sent) == list(expected)  # the same JSON, byte for byte
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        {"role": "assistant", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning": "r",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}},
+                {"type": "function", "function": {"name": "add", "arguments": None}},
+                {"id": "c3", "function": {"name": "add", "arguments": {"a": 1}}},
+                {"id": "c4", "type": "function", "function": "not a mapping"},
+            ],
+        },
+    ],
+)
+def test_a_reply_reads_as_the_message_the_model_builds(wire: dict[str, Any]) -> None:
+    output = openai_policy._output({"choices": [{"message": wire}], "model": "m"})
+    calls = [
+        {"id": c.get("id") or f"call_{i}", "function": {
+            "name": c["function"]["name"], "arguments": c["function"].get("arguments") or "{}"}}
+        for i, c in enumerate(wire.get("tool_calls") or []) if isinstance(c["function"], dict)
+    ]  # fmt: skip
+    expected = Message(
+        role="assistant", content=wire.get("content"), tool_calls=calls or None,
+        reasoning_content=wire.get("reasoning"),
+    )  # fmt: skip
+    assert output.message == expected
+    assert output.message.model_fields_set == expected.model_fields_set
+    assert output.message.model_dump_json() == expected.model_dump_json()
+
+
 def test_logprobs_and_token_ids_only_when_asked(server: StubServer) -> None:
     out = ask(policy_for(server, logprobs=True, return_token_ids=True))
     request = server.chat_requests[0].body

@@ -42,6 +42,40 @@ def test_bare_and_with_arguments() -> None:
     assert not is_reward_function(lambda: 1)
 
 
+def test_closures_of_one_definition_share_their_call_plan() -> None:
+    from rk_agent.rewards import decorator
+
+    def make(bonus: float) -> Any:
+        def scored(messages: list[Message], **kwargs: Any) -> float:
+            return bonus + len(messages[-1].text)
+
+        return reward_function(scored)
+
+    first, second = make(0.0), make(1.0)
+    assert decorator._known_plan(first.__wrapped__, "scored") is decorator._known_plan(
+        second.__wrapped__, "scored"
+    )
+    # Each still scores with its own closure, and dicts still become messages.
+    assert (first(messages=CHAT).score, second(messages=CHAT).score) == (1.0, 2.0)
+
+
+def test_a_function_whose_hints_are_not_strings_gets_a_plan_of_its_own() -> None:
+    from rk_agent.rewards import decorator
+
+    def make(hint: Any) -> Any:
+        def scored(messages, **kwargs):  # type: ignore[no-untyped-def]
+            return float(isinstance(messages[0], Message))
+
+        scored.__annotations__ = {"messages": hint}  # evaluated hints may differ per closure
+        return reward_function(scored)
+
+    as_messages, as_dicts = make(list[Message]), make(list[dict])
+    assert decorator._known_plan(as_messages.__wrapped__, "scored") is not (
+        decorator._known_plan(as_dicts.__wrapped__, "scored")
+    )
+    assert (as_messages(messages=CHAT).score, as_dicts(messages=CHAT).score) == (1.0, 0.0)
+
+
 def test_keeps_the_function_identity() -> None:
     def original(messages: list[Message], original_messages: list[Message], metadata: Any) -> float:
         """Docs."""
