@@ -40,7 +40,7 @@ class BadReply(ValueError):
     """The server's reply is not HTTP/1.x (a garbled status line, header or chunk)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Reply:
     """One HTTP reply: status, reason phrase, headers (names lower-cased) and body."""
 
@@ -71,38 +71,26 @@ class _Connection(asyncio.Protocol):
         self._head: tuple[int, str, dict[str, str]] | None = None
         self._length: int | None = None  # body bytes; -1: chunked; None: until the end
         self._answered = False
-        self._timer: asyncio.TimerHandle | None = None  # the reply's deadline
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def send(self, data: bytes, timeout_s: float | None = None) -> asyncio.Future[Reply]:
-        """Write a request; the future is the whole reply, or a `TimeoutError` when it has
-        not come within ``timeout_s`` (a timer of the loop's: an ``asyncio.timeout`` block
-        around each request cost more than the request's own parsing)."""
+    def send(self, data: bytes) -> asyncio.Future[Reply]:
         assert self.transport is not None
-        loop = asyncio.get_running_loop()
-        self._waiter = waiter = loop.create_future()
+        self._waiter = asyncio.get_running_loop().create_future()
         self._head, self._length, self._answered, self.reusable = None, None, False, False
-        if timeout_s is not None:
-            self._timer = loop.call_later(timeout_s, self._time_out, waiter)
         self.transport.write(data)
-        return waiter
+        return self._waiter
 
-    def _time_out(self, waiter: asyncio.Future[Reply]) -> None:
-        self._timer = None
-        if not waiter.done():
+    def time_out(self) -> None:
+        """The reply did not come in time: its wait ends with a `TimeoutError`."""
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
             waiter.set_exception(TimeoutError())
-
-    def _stop_timer(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
 
     def close(self) -> None:
         self.closed = True
-        self._stop_timer()
         if self.transport is not None:
             self.transport.close()
 
@@ -120,12 +108,10 @@ class _Connection(asyncio.Protocol):
             waiter.set_exception(exc)
             return
         if reply is not None:
-            self._stop_timer()
             waiter.set_result(reply)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._stop_timer()
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
@@ -282,6 +268,13 @@ class Http1Pool:
         self.read_timeout_s = read_timeout_s
         self._slots = asyncio.Semaphore(limit)
         self._idle: list[_Connection] = []
+        # Connections waiting for a reply, with their deadlines: every wait is as long, so
+        # the order they were sent in is their deadlines' order, and one timer of the loop's
+        # (for the earliest) keeps them all; a timer for each request cost more than the
+        # request's own parsing.
+        self._waiting: dict[_Connection, float] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
 
     async def request(self, data: bytes) -> Reply:
         """Send one whole request (head and body, as bytes) and return its reply.
@@ -304,16 +297,38 @@ class Http1Pool:
 
     async def _exchange(self, connection: _Connection, data: bytes) -> Reply:
         """One request and its reply on ``connection``, which is kept if it can be reused."""
+        timeout = self.read_timeout_s
+        if timeout is not None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout
+            self._waiting[connection] = deadline
+            if self._timer is None or self._timer_loop is not loop:  # a pool used anew
+                self._timer, self._timer_loop = loop.call_at(deadline, self._expire), loop
         try:
-            reply = await connection.send(data, self.read_timeout_s)
+            reply = await connection.send(data)
         except BaseException:
             connection.close()  # lost, timed out, cancelled, garbled: never reused
             raise
+        finally:
+            self._waiting.pop(connection, None)
         if connection.reusable and not connection.closed:
             self._idle.append(connection)
         else:
             connection.close()
         return reply
+
+    def _expire(self) -> None:
+        """Time out the waits past their deadline; set the timer for the next one."""
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self._waiting:
+            connection, deadline = next(iter(self._waiting.items()))
+            if deadline > now:
+                self._timer = loop.call_at(deadline, self._expire)
+                return
+            del self._waiting[connection]
+            connection.time_out()
 
     async def _connection(self, *, fresh: bool = False) -> tuple[_Connection, bool]:
         """An idle connection (``True``: reused) unless ``fresh``, else a new one."""
@@ -329,6 +344,9 @@ class Http1Pool:
 
     def close(self) -> None:
         """Close the idle connections (those in use close when their request ends)."""
+        if self._timer is not None and not self._waiting:
+            self._timer.cancel()
+            self._timer = None
         idle, self._idle = self._idle, []
         for connection in idle:
             connection.close()

@@ -47,6 +47,8 @@ Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 def _as_plain(value: Any) -> Any:
     """Turn SDK objects (the ``openai`` package's pydantic models) into plain dicts."""
+    if type(value) is dict:  # the usual case, before isinstance's ABC machinery
+        return value
     if isinstance(value, BaseModel) and not isinstance(value, _RkModel):
         return value.model_dump(exclude_none=True)
     return value
@@ -174,7 +176,13 @@ class MetricResult(_RkModel):
 
 def _metrics_from_loose(value: Any) -> Any:
     """Accept ``{name: float | bool | MetricResult | dict}`` for metrics."""
-    if not isinstance(value, Mapping):
+    if type(value) is dict:
+        for item in value.values():
+            if type(item) is not MetricResult:
+                break
+        else:  # every metric a MetricResult already (what rewards build): nothing to widen
+            return value
+    elif not isinstance(value, Mapping):
         return value
     out: dict[str, Any] = {}
     for key, item in value.items():

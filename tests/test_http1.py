@@ -244,6 +244,47 @@ def test_silence_is_a_timeout_and_the_connection_is_dropped(serve: Any) -> None:
     assert reply.status == 200 and server.connections == 2
 
 
+def test_each_silent_request_times_out_at_its_own_deadline(serve: Any) -> None:
+    server = serve(lambda conn, index, data: (b"" if b"silent" in data else ok(), False))
+    ended: list[str] = []
+
+    async def one(pool: Http1Pool, name: str, after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        try:
+            await pool.request(post(b'{"silent": 1}' if "silent" in name else b"{}"))
+        except TimeoutError:
+            ended.append(f"{name} timed out")
+        else:
+            ended.append(f"{name} answered")
+
+    async def work(pool: Http1Pool) -> None:
+        await asyncio.gather(
+            one(pool, "silent first", 0.0), one(pool, "spoken", 0.1),
+            one(pool, "silent second", 0.4),
+        )  # fmt: skip
+
+    run(pool_for(server, read_timeout_s=0.3), work)
+    assert ended == ["spoken answered", "silent first timed out", "silent second timed out"]
+
+
+def test_a_pool_used_again_in_another_event_loop_still_times_out(serve: Any) -> None:
+    server = serve(lambda conn, index, data: (b"" if b"silent" in data else ok(), False))
+    pool = pool_for(server, read_timeout_s=0.3)
+
+    async def silent(pool: Http1Pool) -> None:
+        with pytest.raises(TimeoutError):
+            await pool.request(post(b'{"silent": 1}'))
+
+    async def unfinished(pool: Http1Pool) -> None:  # leaves the first loop's timer armed
+        task = asyncio.ensure_future(pool.request(post(b'{"silent": 1}')))
+        await asyncio.sleep(0.05)
+        task.cancel()
+
+    run(pool, unfinished)
+    run(pool, silent)
+    run(pool, silent)
+
+
 def test_nobody_listening_is_a_connection_error() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -31,6 +31,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import json
+import math
 import re
 import time
 import typing
@@ -155,6 +156,13 @@ class Tool:
     def _validate(
         self, arguments: str | Mapping[str, Any] | None
     ) -> tuple[dict[str, Any], str | None]:
+        if isinstance(arguments, str):
+            try:  # well-formed arguments (the usual case) in one pass, JSON to the model
+                model = self._arguments.model_validate_json(arguments)
+            except ValidationError:
+                pass  # the slow path below says what is wrong, as the model reads it
+            else:
+                return {name: getattr(model, name) for name in type(model).model_fields}, None
         decoded, problem = decode_arguments(self.name, arguments)
         if problem is not None:
             return {}, problem
@@ -280,7 +288,12 @@ def _run_coroutine(coroutine: Any) -> Any:
 
 
 def _render(value: Any) -> str:
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
+        text = value
+    elif kind is int or (kind is float and math.isfinite(value)):
+        text = repr(value)  # what json.dumps writes for them, without its encoder
+    elif isinstance(value, str):
         text = value
     else:
         try:

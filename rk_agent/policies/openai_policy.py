@@ -603,20 +603,24 @@ def _output(body: Any) -> PolicyOutput:
     Raises:
         KeyError, IndexError, TypeError, ValueError: the body is not a chat completion.
     """
+    # Decoded JSON holds plain dicts: `isinstance(..., dict)`, not the ABC's slower check.
     choice = body["choices"][0]
     wire = choice["message"]
     reasoning = wire.get("reasoning_content") or wire.get("reasoning")
-    calls = [
-        {
-            "id": call.get("id") or f"call_{index}",
-            "function": {
-                "name": call["function"]["name"],
-                "arguments": call["function"].get("arguments") or "{}",
-            },
-        }
-        for index, call in enumerate(wire.get("tool_calls") or ())
-        if isinstance(call.get("function"), Mapping)
-    ]
+    calls = None
+    wire_calls = wire.get("tool_calls")
+    if wire_calls:
+        calls = []
+        for index, call in enumerate(wire_calls):
+            function = call.get("function")
+            if isinstance(function, dict):
+                calls.append({
+                    "id": call.get("id") or f"call_{index}",
+                    "function": {
+                        "name": function["name"],
+                        "arguments": function.get("arguments") or "{}",
+                    },
+                })  # fmt: skip
     # Decoded JSON: the message's own form, unless a server sent arguments as an object (then
     # `build_trusted` hands it to the model, which serialises them).
     message = build_trusted(
@@ -627,14 +631,17 @@ def _output(body: Any) -> PolicyOutput:
         reasoning_content=reasoning if isinstance(reasoning, str) else None,
     )
     logprobs = None
-    content_logprobs = (choice.get("logprobs") or {}).get("content")
-    if content_logprobs is not None:
-        logprobs = [float(item["logprob"]) for item in content_logprobs]
+    choice_logprobs = choice.get("logprobs")
+    if choice_logprobs:
+        content_logprobs = choice_logprobs.get("content")
+        if content_logprobs is not None:
+            logprobs = [float(item["logprob"]) for item in content_logprobs]
     usage = None
-    if isinstance(body.get("usage"), Mapping):  # servers omit fields; we fill them with 0
+    counts = body.get("usage")
+    if isinstance(counts, dict):  # servers omit fields; we fill them with 0
         usage = Usage(
-            prompt_tokens=body["usage"].get("prompt_tokens") or 0,
-            completion_tokens=body["usage"].get("completion_tokens") or 0,
+            prompt_tokens=counts.get("prompt_tokens") or 0,
+            completion_tokens=counts.get("completion_tokens") or 0,
         )
     token_ids = choice.get("token_ids")  # vLLM's `return_token_ids`
     prompt_token_ids = body.get("prompt_token_ids")

@@ -165,13 +165,17 @@ class _Merge:
         self, results: dict[str, EvaluateResult], gate: EvaluateResult | None
     ) -> EvaluateResult:
         metrics: dict[str, MetricResult] = {}
-        for name, result in results.items():
+        errors: list[str] = []
+        parts: list[str] = []
+        for name, result in results.items():  # one pass: this runs for every step
             _add_component(metrics, name, result)
+            if not result.is_score_valid:
+                errors.append(f"{name}: {result.error}")
+            parts.append(f"{name}={result.score:.3g}")
         if gate is not None:
             _add_component(metrics, "gate", gate)
-        errors = [f"{n}: {r.error}" for n, r in results.items() if not r.is_score_valid]
-        if gate is not None and not gate.is_score_valid:
-            errors.append(f"gate: {gate.error}")
+            if not gate.is_score_valid:
+                errors.append(f"gate: {gate.error}")
         if errors:
             return build_trusted(
                 EvaluateResult,
@@ -182,26 +186,25 @@ class _Merge:
                 metrics=metrics,
                 weights=self.weights,
             )
-        score = self._aggregate({n: r.score for n, r in results.items()})
-        parts = ", ".join(f"{n}={r.score:.3g}" for n, r in results.items())
-        reason = f"{self.method}: {parts}"
+        score = self._aggregate(results)
+        listed = ", ".join(parts)
+        reason = f"{self.method}: {listed}"
         if gate is not None and gate.score < self.gate_threshold:
             score = 0.0
-            reason = f"gate failed ({gate.score:.3g} < {self.gate_threshold:g}), score 0; {parts}"
+            reason = f"gate failed ({gate.score:.3g} < {self.gate_threshold:g}), score 0; {listed}"
         # Built from the components' own results: the model's form already (`build_trusted`).
         return build_trusted(
             EvaluateResult, score=score, reason=reason, metrics=metrics, weights=self.weights
         )
 
-    def _aggregate(self, scores: dict[str, float]) -> float:
-        if self.method == "weighted_sum":
-            return sum(self.weights[n] * s for n, s in scores.items())
-        if self.method == "mean":
-            total = sum(self.weights.values())
-            return sum(self.weights[n] * s for n, s in scores.items()) / total
+    def _aggregate(self, results: dict[str, EvaluateResult]) -> float:
+        if self.method in ("weighted_sum", "mean"):
+            weights = self.weights
+            total = sum(weights[n] * r.score for n, r in results.items())
+            return total if self.method == "weighted_sum" else total / sum(weights.values())
         if self.method == "min":
-            return min(scores.values())
-        return math.prod(scores.values())
+            return min(r.score for r in results.values())
+        return math.prod(r.score for r in results.values())
 
 
 def _add_component(metrics: dict[str, MetricResult], name: str, result: EvaluateResult) -> None:
