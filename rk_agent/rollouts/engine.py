@@ -23,7 +23,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
-from rk_agent.rollouts.gc_pauses import fewer_gc_pauses
+from rk_agent.rollouts.gc_pauses import episode_finished, fewer_gc_pauses
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
 from rk_agent.rollouts.trajectory import Trajectory
@@ -98,6 +98,7 @@ async def run_rollouts(
             if trajectory.failure is not None and trajectory.stop_reason.value == "timeout":
                 env = make_env()  # a timed-out step may still run in its thread: don't reuse
             sink.add(trajectory)
+            episode_finished()  # what the run keeps of it, out of the collector's way
 
     try:
         with fewer_gc_pauses():

@@ -1,18 +1,27 @@
 """Fewer and shorter garbage-collector pauses while episodes are played.
 
 A turn allocates a few hundred container objects (messages, results, dicts), nearly all freed
-at once by reference counting. CPython's cyclic collector still walks its youngest generation
-every 700 net allocations, and now and then (as finished trajectories pile up) every object in
-the process: the imports', a loaded model's, each trajectory so far. A collection stops every
-episode of the process while it runs, so at concurrency 128 its time is added to 128 replies.
+at once by reference counting. What is not freed is the run's finished work: every trajectory,
+kept until the run returns, a hundred-odd container objects a turn. CPython's cyclic collector
+walks each of them at least once (in its youngest generation) and again in its older ones, and
+finds nothing to free: a run makes no garbage cycles of its own (a 1,000-episode run of the
+``tools`` environment against the stub server: 19 collections, 0 objects freed, 60-90 ms of
+collection, and ~0.05 ms of CPU a turn in all, the caches the walks clear included). A
+collection also stops every episode of the process while it runs, so at concurrency 128 its
+time is added to 128 replies.
 
 `fewer_gc_pauses` (around `rk_agent.rollouts.engine.run_rollouts`' episodes) freezes what
-exists when the run starts (modules, the model, the environments: not the run's garbage), so
-that collections skip it, and collects the youngest generation every ``YOUNG_THRESHOLD``
-allocations instead of 700. Both are undone when the outermost run in the process ends; the
-collector itself stays on, so the run's own reference cycles are still freed.
+exists when the run starts (modules, the model, the environments), so that collections skip
+it, and collects the youngest generation every ``YOUNG_THRESHOLD`` allocations instead of 700.
+Each finished episode then calls `episode_finished`, which freezes what exists at that moment
+(the episode's trajectory, now kept by the run, and the few objects in flight): the collector
+only ever walks what the episodes in flight made since. Garbage cycles frozen this way (an
+environment whose episode state refers to itself, say) are freed by a full collection after
+``FIRST_FULL_COLLECTION`` episodes, then after twice as many, and so on (its cost grows with
+what is alive, so it is paid once per doubling), and when the outermost run ends. Both
+settings are undone then; the collector itself stays on, so cycles are still freed.
 
-Main names: `fewer_gc_pauses`.
+Main names: `fewer_gc_pauses`, `episode_finished`.
 """
 
 from __future__ import annotations
@@ -21,21 +30,26 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["YOUNG_THRESHOLD", "fewer_gc_pauses"]
+__all__ = ["FIRST_FULL_COLLECTION", "YOUNG_THRESHOLD", "episode_finished", "fewer_gc_pauses"]
 
 YOUNG_THRESHOLD = 20_000
+FIRST_FULL_COLLECTION = 10_000  # episodes; then every time twice as many have finished
 
 _depth = 0  # runs in progress in this process (they may overlap in one event loop)
+_finished = 0  # episodes frozen since the last full collection
+_next_full = FIRST_FULL_COLLECTION
 
 
 @contextmanager
 def fewer_gc_pauses() -> Iterator[None]:
     """Freeze the objects that exist now and collect the young generation less often, until
-    the outermost such block ends (then the thresholds the process had are restored)."""
-    global _depth
+    the outermost such block ends (then the thresholds the process had are restored, and what
+    was frozen is collected as usual again)."""
+    global _depth, _finished, _next_full
     _depth += 1
     saved = gc.get_threshold()
     if _depth == 1:
+        _finished, _next_full = 0, FIRST_FULL_COLLECTION
         gc.freeze()
         if saved[0] and saved[0] < YOUNG_THRESHOLD:  # 0: the process turned collection off
             gc.set_threshold(YOUNG_THRESHOLD, *saved[1:])
@@ -46,3 +60,17 @@ def fewer_gc_pauses() -> Iterator[None]:
         if _depth == 0:
             gc.set_threshold(*saved)
             gc.unfreeze()
+
+
+def episode_finished() -> None:
+    """Freeze what exists now, after an episode has finished (inside `fewer_gc_pauses` only;
+    elsewhere nothing happens); every so often collect everything first (module docstring)."""
+    global _finished, _next_full
+    if _depth == 0 or not gc.isenabled():
+        return
+    _finished += 1
+    if _finished >= _next_full:
+        _finished, _next_full = 0, 2 * _next_full
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()

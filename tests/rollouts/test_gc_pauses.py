@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from rk_agent.rollouts import gc_pauses
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
-from rk_agent.rollouts.gc_pauses import YOUNG_THRESHOLD, fewer_gc_pauses
+from rk_agent.rollouts.gc_pauses import YOUNG_THRESHOLD, episode_finished, fewer_gc_pauses
 from rk_agent.testing import ScriptedPolicy
 
 
@@ -85,3 +86,49 @@ def test_run_rollouts_leaves_the_collector_as_it_found_it() -> None:
     assert seen == [(YOUNG_THRESHOLD, 10, 10)] * 3
     assert gc.get_threshold() == (700, 10, 10)
     assert gc.get_freeze_count() == 0
+
+
+class _Node:
+    def __init__(self, tag: str, freed: list[str]) -> None:
+        self.me = self  # a cycle: only the cyclic collector frees it
+        self.tag, self.freed = tag, freed
+
+    def __del__(self) -> None:
+        self.freed.append(self.tag)
+
+
+def test_what_exists_when_an_episode_finishes_is_frozen_until_the_run_ends() -> None:
+    freed: list[str] = []
+    with fewer_gc_pauses():
+        frozen = gc.get_freeze_count()
+        node = _Node("frozen", freed)
+        episode_finished()
+        assert gc.get_freeze_count() > frozen
+        del node
+        gc.collect()
+        assert freed == []  # frozen: the collector skips it while the run plays
+    gc.collect()
+    assert freed == ["frozen"]  # the run's end gives it back
+
+
+def test_a_full_collection_frees_frozen_cycles_after_a_doubling_number_of_episodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(gc_pauses, "FIRST_FULL_COLLECTION", 3)
+    freed: list[str] = []
+    with fewer_gc_pauses():
+        for episode in range(9):
+            node = _Node(f"episode {episode}", freed)
+            episode_finished()
+            del node
+        # Full collections after the 3rd episode and the 6 after it (9th): each frees what
+        # was frozen before it; the 9th's own cycle is frozen after that collection.
+        assert freed == [f"episode {e}" for e in range(8)]
+    gc.collect()
+    assert freed == [f"episode {e}" for e in range(9)]
+
+
+def test_outside_a_run_finishing_an_episode_freezes_nothing() -> None:
+    before = gc.get_freeze_count()
+    episode_finished()
+    assert gc.get_freeze_count() == before
