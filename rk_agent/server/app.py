@@ -95,6 +95,7 @@ from rk_agent.server._endpoints import (
     BatchRequest,
     BatchResponse,
     EvaluateRequest,
+    RewardApp,
     RewardEndpoints,
 )
 from rk_agent.server._logs import AnswerLog, limit_server_logs
@@ -205,7 +206,7 @@ def create_app(
         caller.pool.close()
 
     description = caller.reward.reward_spec.description
-    app = FastAPI(
+    app = RewardApp(
         title=f"rk-agent reward server: {caller.name}",
         description=description or "",
         lifespan=lifespan,
@@ -218,8 +219,8 @@ def create_app(
     app.state.body_budget = ByteBudget(budget)  # read by tests and benchmarks
     app.state.caller = caller
     app.openapi = functools.partial(_openapi, app, caller.name)  # type: ignore[method-assign]
-    app.add_middleware(
-        RewardEndpoints, caller=caller, api_key=api_key, max_body_bytes=max_body_bytes,
+    app.endpoints = RewardEndpoints(
+        None, caller=caller, api_key=api_key, max_body_bytes=max_body_bytes,
         max_batches=max_batches, budget=app.state.body_budget, budget_wait_s=body_timeout_s,
         answers=AnswerLog(),
     )  # fmt: skip

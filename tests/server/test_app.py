@@ -230,6 +230,31 @@ def test_an_app_can_be_served_again() -> None:
             )
 
 
+def test_middleware_added_to_the_app_sees_every_request_and_the_key_still_applies() -> None:
+    # Without added middleware the scoring endpoints answer in front of FastAPI's layers; with
+    # it, every request goes through it first, scoring ones and refused ones included.
+    app = create_app(exact, api_key=SECRET)
+    seen: list[str] = []
+
+    @app.middleware("http")
+    async def note(request: Any, call_next: Any) -> Any:
+        seen.append(request.url.path)
+        response = await call_next(request)
+        response.headers["x-seen"] = "yes"
+        return response
+
+    body = {"messages": CHAT, "ground_truth": "4"}
+    with serving(app) as url:
+        scored = post(url + "/evaluate", body, key=SECRET)
+        refused = post(url + "/batch", {"samples": [body]})
+        health = httpx.get(url + "/health")
+        docs = httpx.get(url + "/openapi.json")
+    assert (scored.json()["score"], scored.headers["x-seen"]) == (1.0, "yes")
+    assert (refused.status_code, refused.headers["x-seen"]) == (401, "yes")
+    assert health.headers["x-seen"] == "yes" and docs.headers["x-seen"] == "yes"
+    assert seen == ["/evaluate", "/batch", "/health", "/openapi.json"]
+
+
 def test_wrong_method_and_unknown_path(url: str) -> None:
     wrong = httpx.get(url + "/evaluate")
     assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
