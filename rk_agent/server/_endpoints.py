@@ -31,6 +31,7 @@ from starlette.middleware import Middleware
 from rk_agent.server._budget import ByteBudget
 from rk_agent.server._logs import AnswerLog
 from rk_agent.server._reward_caller import Misuse, RewardCaller, Saturated
+from rk_agent.trusted_json import validate_trusted_json
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardApp", "RewardEndpoints"]
@@ -71,10 +72,14 @@ class EvaluateRequest(BaseModel):
 
     def call_kwargs(self) -> dict[str, Any]:
         """The reward's keyword arguments: only what the sample sets, messages as plain dicts."""
-        out: dict[str, Any] = {**(self.model_extra or {}), **self.kwargs}
-        given = self.model_fields_set
-        # One dump for all messages, without null fields (as `Message.to_openai`).
-        out.update(self.model_dump(include=set(_MESSAGE_FIELDS & given), exclude_none=True))
+        out: dict[str, Any] = {**(self.__pydantic_extra__ or {}), **self.kwargs}
+        given = self.__pydantic_fields_set__
+        # One dump for all messages, without null fields (as `Message.to_openai`); the
+        # serializer itself, without `model_dump`'s handling of its many options.
+        dumped = self.__pydantic_serializer__.to_python(
+            self, include=given & _MESSAGE_FIELDS, exclude_none=True
+        )
+        out.update(dumped)
         for key in ("ground_truth", "tools"):
             if key in given:
                 out[key] = getattr(self, key)
@@ -248,7 +253,9 @@ class RewardEndpoints:
 
     async def _one(self, body: bytes) -> tuple[int, bytes]:
         try:
-            sample = EvaluateRequest.model_validate_json(body)
+            # JSON never holds what the widening validators take (SDK objects); a body the
+            # lean validator refuses is validated by the model (its errors, its widening).
+            sample = validate_trusted_json(EvaluateRequest, body)
             result = await self.caller.score(sample.call_kwargs(), ["body"])
         except ValidationError as exc:
             return 422, _validation_detail(exc)
@@ -260,7 +267,7 @@ class RewardEndpoints:
 
     async def _batch(self, body: bytes) -> tuple[int, bytes]:
         try:
-            samples = BatchRequest.model_validate_json(body).samples
+            samples = validate_trusted_json(BatchRequest, body).samples
             del body
             results = await asyncio.gather(
                 *(self.caller.score(s.call_kwargs(), ["body", "samples", i])

@@ -42,7 +42,10 @@ class ThreadPool:
     def __init__(self, size: int) -> None:
         self.size = size
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
+        # One token per thread waiting for a call: threads append theirs, `submit` (on the
+        # event loop, the one consumer) takes one (deque appends and pops are atomic; a
+        # `threading.Semaphore` took a Python-level lock each time).
+        self._idle: collections.deque[None] = collections.deque()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._done: collections.deque[tuple[Any, ...]] = collections.deque()
@@ -62,7 +65,9 @@ class ThreadPool:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._queue.put((loop, future, fn, started))
-        if not self._idle.acquire(blocking=False):
+        if self._idle:
+            self._idle.pop()  # a thread that waits takes the call
+        else:
             with self._lock:
                 if len(self._threads) < self.size:
                     thread = threading.Thread(
@@ -73,7 +78,7 @@ class ThreadPool:
                     self._threads.append(thread)
         return future
 
-    def _work(self, calls: queue.SimpleQueue[Any], idle: threading.Semaphore) -> None:
+    def _work(self, calls: queue.SimpleQueue[Any], idle: collections.deque[None]) -> None:
         while (item := calls.get()) is not None:
             loop, future, fn, started = item
             if not future.done():  # done already: its request gave up while it waited
@@ -94,7 +99,7 @@ class ThreadPool:
                         loop.call_soon_threadsafe(self._drain, loop)
                     except RuntimeError:  # the loop is closed: nobody waits for it
                         self._wake_pending = False
-            idle.release()
+            idle.append(None)
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         """Settle every finished call (one loop wake-up for many results under load)."""
@@ -118,7 +123,7 @@ class ThreadPool:
         with self._lock:
             for _ in self._threads:
                 self._queue.put(None)
-            self._queue, self._idle, self._threads = queue.SimpleQueue(), threading.Semaphore(0), []
+            self._queue, self._idle, self._threads = queue.SimpleQueue(), collections.deque(), []
             self._wake_pending = False
             self.running = {}
 

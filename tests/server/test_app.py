@@ -136,6 +136,26 @@ def test_fields_reach_the_reward_as_reward_kit_sends_them() -> None:
     assert json.loads(empty.reason or "") == {"messages": CHAT}
 
 
+def test_messages_in_the_forms_only_the_model_widens_to_are_accepted() -> None:
+    # Bodies are read by a validator without the widening ones first; a body it refuses (tool
+    # call arguments as an object, null fields) goes through the model, which takes them.
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
+    chat = [CHAT[0], {"role": "assistant", "content": None, "tool_calls": [call], "name": None}]
+    as_dumped = {
+        "role": "assistant",
+        "tool_calls": [{**call, "function": {"name": "add", "arguments": '{"a": 1}'}}],
+    }
+    with serving(echo) as url:
+        one = post(url + "/evaluate", {"messages": chat})
+        many = post(url + "/batch", {"samples": [{"messages": chat}, {"messages": CHAT}]})
+        plain = post(url + "/evaluate", {"messages": CHAT})
+    assert one.status_code == 200 and "date" in one.headers and "server" not in one.headers
+    assert json.loads(one.json()["reason"])["messages"] == [CHAT[0], as_dumped]
+    reasons = [json.loads(r["reason"])["messages"] for r in many.json()["results"]]
+    assert reasons == [[CHAT[0], as_dumped], CHAT]
+    assert json.loads(plain.json()["reason"]) == {"messages": CHAT}
+
+
 def test_batch_scores_each_sample_on_its_own(url: str) -> None:
     samples = [
         {"messages": CHAT, "ground_truth": "4"},
