@@ -15,8 +15,9 @@ Five servers, each a uvicorn process of its own with one worker:
   ``mcp<2``: its import needs an older ``mcp``). It declares plain ``uvicorn``, so uvicorn parses
   HTTP with h11 there. (Without ``--isolated`` uv lays that environment over this project's
   virtual environment, and reward-kit's server found rk-agent's httptools.)
-- ``reward-kit+httptools``: the same, with httptools added to its environment (as
-  ``uvicorn[standard]`` would give it): for information, no target of its own;
+- ``reward-kit+httptools``: the same, with httptools added to its environment (the parser
+  rk-agent's server uses; ``uvicorn[standard]`` would add it, and uvloop): for information, no
+  target of its own;
 - ``reward``: rk-agent's reward server (`rk_agent.server.serve_rewards`) **with its defaults**
   (threads, shedding, limits and logging as shipped) and a trivial sync reward (exact match
   of the reply against ``ground_truth``), so every request goes through validation, the thread
@@ -28,10 +29,10 @@ The load generator is another process with ``--concurrency`` keep-alive connecti
 ``--seconds`` after a second of warm-up: ``wrk`` when it is on PATH (Debian/Ubuntu ``apt-get
 install wrk``, macOS ``brew install wrk``; its script ``wrk_evaluate.lua`` checks every answer),
 else (or with ``--load-generator python``) a Python asyncio process over raw sockets, which
-spends about as much CPU per request as the servers do: on a small machine it takes a large
-share of the cores the servers need, and the figures are lower than the servers' own. With two
-CPUs or more the load generator is pinned to the first CPU and every server to the others
-(``--no-pin``: the scheduler places them). The servers run one after the other, interleaved
+spends two to three times wrk's CPU per request (about 50 us against 20 us here). With two CPUs
+or more the load generator is pinned to the first CPU and every server to the others, so that
+it never takes the server's core (``--no-pin``: the scheduler places them; on two cores the
+generator then shares the server's). The servers run one after the other, interleaved
 over ``--rounds`` rounds; the median round is reported. The CPU time of the load generator and
 of the server process is measured too: the server's CPU per request is the figure that does
 not depend on the load generator.
@@ -512,9 +513,8 @@ def choose_generator(wanted: str | None) -> tuple[Any, str]:
     if wanted is None:
         print(
             "wrk is not on PATH (Debian/Ubuntu: apt-get install wrk; macOS: brew install wrk): "
-            "the load comes from a Python asyncio process instead, which spends about as much "
-            "CPU per request as the servers and shares their cores, so every rate below is "
-            "lower than the server's own"
+            "the load comes from a Python asyncio process instead, which spends two to three "
+            "times wrk's CPU per request"
         )
     return run_python, "a Python asyncio process"
 
