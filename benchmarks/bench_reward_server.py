@@ -78,6 +78,8 @@ REWARD_KIT = [
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "4"}]
 WRK_SCRIPT = Path(__file__).with_name("wrk_evaluate.lua")
 WARM_UP_S = 1
+Generator = Callable[[int, float, int, bool, str, "set[int] | None"], dict[str, Any]]
+"""A load generator: (port, seconds, connections, raising, path, CPUs) -> its figures."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -316,7 +318,7 @@ def run_python(
 
 
 def measure(
-    kind: str, seconds: float, concurrency: int, generator: Any, cpus: tuple[Any, Any]
+    kind: str, seconds: float, concurrency: int, generator: Generator, cpus: tuple[Any, Any]
 ) -> dict[str, Any]:
     """One server, started fresh: warmed up, then loaded for ``seconds``."""
     client_cpus, server_cpus = cpus
@@ -504,7 +506,7 @@ def main() -> None:
     print("RESULT " + " ".join(results) + f" targets_met={bool(verdicts) and all(verdicts)}")
 
 
-def choose_generator(wanted: str | None) -> tuple[Any, str]:
+def choose_generator(wanted: str | None) -> tuple[Generator, str]:
     """wrk when asked or found on PATH, else the Python generator (said so, with the cost)."""
     if wanted == "wrk" and shutil.which("wrk") is None:
         raise SystemExit("--load-generator wrk: wrk is not on PATH (apt-get install wrk)")
