@@ -421,7 +421,7 @@ def serve_rewards(
 
     It owns the process while it runs: after loading the reward it freezes the objects built so
     far out of the garbage collector's reach (`gc.freeze`), which halves the p99 latency under
-    load.
+    load, and collects the youngest objects every 20,000 allocations instead of 700.
 
     Raises:
         ConfigError: a non-loopback host without a key, a bad setting, or ``workers > 1`` with
