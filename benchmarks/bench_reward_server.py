@@ -1,17 +1,23 @@
 """Reward server under load on loopback, against reward-kit 0.4.1's server and a bare endpoint.
 
-Run: uv run python benchmarks/bench_reward_server.py [--requests 20000] [--concurrency 64 256]
-     [--rounds 3]
+Run: uv run python benchmarks/bench_reward_server.py [--seconds 5] [--concurrency 64 256]
+     [--rounds 3] [--load-generator wrk|python] [--no-pin]
 
-Four servers, each a uvicorn process of its own with one worker:
+Five servers, each a uvicorn process of its own with one worker:
 
 - ``ceiling``: a bare FastAPI ``POST /evaluate`` that returns a constant, no access log (the
   most one uvicorn worker serves here);
 - ``reward-kit``: reward-kit 0.4.1's ``create_app`` under uvicorn (its ``POST /reward``, no
   access log), with the trivial reward as a plain function returning a dict (its fast path: a
   ``@reward_function`` result is logged as a warning on every request). reward-kit is not a
-  dependency of rk-agent: it runs in an environment of its own made by ``uv run --no-project
-  --with reward-kit==0.4.1`` (``mcp<2``: its import needs an older ``mcp``);
+  dependency of rk-agent: it runs in an isolated environment of its own, as ``pip install
+  reward-kit==0.4.1`` makes it (``uv run --isolated --no-project --with reward-kit==0.4.1``;
+  ``mcp<2``: its import needs an older ``mcp``). It declares plain ``uvicorn``, so uvicorn parses
+  HTTP with h11 there. (Without ``--isolated`` uv lays that environment over this project's
+  virtual environment, and reward-kit's server found rk-agent's httptools.)
+- ``reward-kit+httptools``: the same, with httptools added to its environment (the parser
+  rk-agent's server uses; ``uvicorn[standard]`` would add it, and uvloop): for information, no
+  target of its own;
 - ``reward``: rk-agent's reward server (`rk_agent.server.serve_rewards`) **with its defaults**
   (threads, shedding, limits and logging as shipped) and a trivial sync reward (exact match
   of the reply against ``ground_truth``), so every request goes through validation, the thread
@@ -19,12 +25,17 @@ Four servers, each a uvicorn process of its own with one worker:
 - ``raising``: the same server with a reward that raises on every tenth request (those must
   come back as 200 with ``is_score_valid: false``; they count as successes).
 
-The load generator is another process: ``--concurrency`` keep-alive connections over raw
-asyncio sockets, ``--requests`` requests in all, latency measured per request. The servers run
-one after the other, interleaved over ``--rounds`` rounds; the median round is reported. The
-CPU time of the load generator and of the server process is measured too: on a small machine
-the client shares the server's cores, and the server's CPU per request is the figure that
-does not depend on that.
+The load generator is another process with ``--concurrency`` keep-alive connections, for
+``--seconds`` after a second of warm-up: ``wrk`` when it is on PATH (Debian/Ubuntu ``apt-get
+install wrk``, macOS ``brew install wrk``; its script ``wrk_evaluate.lua`` checks every answer),
+else (or with ``--load-generator python``) a Python asyncio process over raw sockets, which
+spends two to three times wrk's CPU per request (about 50 us against 20 us here). With two CPUs
+or more the load generator is pinned to the first CPU and every server to the others, so that
+it never takes the server's core (``--no-pin``: the scheduler places them; on two cores the
+generator then shares the server's). The servers run one after the other, interleaved
+over ``--rounds`` rounds; the median round is reported. The CPU time of the load generator and
+of the server process is measured too: the server's CPU per request is the figure that does
+not depend on the load generator.
 
 ``--pools`` measures instead what a call of the trivial reward costs through the server's
 thread pool and through a pool of worker processes (the process pool would let a hung reward be
@@ -41,13 +52,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import importlib.metadata
 import json
 import os
+import resource
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +71,15 @@ from figures import figure
 TARGET_RATIO = 0.80
 TARGET_P99_MS = 50.0
 TARGET_VS_REWARD_KIT = 2.0
-KINDS = ("ceiling", "reward-kit", "reward", "raising")
-REWARD_KIT = ["uv", "run", "--no-project", "--with", "reward-kit==0.4.1", "--with", "mcp<2"]
+KINDS = ("ceiling", "reward-kit", "reward-kit+httptools", "reward", "raising")
+REWARD_KIT = [
+    "uv", "run", "--isolated", "--no-project", "--with", "reward-kit==0.4.1", "--with", "mcp<2",
+]  # fmt: skip
 MESSAGES = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "4"}]
+WRK_SCRIPT = Path(__file__).with_name("wrk_evaluate.lua")
+WARM_UP_S = 1
+Generator = Callable[[int, float, int, bool, str, "set[int] | None"], dict[str, Any]]
+"""A load generator: (port, seconds, connections, raising, path, CPUs) -> its figures."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,7 +104,7 @@ def reward_kit_exact(messages: list[dict[str, Any]], ground_truth: Any = None, *
 
 
 def serve(kind: str, port: int) -> None:
-    if kind == "reward-kit":
+    if kind.startswith("reward-kit"):
         import uvicorn
         from reward_kit.server import create_app
 
@@ -118,12 +139,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(kind: str) -> tuple[subprocess.Popen[bytes], int]:
+def pinned(cpus: set[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that keeps a child (and every thread and child it starts) on ``cpus``."""
+    return None if cpus is None else functools.partial(os.sched_setaffinity, 0, cpus)
+
+
+def start_server(kind: str, cpus: set[int] | None) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    python = [*REWARD_KIT, "python"] if kind == "reward-kit" else [sys.executable]
+    python = [sys.executable]
+    if kind == "reward-kit":
+        python = [*REWARD_KIT, "python"]
+    elif kind == "reward-kit+httptools":  # the httptools rk-agent runs with
+        python = [*REWARD_KIT, "--with", f"httptools=={importlib.metadata.version('httptools')}",
+                  "python"]  # fmt: skip
     process = subprocess.Popen(
         [*python, __file__, "--serve", kind, "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(cpus),
     )  # fmt: skip
     deadline = time.monotonic() + 120  # the first reward-kit run installs it
     while time.monotonic() < deadline:
@@ -154,12 +185,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def http_parser(pid: int) -> str:
+    """Which HTTP parser a uvicorn server runs: httptools when its library is loaded."""
+    return "httptools" if "httptools" in Path(f"/proc/{pid}/maps").read_text() else "h11"
+
+
 # --------------------------------------------------------------------------------------------
-# Load generator (its own process: `bench_reward_server.py --load PORT ...`)
+# Load generators: wrk, else a Python process (`bench_reward_server.py --load PORT ...`)
+
+
+def sample_body(ground_truth: str) -> str:
+    return json.dumps({"messages": MESSAGES, "ground_truth": ground_truth})
 
 
 def request_bytes(port: int, ground_truth: str, path: str = "/evaluate") -> bytes:
-    body = json.dumps({"messages": MESSAGES, "ground_truth": ground_truth}).encode()
+    body = sample_body(ground_truth).encode()
     head = (
         f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -167,18 +207,57 @@ def request_bytes(port: int, ground_truth: str, path: str = "/evaluate") -> byte
     return head.encode() + body
 
 
-async def load(port: int, total: int, concurrency: int, raising: bool, path: str) -> dict[str, Any]:
+def run_wrk(
+    port: int, seconds: float, concurrency: int, raising: bool, path: str, cpus: set[int] | None
+) -> dict[str, Any]:
+    """One wrk run (one thread); its figures in the Python generator's form."""
+    command = [
+        "wrk", "-t1", f"-c{concurrency}", f"-d{seconds:g}s", "--timeout", "10s",
+        "-s", str(WRK_SCRIPT), f"http://127.0.0.1:{port}{path}", "--", path,
+        sample_body("4"), sample_body("raise") if raising else "",
+    ]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(
+        command, capture_output=True, text=True, check=True, preexec_fn=pinned(cpus)
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("WRK_RESULT ")]
+    if not lines:
+        raise RuntimeError(f"wrk printed no result: {out.stdout[-500:]} {out.stderr[-500:]}")
+    found = json.loads(lines[-1].removeprefix("WRK_RESULT "))
+    wall = found["duration_us"] / 1e6
+    failed = found["non2xx"] + found["wrong"] + found["socket_errors"]
+    if raising and abs(found["invalid"] - found["sent"] // 10) > concurrency:
+        failed += abs(found["invalid"] - found["sent"] // 10)  # a raising sample answered valid
+    return {
+        "requests": found["requests"],
+        "wall_s": wall,
+        "client_cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+        "rps": found["requests"] / wall,
+        "p50_ms": found["p50_us"] / 1000,
+        "p99_ms": found["p99_us"] / 1000,
+        "ok": found["ok"] + found["invalid"],
+        "invalid": found["invalid"],
+        "failed": failed,
+        "failures": [f for f in found["failures"].split("|") if f][:5],
+    }
+
+
+async def load(
+    port: int, seconds: float, concurrency: int, raising: bool, path: str
+) -> dict[str, Any]:
     normal, boom = request_bytes(port, "4", path), request_bytes(port, "raise", path)
     latencies: list[float] = []
     counts = {"ok": 0, "invalid": 0, "failed": 0}
     failures: list[str] = []
     next_index = 0
+    deadline = time.perf_counter() + seconds
 
     async def client() -> None:
         nonlocal next_index
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
-            while next_index < total:
+            while time.perf_counter() < deadline:
                 index = next_index
                 next_index += 1
                 should_raise = raising and index % 10 == 9
@@ -216,19 +295,21 @@ async def load(port: int, total: int, concurrency: int, raising: bool, path: str
         "p50_ms": 1000 * latencies[len(latencies) // 2],
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         **counts,
-        "failed": counts["failed"] + (total - len(latencies)),
+        "failed": counts["failed"] + len(errors),
         "failures": (failures + errors)[:5],
     }
 
 
-def run_load(
-    port: int, total: int, concurrency: int, raising: bool, path: str = "/evaluate"
+def run_python(
+    port: int, seconds: float, concurrency: int, raising: bool, path: str, cpus: set[int] | None
 ) -> dict[str, Any]:
     command = [
-        sys.executable, __file__, "--load", str(port), "--requests", str(total),
+        sys.executable, __file__, "--load", str(port), "--seconds", str(seconds),
         "--concurrency", str(concurrency), "--path", path,
     ] + (["--raising"] if raising else [])  # fmt: skip
-    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        command, capture_output=True, text=True, check=True, preexec_fn=pinned(cpus)
+    )
     return dict(json.loads(out.stdout))
 
 
@@ -236,19 +317,24 @@ def run_load(
 # The benchmark
 
 
-def measure(kind: str, total: int, concurrency: int) -> dict[str, Any]:
-    process, port = start_server(kind)
-    path = "/reward" if kind == "reward-kit" else "/evaluate"
+def measure(
+    kind: str, seconds: float, concurrency: int, generator: Generator, cpus: tuple[Any, Any]
+) -> dict[str, Any]:
+    """One server, started fresh: warmed up, then loaded for ``seconds``."""
+    client_cpus, server_cpus = cpus
+    process, port = start_server(kind, server_cpus)
+    path = "/reward" if kind.startswith("reward-kit") else "/evaluate"
     try:
-        run_load(port, min(2000, total), concurrency, raising=False, path=path)  # warm up
+        generator(port, WARM_UP_S, concurrency, False, path, client_cpus)
         server = server_pid(process)
         server_cpu = cpu_seconds(server)
-        figures = run_load(port, total, concurrency, raising=kind == "raising", path=path)
+        figures = generator(port, seconds, concurrency, kind == "raising", path, client_cpus)
         figures["server_cpu_s"] = cpu_seconds(server) - server_cpu
+        figures["parser"] = http_parser(server)
     finally:
         process.terminate()
         process.wait(timeout=30)
-    return figures
+    return dict(figures)
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,9 +444,15 @@ def pools(calls: int = 20_000, in_flight: int = 64) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=20_000)
+    parser.add_argument("--seconds", type=float, default=5.0, help="load per run, after warm-up")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--load-generator", choices=("wrk", "python"), help="default: wrk when on PATH"
+    )
+    parser.add_argument("--no-pin", action="store_true", help="leave CPUs to the scheduler")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                        help=argparse.SUPPRESS)  # fmt: skip
     parser.add_argument("--serve", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--load", type=int, metavar="PORT", help=argparse.SUPPRESS)
@@ -376,33 +468,57 @@ def main() -> None:
         return
     if args.load:
         concurrency = args.concurrency[0]
-        figures = asyncio.run(load(args.load, args.requests, concurrency, args.raising, args.path))
+        figures = asyncio.run(load(args.load, args.seconds, concurrency, args.raising, args.path))
         print(json.dumps(figures))
         return
 
+    generator, name = choose_generator(args.load_generator)
+    cpus = sorted(os.sched_getaffinity(0))
+    split: tuple[Any, Any] = (None, None)
+    where = "CPUs left to the scheduler"
+    if len(cpus) >= 2 and not args.no_pin:
+        split = ({cpus[0]}, set(cpus[1:]))
+        where = f"load generator pinned to CPU {cpus[0]}, each server to CPU(s) {cpus[1:]}"
     print(
-        f"{args.requests} requests per run, {args.rounds} round(s), {os.cpu_count()} CPUs; "
-        "servers: 1 uvicorn worker each"
+        f"{args.seconds:g} s of load per run after {WARM_UP_S} s of warm-up, {args.rounds} "
+        f"round(s), {len(cpus)} CPUs; load from {name}; {where}; servers: 1 uvicorn worker each"
     )
     verdicts: list[bool] = []
     results: list[str] = []
     for concurrency in args.concurrency:
         print(f"\n{concurrency} concurrent keep-alive clients")
-        rounds: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+        rounds: dict[str, list[dict[str, Any]]] = {kind: [] for kind in args.kinds}
         for round_index in range(args.rounds):
-            for kind in KINDS:
-                figures = measure(kind, args.requests, concurrency)
+            for kind in args.kinds:
+                figures = measure(kind, args.seconds, concurrency, generator, split)
                 rounds[kind].append(figures)
-                print(f"  round {round_index + 1} {kind:<10} {line(figures)}")
-        median = {kind: _median_round(rounds[kind]) for kind in KINDS}
+                print(f"  round {round_index + 1} {kind:<20} {line(figures)}", flush=True)
+        median = {kind: _median_round(rounds[kind]) for kind in args.kinds}
         print(f"median round at {concurrency}:")
-        for kind in KINDS:
-            print(f"  {kind:<10} {line(median[kind])}")
-        verdicts.append(_verdict(median, concurrency))
+        for kind in args.kinds:
+            print(f"  {kind:<20} {line(median[kind])}")
+        if {"reward-kit", "reward", "raising", "ceiling"} <= set(median):
+            verdicts.append(_verdict(median, concurrency))
         results += [
-            f"c{concurrency}_{k.replace('-', '_')}_rps={median[k]['rps']:.0f}" for k in KINDS
+            f"c{concurrency}_{k.replace('-', '_').replace('+', '_')}_rps={median[k]['rps']:.0f}"
+            for k in args.kinds
         ]
-    print("RESULT " + " ".join(results) + f" targets_met={all(verdicts)}")
+    print("RESULT " + " ".join(results) + f" targets_met={bool(verdicts) and all(verdicts)}")
+
+
+def choose_generator(wanted: str | None) -> tuple[Generator, str]:
+    """wrk when asked or found on PATH, else the Python generator (said so, with the cost)."""
+    if wanted == "wrk" and shutil.which("wrk") is None:
+        raise SystemExit("--load-generator wrk: wrk is not on PATH (apt-get install wrk)")
+    if wanted != "python" and shutil.which("wrk") is not None:
+        return run_wrk, "wrk (1 thread)"
+    if wanted is None:
+        print(
+            "wrk is not on PATH (Debian/Ubuntu: apt-get install wrk; macOS: brew install wrk): "
+            "the load comes from a Python asyncio process instead, which spends two to three "
+            "times wrk's CPU per request"
+        )
+    return run_python, "a Python asyncio process"
 
 
 def _verdict(median: dict[str, dict[str, Any]], concurrency: int) -> bool:
@@ -425,6 +541,11 @@ def _verdict(median: dict[str, dict[str, Any]], concurrency: int) -> bool:
                f">= {TARGET_VS_REWARD_KIT:g}x", times >= TARGET_VS_REWARD_KIT)  # fmt: skip
         figure(f"{label}: non-2xx or wrong answers", figures["failed"], "", "0",
                not figures["failed"])  # fmt: skip
+        if "reward-kit+httptools" in median:
+            over = figures["rps"] / median["reward-kit+httptools"]["rps"]
+            figure(f"{label}: requests/s over reward-kit 0.4.1's given httptools, same run",
+                   over, "x", "none (information)", None)  # fmt: skip
+            extra += f"; {over:.2f}x reward-kit given httptools"
         print(
             f"  {kind}: {times:.2f}x reward-kit (target >= {TARGET_VS_REWARD_KIT:g}x), "
             f"non-2xx or wrong {figures['failed']} (target 0){extra}, invalid results "
@@ -434,6 +555,11 @@ def _verdict(median: dict[str, dict[str, Any]], concurrency: int) -> bool:
         for failure in figures["failures"]:
             print(f"           e.g. {failure}")
         ok = ok and met
+    per_request = {k: 1e6 * f["server_cpu_s"] / max(1, f["requests"]) for k, f in median.items()}
+    figure(f"reward at {concurrency} connections: server CPU per request", per_request["reward"],
+           "us", "none (the figure that does not depend on the load generator)", None)  # fmt: skip
+    figure(f"reward-kit at {concurrency} connections: server CPU per request",
+           per_request["reward-kit"], "us", "none", None)  # fmt: skip
     return ok
 
 
@@ -442,8 +568,9 @@ def line(figures: dict[str, Any]) -> str:
     return (
         f"{figures['rps']:7.0f} req/s  p50 {figures['p50_ms']:5.1f} ms  "
         f"p99 {figures['p99_ms']:5.1f} ms  failed {figures['failed']}  "
-        f"server CPU {per_request_us:4.0f} us/req ({figures['server_cpu_s']:.1f} s), "
-        f"client CPU {figures['client_cpu_s']:.1f} s of {figures['wall_s']:.1f} s wall"
+        f"server CPU {per_request_us:4.0f} us/req ({figures['server_cpu_s']:.1f} s, "
+        f"{figures['parser']}), client CPU {figures['client_cpu_s']:.1f} s of "
+        f"{figures['wall_s']:.1f} s wall"
     )
 
 

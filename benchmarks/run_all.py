@@ -42,6 +42,7 @@ BENCHES = (
     Bench("bench_ray_workers", quick=("--episodes", "200", "--workers", "2")),
     Bench("bench_sandbox_isolation", quick=("--runs", "20", "--rounds", "1")),
     Bench("bench_reward_server"),
+    Bench("bench_server_instructions", quick=("--seconds", "3", "--kinds", "reward")),
     Bench("bench_check"),
     Bench("bench_check_tokens", quick=("--episodes", "16")),
     Bench("bench_rescore", quick=("--episodes", "2000", "--small", "500")),

@@ -13,7 +13,9 @@ part of a head holds its socket, and its file descriptor, for as long as it like
   complete head (a slow client, or an idle kept-alive one), or, when every connection is busy
   with a request, is answered 503 with ``Retry-After`` and closed;
 - the lines it logs go through `rk_agent.server._logs.RateLimited` (one line per cause per
-  interval, with a count of the rest).
+  interval, with a count of the rest);
+- an answer with a ``Content-Length`` leaves in one write, its head held until its body's
+  first part (`_OneWrite`): uvicorn writes the two apart, two sends and two packets.
 
 The app sees none of this: a cut connection is a disconnect.
 
@@ -97,7 +99,14 @@ def tls_loop(limits: ConnectionLimits) -> Callable[[], TlsHandshakeLoop]:
 
 
 class ConnectionLimits:
-    """The settings of `GuardedHttpToolsProtocol` (one per server, on its uvicorn ``Config``)."""
+    """The settings of `GuardedHttpToolsProtocol` (one per server, on its uvicorn ``Config``),
+    and the connections it watches.
+
+    The deadlines are kept by one sweep every `tick_s` (a tenth of the shorter deadline, at
+    most 1 s), not by a timer per request: a connection past its deadline is cut up to one
+    tick late. Every connection waits the same time for a head (and for a body), so the oldest
+    wait is first in its dict and a sweep stops at the first that has time left.
+    """
 
     def __init__(
         self, *, header_timeout_s: float, body_timeout_s: float, max_connections: int
@@ -105,11 +114,48 @@ class ConnectionLimits:
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
-        # Connections waiting for a request head, oldest first (dicts keep insertion order).
-        self.waiting: dict[_Guard, None] = {}
+        self.tick_s = min(1.0, max(0.01, min(header_timeout_s, body_timeout_s) / 10))
+        # Connections waiting for a request head, and for a request body: when the wait
+        # began, oldest first (dicts keep insertion order).
+        self.waiting: dict[_Guard, float] = {}
+        self.reading: dict[_Guard, float] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # uvicorn's workers get a pickled Config
-        return {**self.__dict__, "waiting": {}}
+        return {**self.__dict__, "waiting": {}, "reading": {}, "_sweep": None, "_loop": None}
+
+    def watch(self, guard: _Guard, loop: asyncio.AbstractEventLoop, *, head: bool) -> None:
+        """Start ``guard``'s wait for a request head (or body) now (last in line)."""
+        waits = self.waiting if head else self.reading
+        waits.pop(guard, None)
+        waits[guard] = loop.time()
+        if self._sweep is None or self._loop is not loop:
+            self._loop = loop
+            self._sweep = loop.call_later(self.tick_s, self._cut_late)
+
+    def unwatch(self, guard: _Guard) -> None:
+        self.waiting.pop(guard, None)
+        self.reading.pop(guard, None)
+
+    def _cut_late(self) -> None:
+        """Cut every connection past its deadline; sweep again while any is watched."""
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        late: list[_Guard] = []
+        for waits, seconds in ((self.waiting, self.header_timeout_s),
+                               (self.reading, self.body_timeout_s)):  # fmt: skip
+            for guard, since in waits.items():
+                if now - since < seconds:
+                    break
+                late.append(guard)
+        for guard in late:
+            guard._expired()
+        if self.waiting or self.reading:
+            self._sweep = loop.call_later(self.tick_s, self._cut_late)
+        else:
+            self._sweep = None
 
 
 _REFUSED = (
@@ -144,7 +190,7 @@ class _Guard:
     def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)  # type: ignore[call-arg]
         self.limits: ConnectionLimits = config.connection_limits
-        self._deadline: asyncio.TimerHandle | None = None
+        self._armed = False  # whether the limits watch this connection for a deadline
         self._armed_for: Any = None  # the request cycle current when the deadline was set
         self._waiting_for_head = True
 
@@ -171,7 +217,7 @@ class _Guard:
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)  # type: ignore[misc]
-        if self._deadline is None:
+        if not self._armed:
             return
         cycle: Any = self.cycle
         if self._armed_for is not cycle:  # a new request head arrived: its deadline is met
@@ -180,6 +226,12 @@ class _Guard:
                 self._arm(head=False)  # the body's starts now
         elif not self._waiting_for_head and not cycle.more_body:
             self._disarm()  # the body is complete
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()  # type: ignore[misc]
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:  # a new request's cycle
+            cycle.transport = _OneWrite(self.transport, cycle)
 
     def on_response_complete(self) -> None:
         closing = self.transport.is_closing()
@@ -197,19 +249,16 @@ class _Guard:
     def _arm(self, *, head: bool) -> None:
         self._armed_for = self.cycle
         self._waiting_for_head = head
-        seconds = self.limits.header_timeout_s if head else self.limits.body_timeout_s
-        self._deadline = self.loop.call_later(seconds, self._expired)
-        if head:
-            self.limits.waiting[self] = None
+        self._armed = True
+        self.limits.watch(self, self.loop, head=head)
 
     def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-        self.limits.waiting.pop(self, None)
+        if self._armed:
+            self._armed = False
+            self.limits.unwatch(self)
 
     def _expired(self) -> None:
-        self._deadline = None
+        """Called by `ConnectionLimits` once the deadline has passed."""
         if self._waiting_for_head:
             part, seconds = "request head", self.limits.header_timeout_s
         else:
@@ -230,6 +279,42 @@ class _Guard:
         if cycle is not None:
             cycle.keep_alive = False
         self.transport.close()
+
+
+class _OneWrite:
+    """The transport as one request cycle of uvicorn's sees it: the head of an answer with a
+    ``Content-Length`` is held until the body's first part and written with it (uvicorn writes
+    them apart: two sends, two packets, and the client woken twice). Anything else (a chunked
+    answer's head, the answer to ``HEAD``, ``100 Continue``) is written as it comes; closing
+    writes a head still held first."""
+
+    __slots__ = ("_cycle", "_head", "_started", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._head: bytes | None = None
+        self._started = False  # the head has been written (or is held)
+
+    def write(self, data: bytes) -> None:
+        if self._head is not None:  # the body's first part
+            data, self._head = self._head + data, None
+        elif not self._started and self._cycle.response_started:  # the head
+            self._started = True
+            cycle = self._cycle
+            if cycle.chunked_encoding is False and cycle.scope["method"] != "HEAD":
+                self._head = data
+                return
+        self._transport.write(data)
+
+    def close(self) -> None:
+        if self._head is not None:
+            self._transport.write(self._head)
+            self._head = None
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
 
 
 class GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):  # type: ignore[misc]

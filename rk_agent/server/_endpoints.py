@@ -3,11 +3,16 @@
 FastAPI's per-request machinery (routing, dependency solving, body parsing) costs about as much
 as the whole scoring path, so `RewardEndpoints` answers ``POST /evaluate``, ``/reward`` and
 ``/batch`` (and ``/health``) itself, checks the API key and the body size for every path, and
-hands the rest (the docs, 404s) to FastAPI. ``benchmarks/bench_reward_server.py`` measures it.
+hands the rest (the docs, 404s) to FastAPI. `RewardApp` puts it in front of FastAPI's own
+layers too (its error, telemetry and body-limit middleware, which read the environment on
+every request), unless middleware was added to the app: then every request takes FastAPI's
+whole stack, with `RewardEndpoints` inside the added middleware, so that it sees them all.
+``benchmarks/bench_reward_server.py`` measures it.
 
 Main names (private to `rk_agent.server`, which documents the behaviour):
     EvaluateRequest, BatchRequest, BatchResponse: the wire models.
-    RewardEndpoints: the ASGI middleware.
+    RewardEndpoints: the ASGI layer.
+    RewardApp: the FastAPI app with `RewardEndpoints` in front.
 """
 
 from __future__ import annotations
@@ -19,14 +24,17 @@ import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.middleware import Middleware
 
 from rk_agent.server._budget import ByteBudget
 from rk_agent.server._logs import AnswerLog
 from rk_agent.server._reward_caller import Misuse, RewardCaller, Saturated
+from rk_agent.trusted_json import validate_trusted_json
 from rk_agent.types import EvaluateResult, Message
 
-__all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardEndpoints"]
+__all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardApp", "RewardEndpoints"]
 
 logger = logging.getLogger("rk_agent.server")
 
@@ -64,10 +72,14 @@ class EvaluateRequest(BaseModel):
 
     def call_kwargs(self) -> dict[str, Any]:
         """The reward's keyword arguments: only what the sample sets, messages as plain dicts."""
-        out: dict[str, Any] = {**(self.model_extra or {}), **self.kwargs}
-        given = self.model_fields_set
-        # One dump for all messages, without null fields (as `Message.to_openai`).
-        out.update(self.model_dump(include=set(_MESSAGE_FIELDS & given), exclude_none=True))
+        out: dict[str, Any] = {**(self.__pydantic_extra__ or {}), **self.kwargs}
+        given = self.__pydantic_fields_set__
+        # One dump for all messages, without null fields (as `Message.to_openai`); the
+        # serializer itself, without `model_dump`'s handling of its many options.
+        dumped = self.__pydantic_serializer__.to_python(
+            self, include=given & _MESSAGE_FIELDS, exclude_none=True
+        )
+        out.update(dumped)
         for key in ("ground_truth", "tools"):
             if key in given:
                 out[key] = getattr(self, key)
@@ -94,9 +106,44 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
+class RewardApp(FastAPI):
+    """FastAPI, with `RewardEndpoints` answering first (module docstring).
+
+    ``endpoints`` is set by `create_app`. FastAPI's own layers (and its OpenTelemetry spans)
+    then see only the requests `RewardEndpoints` passes on (the docs, 404s); middleware added
+    with ``add_middleware`` sees every request.
+    """
+
+    endpoints: RewardEndpoints
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.user_middleware:
+            await super().__call__(scope, receive, send)
+            return
+        if self.middleware_stack is None:
+            self.middleware_stack = self.build_middleware_stack()
+        scope["app"] = self
+        await self.endpoints(scope, receive, send)
+
+    def build_middleware_stack(self) -> Any:
+        """FastAPI's stack, with `endpoints` inside the added middleware (where it answers
+        when middleware was added) and over FastAPI's inner layers and router (what it passes
+        on to)."""
+        added = self.user_middleware
+        self.user_middleware = [*added, Middleware(self._over)]
+        try:
+            return super().build_middleware_stack()
+        finally:
+            self.user_middleware = added
+
+    def _over(self, app: Any) -> RewardEndpoints:
+        self.endpoints.app = app
+        return self.endpoints
+
+
 class RewardEndpoints:
-    """ASGI middleware: the API key and body limit on every path, ``/health`` and the three
-    scoring endpoints; everything else goes on to ``app`` (FastAPI)."""
+    """ASGI layer: the API key and body limit on every path, ``/health`` and the three scoring
+    endpoints; everything else goes on to ``app`` (FastAPI's layers below it)."""
 
     def __init__(
         self,
@@ -206,7 +253,9 @@ class RewardEndpoints:
 
     async def _one(self, body: bytes) -> tuple[int, bytes]:
         try:
-            sample = EvaluateRequest.model_validate_json(body)
+            # JSON never holds what the widening validators take (SDK objects); a body the
+            # lean validator refuses is validated by the model (its errors, its widening).
+            sample = validate_trusted_json(EvaluateRequest, body)
             result = await self.caller.score(sample.call_kwargs(), ["body"])
         except ValidationError as exc:
             return 422, _validation_detail(exc)
@@ -218,7 +267,7 @@ class RewardEndpoints:
 
     async def _batch(self, body: bytes) -> tuple[int, bytes]:
         try:
-            samples = BatchRequest.model_validate_json(body).samples
+            samples = validate_trusted_json(BatchRequest, body).samples
             del body
             results = await asyncio.gather(
                 *(self.caller.score(s.call_kwargs(), ["body", "samples", i])

@@ -42,7 +42,10 @@ class ThreadPool:
     def __init__(self, size: int) -> None:
         self.size = size
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
+        # One token per thread waiting for a call: threads append theirs, `submit` (on the
+        # event loop, the one consumer) takes one (deque appends and pops are atomic; a
+        # `threading.Semaphore` took a Python-level lock each time).
+        self._idle: collections.deque[None] = collections.deque()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._done: collections.deque[tuple[Any, ...]] = collections.deque()
@@ -62,7 +65,9 @@ class ThreadPool:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._queue.put((loop, future, fn, started))
-        if not self._idle.acquire(blocking=False):
+        if self._idle:
+            self._idle.pop()  # a thread that waits takes the call
+        else:
             with self._lock:
                 if len(self._threads) < self.size:
                     thread = threading.Thread(
@@ -73,7 +78,7 @@ class ThreadPool:
                     self._threads.append(thread)
         return future
 
-    def _work(self, calls: queue.SimpleQueue[Any], idle: threading.Semaphore) -> None:
+    def _work(self, calls: queue.SimpleQueue[Any], idle: collections.deque[None]) -> None:
         while (item := calls.get()) is not None:
             loop, future, fn, started = item
             if not future.done():  # done already: its request gave up while it waited
@@ -86,7 +91,7 @@ class ThreadPool:
                     self._done.append((loop, future, True, fn()))
                 except BaseException as exc:
                     self._done.append((loop, future, False, exc))
-                del self.running[me]
+                self.running.pop(me, None)  # `close` may have replaced the dict meanwhile
                 self.service_s += 0.05 * (time.monotonic() - begun - self.service_s)
                 if not self._wake_pending:  # else the loop is about to drain it anyway
                     self._wake_pending = True
@@ -94,7 +99,7 @@ class ThreadPool:
                         loop.call_soon_threadsafe(self._drain, loop)
                     except RuntimeError:  # the loop is closed: nobody waits for it
                         self._wake_pending = False
-            idle.release()
+            idle.append(None)
 
     def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         """Settle every finished call (one loop wake-up for many results under load)."""
@@ -118,7 +123,7 @@ class ThreadPool:
         with self._lock:
             for _ in self._threads:
                 self._queue.put(None)
-            self._queue, self._idle, self._threads = queue.SimpleQueue(), threading.Semaphore(0), []
+            self._queue, self._idle, self._threads = queue.SimpleQueue(), collections.deque(), []
             self._wake_pending = False
             self.running = {}
 
@@ -139,10 +144,6 @@ class Saturated(Exception):
     """Every worker thread is busy and the call waited too long for one: answered with 503."""
 
 
-def _expire(future: asyncio.Future[Any]) -> None:
-    _settle(future, False, _TimedOut())
-
-
 class Misuse(Exception):
     """A sample does not fit the reward; answered with 422."""
 
@@ -159,6 +160,10 @@ class RewardCaller:
     would keep it waiting for a thread longer than ``max_wait_s`` (their number times the
     average run time, over the threads not stuck), and a sample that has waited that long
     for a thread is answered 503 too.
+
+    Both limits of a sync call (its wait for a thread, then its own run) are checked by one
+    sweep of the calls in flight every `tick_s` (a twentieth of the shorter limit, at most
+    0.5 s), not by a timer per call: a limit is answered up to one tick late.
     """
 
     STUCK_AFTER_S = 60.0
@@ -179,6 +184,13 @@ class RewardCaller:
         self.max_wait_s = max_wait_s
         self.max_queue = max_queue
         self.pool = ThreadPool(threads or min(32, (os.cpu_count() or 1) + 4))
+        limits = [max_wait_s] + ([timeout_s] if timeout_s is not None else [])
+        self.tick_s = min(0.5, max(0.005, min(limits) / 20))
+        # Sync calls in flight: their future -> when they were queued, and the list the
+        # worker thread puts their start in (oldest first).
+        self._calls: dict[asyncio.Future[Any], tuple[float, list[float]]] = {}
+        self._sweep: asyncio.TimerHandle | None = None
+        self._sweep_loop: asyncio.AbstractEventLoop | None = None
 
     def expected_wait(self) -> float:
         """Seconds a new sample would wait for a thread (``inf`` when every thread is stuck)."""
@@ -248,28 +260,32 @@ class RewardCaller:
     async def _sync(self, kwargs: dict[str, Any]) -> Any:
         started: list[float] = []
         future = self.pool.submit(functools.partial(self.reward, **kwargs), started)
-        timeout = self.timeout_s
+        self._calls[future] = (time.monotonic(), started)
         loop = future.get_loop()
-        queued_since = time.monotonic()
-
-        def check() -> None:
-            """The timeout counts the reward's own run, not the wait for a thread."""
-            now = time.monotonic()
-            if not started:  # still queued behind busy threads
-                if (left := queued_since + self.max_wait_s - now) > 0:
-                    timer[0] = loop.call_later(left, check)
-                else:
-                    _settle(future, False, Saturated())
-            elif timeout is not None and (left := started[0] + timeout - now) > 0:
-                timer[0] = loop.call_later(left, check)
-            elif timeout is not None:
-                _expire(future)
-
-        timer = [loop.call_later(min(timeout or self.max_wait_s, self.max_wait_s), check)]
+        if self._sweep is None or self._sweep_loop is not loop:
+            self._sweep_loop = loop
+            self._sweep = loop.call_later(self.tick_s, self._check_calls)
         try:
             return await future
         finally:
-            timer[0].cancel()
+            del self._calls[future]
+
+    def _check_calls(self) -> None:
+        """Answer the calls past a limit: 503 for one that waited ``max_wait_s`` for a thread,
+        the timeout for one that has run ``timeout_s`` (its own run: not the wait)."""
+        now, timeout, loop = time.monotonic(), self.timeout_s, self._sweep_loop
+        for future, (queued_since, started) in list(self._calls.items()):
+            if future.get_loop() is not loop:  # a call on a loop served before: its own ends it
+                continue
+            if not started:  # still queued behind busy threads
+                if now - queued_since >= self.max_wait_s:
+                    _settle(future, False, Saturated())
+            elif timeout is not None and now - started[0] >= timeout:
+                _settle(future, False, _TimedOut())
+        if self._calls and loop is not None:
+            self._sweep = loop.call_later(self.tick_s, self._check_calls)
+        else:
+            self._sweep = None
 
     async def _async(self, kwargs: dict[str, Any]) -> Any:
         call = cast("Awaitable[EvaluateResult]", self.reward(**kwargs))

@@ -136,6 +136,26 @@ def test_fields_reach_the_reward_as_reward_kit_sends_them() -> None:
     assert json.loads(empty.reason or "") == {"messages": CHAT}
 
 
+def test_messages_in_the_forms_only_the_model_widens_to_are_accepted() -> None:
+    # Bodies are read by a validator without the widening ones first; a body it refuses (tool
+    # call arguments as an object, null fields) goes through the model, which takes them.
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"a": 1}}}
+    chat = [CHAT[0], {"role": "assistant", "content": None, "tool_calls": [call], "name": None}]
+    as_dumped = {
+        "role": "assistant",
+        "tool_calls": [{**call, "function": {"name": "add", "arguments": '{"a": 1}'}}],
+    }
+    with serving(echo) as url:
+        one = post(url + "/evaluate", {"messages": chat})
+        many = post(url + "/batch", {"samples": [{"messages": chat}, {"messages": CHAT}]})
+        plain = post(url + "/evaluate", {"messages": CHAT})
+    assert one.status_code == 200 and "date" in one.headers and "server" not in one.headers
+    assert json.loads(one.json()["reason"])["messages"] == [CHAT[0], as_dumped]
+    reasons = [json.loads(r["reason"])["messages"] for r in many.json()["results"]]
+    assert reasons == [[CHAT[0], as_dumped], CHAT]
+    assert json.loads(plain.json()["reason"]) == {"messages": CHAT}
+
+
 def test_batch_scores_each_sample_on_its_own(url: str) -> None:
     samples = [
         {"messages": CHAT, "ground_truth": "4"},
@@ -228,6 +248,31 @@ def test_an_app_can_be_served_again() -> None:
                 post(url + "/evaluate", {"messages": CHAT, "ground_truth": "4"}).json()["score"]
                 == 1.0
             )
+
+
+def test_middleware_added_to_the_app_sees_every_request_and_the_key_still_applies() -> None:
+    # Without added middleware the scoring endpoints answer in front of FastAPI's layers; with
+    # it, every request goes through it first, scoring ones and refused ones included.
+    app = create_app(exact, api_key=SECRET)
+    seen: list[str] = []
+
+    @app.middleware("http")
+    async def note(request: Any, call_next: Any) -> Any:
+        seen.append(request.url.path)
+        response = await call_next(request)
+        response.headers["x-seen"] = "yes"
+        return response
+
+    body = {"messages": CHAT, "ground_truth": "4"}
+    with serving(app) as url:
+        scored = post(url + "/evaluate", body, key=SECRET)
+        refused = post(url + "/batch", {"samples": [body]})
+        health = httpx.get(url + "/health")
+        docs = httpx.get(url + "/openapi.json")
+    assert (scored.json()["score"], scored.headers["x-seen"]) == (1.0, "yes")
+    assert (refused.status_code, refused.headers["x-seen"]) == (401, "yes")
+    assert health.headers["x-seen"] == "yes" and docs.headers["x-seen"] == "yes"
+    assert seen == ["/evaluate", "/batch", "/health", "/openapi.json"]
 
 
 def test_wrong_method_and_unknown_path(url: str) -> None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import select
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
+from fastapi.responses import StreamingResponse
 
 from rk_agent import reward_function
 from rk_agent.server import create_app, serving
@@ -154,3 +156,48 @@ def test_bodies_past_the_byte_budget_wait_unread_and_small_samples_do_not() -> N
     budget = app.state.body_budget
     assert budget.peak <= budget.limit == 2 * size
     assert budget.held == 0
+
+
+def read_until(sock: socket.socket, end: bytes, data: bytes = b"") -> tuple[bytes, bytes]:
+    """What arrives up to and including ``end``, and what came after it (a read past 10 s
+    fails the test)."""
+    while end not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"the server closed the connection before {end!r}: {data!r}"
+        data += chunk
+    at = data.index(end) + len(end)
+    return data[:at], data[at:]
+
+
+def test_every_kind_of_answer_arrives_whole_on_one_kept_alive_connection() -> None:
+    # An answer with a Content-Length leaves in one write (its head held for its body); the
+    # others are written as they come: a HEAD answer (no body), a streamed one, 100 Continue.
+    app = create_app(exact)
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield b"first "
+        await asyncio.sleep(0.05)
+        yield b"second"
+
+    @app.get("/stream", response_model=None)
+    async def stream() -> StreamingResponse:
+        return StreamingResponse(parts(), media_type="text/plain")
+
+    with serving(app) as url, raw(url) as (sock,):
+        sock.sendall(b"HEAD /openapi.json HTTP/1.1\r\nHost: rk\r\n\r\n")
+        headed, rest = read_until(sock, b"\r\n\r\n")
+        sock.sendall(b"GET /stream HTTP/1.1\r\nHost: rk\r\n\r\n")
+        streamed, rest = read_until(sock, b"0\r\n\r\n", rest)
+        sock.sendall(head(len(BODY))[:-2] + b"Expect: 100-continue\r\n\r\n")
+        continued, rest = read_until(sock, b"\r\n\r\n", rest)
+        sock.sendall(BODY)
+        answered, rest = read_until(sock, b'"weights":null}', rest)
+        sock.sendall(head(len(BODY)) + BODY)
+        again, rest = read_until(sock, b'"weights":null}', rest)
+    assert headed.startswith(b"HTTP/1.1 200 OK\r\n") and b"content-length: " in headed
+    assert streamed.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"transfer-encoding: chunked" in streamed and b"second" in streamed
+    assert continued == b"HTTP/1.1 100 Continue\r\n\r\n"
+    for answer in (answered, again):
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b'{"score":1.0,' in answer
+    assert rest == b""
