@@ -31,6 +31,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from rk_agent.limiter import Limiter
+
 __all__ = ["BadReply", "Http1Pool", "Reply", "ServerDisconnected"]
 
 _MAX_HEAD = 64 * 1024
@@ -100,8 +102,13 @@ class _Connection(asyncio.Protocol):
             self.close()  # bytes nobody asked for: the connection cannot be trusted again
             return
         self._answered = True
-        self._buffer += data
         try:
+            if not self._buffer and self._head is None:
+                reply = self._whole(data)  # most replies: all of it in one read
+                if reply is not None:
+                    waiter.set_result(reply)
+                    return
+            self._buffer += data
             reply = self._parse(eof=False)
         except BadReply as exc:
             self.close()
@@ -124,6 +131,25 @@ class _Connection(asyncio.Protocol):
             waiter.set_result(reply)
         else:
             waiter.set_exception(ServerDisconnected(self._answered, exc))
+
+    def _whole(self, data: bytes) -> Reply | None:
+        """The reply when ``data`` is all of it and nothing more, sized by ``Content-Length``
+        (read without copying it into the buffer); ``None`` for anything else, which `_parse`
+        reads from the buffer."""
+        end = data.find(b"\r\n\r\n")
+        if end < 0:
+            return None
+        lines = data[:end].decode("latin-1").split("\r\n")
+        status, reason, headers = _head(lines)
+        if 100 <= status < 200:
+            return None
+        length = _body_length(status, headers)
+        if length is None or length < 0 or len(data) != end + 4 + length:
+            return None
+        self.reusable = lines[0].startswith("HTTP/1.1") and (
+            "close" not in headers.get("connection", "").lower()
+        )
+        return Reply(status, reason, headers, _decoded(data[end + 4 :], headers))
 
     def _parse(self, *, eof: bool) -> Reply | None:
         """The reply, once all of it is in the buffer; ``None`` while more is to come."""
@@ -266,7 +292,7 @@ class Http1Pool:
         self.port = port
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
-        self._slots = asyncio.Semaphore(limit)
+        self._slots = Limiter(limit)
         self._idle: list[_Connection] = []
         # Connections waiting for a reply, with their deadlines: every wait is as long, so
         # the order they were sent in is their deadlines' order, and one timer of the loop's
@@ -284,7 +310,9 @@ class Http1Pool:
             TimeoutError: no connection or no whole reply in time.
             BadReply: a reply that is not HTTP/1.x.
         """
-        async with self._slots:
+        if not self._slots.take_now():
+            await self._slots.wait()
+        try:
             connection, reused = await self._connection()
             try:
                 return await self._exchange(connection, data)
@@ -294,6 +322,8 @@ class Http1Pool:
             # It had closed while idle (no byte came back): once more, on a new connection.
             connection, _ = await self._connection(fresh=True)
             return await self._exchange(connection, data)
+        finally:
+            self._slots.give()
 
     async def _exchange(self, connection: _Connection, data: bytes) -> Reply:
         """One request and its reply on ``connection``, which is kept if it can be reused."""

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from rk_agent.endpoint_errors import NO_KEY, Endpoint, rejects_tools, server_message
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
+from rk_agent.limiter import Limiter
 from rk_agent.model_client import ModelClient, ssl_context
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
@@ -258,7 +259,7 @@ class OpenAIPolicy:
         self.extra_body = dict(extra_body or {})
         self.stats = PolicyStats()
         self._client: ModelClient | None = None
-        self._semaphore: asyncio.Semaphore | None = None
+        self._semaphore: Limiter | None = None
         if hint:
             logger.warning("model %r: %s", model, hint)
 
@@ -379,19 +380,22 @@ class OpenAIPolicy:
                 retryable ones; ``status``, ``retryable`` and ``url`` are set and the message
                 carries the server's own.
         """
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        limit = self._semaphore
+        if limit is None:
+            limit = self._semaphore = Limiter(self.max_concurrency)
         queued = time.perf_counter()
+        if not limit.take_now():
+            await limit.wait()
         try:
-            async with self._semaphore:
-                start = time.perf_counter()
-                output = await self._with_retries(messages, tools, sampling)
-                output.latency_s = time.perf_counter() - start
-                output.extra["queued_s"] = start - queued
+            start = time.perf_counter()
+            output = await self._with_retries(messages, tools, sampling)
+            output.latency_s = time.perf_counter() - start
+            output.extra["queued_s"] = start - queued
         except EndpointError:
             self.stats.errors += 1
             raise
         finally:
+            limit.give()
             self.stats.calls += 1
         if output.usage is not None:
             self.stats.prompt_tokens += output.usage.prompt_tokens
