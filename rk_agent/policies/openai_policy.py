@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
