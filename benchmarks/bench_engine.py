@@ -1,23 +1,31 @@
 """Rollout engine throughput against the OpenAI-compatible stub server on loopback.
 
-Run: uv run python benchmarks/bench_engine.py [--episodes 1000] [--concurrency 128]
+Run: uv run python benchmarks/bench_engine.py [--episodes 1000] [--concurrency 128] [--runs 3]
+     [--high 512 2048]
 
 The stub server runs in its own process and plays a tool-using model: two tool calls, then an
-answer, so every episode of the `tools` environment takes 3 turns. Two measurements:
+answer, so every episode of the `tools` environment takes 3 turns. The measurements:
 
-1. 100 ms of model latency per call, concurrency 128: wall time against the latency-bound
-   ideal ``episodes x turns x latency / concurrency`` (target: within 10 %).
-   The same run with an in-process scripted policy (same latency, no HTTP) shows the engine's
-   own scheduling apart from the HTTP client's CPU cost.
-2. 0 ms latency: the harness's own CPU time per turn (target: under 1 ms), split into the
-   engine + environment (measured with an in-process scripted policy, no HTTP) and the whole
-   harness including the policy's HTTP client (`rk_agent.model_client`).
+1. 100 ms of model latency per call, concurrency 128, ``--runs`` times: wall time against the
+   latency-bound ideal ``episodes x turns x latency / concurrency`` (target: within 10 %;
+   min, median and max; the median is the figure). The same run with an in-process scripted
+   policy (same latency, no HTTP) shows the engine's own scheduling apart from the HTTP
+   client's CPU cost.
+2. 0 ms latency: the harness's own CPU time per turn (targets: under 1 ms for the engine and
+   environment, measured with an in-process scripted policy, no HTTP; under 0.4 ms for the
+   whole harness including the policy's HTTP client, `rk_agent.model_client`), ``--runs``
+   times (the median is the figure).
+3. ``--high`` concurrencies (one process, 100 ms, ``max(episodes, 2 x concurrency)``
+   episodes): the fraction of the ideal reached, and how busy the process kept its core
+   (its CPU time over the wall time): past about 1 / (CPU per turn x turns per second asked
+   for), one process is bound by its one core, and the rest is what ``--workers`` is for.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import subprocess
 import sys
 import time
@@ -80,58 +88,88 @@ def play(policy: Policy, episodes: int, concurrency: int) -> tuple[float, float,
     return wall, cpu, sum(len(t.turns) for t in result.trajectories)
 
 
+def _spread(values: list[float]) -> str:
+    """min / median / max."""
+    ordered = sorted(values)
+    return " / ".join(f"{v:.3g}" for v in (ordered[0], statistics.median(ordered), ordered[-1]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=128)
     parser.add_argument("--latency", type=float, default=0.1)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--high", type=int, nargs="*", default=[512, 2048])
     args = parser.parse_args()
-
-    with stub_server(args.latency) as url:
-        policy = OpenAIPolicy("stub-model", base_url=url, max_concurrency=args.concurrency)
-        play(policy, 32, args.concurrency)  # warm-up: imports, connections
-        policy = OpenAIPolicy("stub-model", base_url=url, max_concurrency=args.concurrency)
-        latency_wall, _, turns = play(policy, args.episodes, args.concurrency)
-    ideal = args.episodes * TURNS * args.latency / args.concurrency
-    print(
-        f"latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}: "
-        f"{args.episodes} episodes, {turns} turns in {latency_wall:.2f} s; ideal {ideal:.2f} s; "
-        f"overhead {100 * (latency_wall / ideal - 1):+.1f} % (target within +10 %)"
-    )
-
     script = [tool_call("calculator", {"expression": "1+1"})] * (TURNS - 1) + ["Answer: 42"]
-    scripted_wall, _, _ = play(
-        ScriptedPolicy(script, latency_s=args.latency), args.episodes, args.concurrency
+
+    def served(url: str, concurrency: int) -> OpenAIPolicy:
+        return OpenAIPolicy("stub-model", base_url=url, max_concurrency=concurrency)
+
+    ideal = args.episodes * TURNS * args.latency / args.concurrency
+    walls, scripted_walls = [], []
+    high: list[tuple[int, int, float, float]] = []
+    with stub_server(args.latency) as url:
+        play(served(url, args.concurrency), 32, args.concurrency)  # warm-up: imports, connections
+        for _ in range(args.runs):
+            wall, _, turns = play(served(url, args.concurrency), args.episodes, args.concurrency)
+            walls.append(wall)
+            scripted = ScriptedPolicy(script, latency_s=args.latency)
+            scripted_walls.append(play(scripted, args.episodes, args.concurrency)[0])
+        for concurrency in args.high:
+            episodes = max(args.episodes, 2 * concurrency)
+            wall, cpu, _ = play(served(url, concurrency), episodes, concurrency)
+            high.append((concurrency, episodes, wall, cpu))
+    print(
+        f"latency {args.latency * 1000:.0f} ms, concurrency {args.concurrency}: {args.episodes} "
+        f"episodes, {turns} turns in {_spread(walls)} s (min / median / max of {args.runs}); "
+        f"ideal {ideal:.2f} s; overhead {100 * (statistics.median(walls) / ideal - 1):+.1f} % "
+        "(target within +10 %)"
     )
     print(
         f"same, in-process scripted policy with {args.latency * 1000:.0f} ms latency (no HTTP): "
-        f"{scripted_wall:.2f} s; overhead {100 * (scripted_wall / ideal - 1):+.1f} %"
+        f"{_spread(scripted_walls)} s; overhead "
+        f"{100 * (statistics.median(scripted_walls) / ideal - 1):+.1f} %"
     )
+    for concurrency, episodes, wall, cpu in high:
+        high_ideal = episodes * TURNS * args.latency / concurrency
+        print(
+            f"concurrency {concurrency}: {episodes} episodes in {wall:.2f} s, ideal "
+            f"{high_ideal:.2f} s: {100 * high_ideal / wall:.0f} % of the ideal; the process "
+            f"kept its core {100 * cpu / wall:.0f} % busy"
+        )
+        figure(f"fraction of the ideal, c={concurrency}, one process", high_ideal / wall, "x",
+               "", None)  # fmt: skip
 
+    http_ms, engine_ms = [], []
     with stub_server(0.0) as url:
-        policy = OpenAIPolicy("stub-model", base_url=url, max_concurrency=args.concurrency)
-        play(policy, 32, args.concurrency)
-        policy = OpenAIPolicy("stub-model", base_url=url, max_concurrency=args.concurrency)
-        wall, cpu, turns = play(policy, args.episodes, args.concurrency)
-    http_ms = 1000 * cpu / turns
+        play(served(url, args.concurrency), 32, args.concurrency)
+        for _ in range(args.runs):
+            _, cpu, turns = play(served(url, args.concurrency), args.episodes, args.concurrency)
+            http_ms.append(1000 * cpu / turns)
     scripted = ScriptedPolicy(script)
     play(scripted, 32, args.concurrency)
-    _, engine_cpu, engine_turns = play(scripted, args.episodes, args.concurrency)
-    engine_ms = 1000 * engine_cpu / engine_turns
+    for _ in range(args.runs):
+        _, cpu, turns = play(scripted, args.episodes, args.concurrency)
+        engine_ms.append(1000 * cpu / turns)
     print(
-        f"latency 0 ms: harness CPU per turn {engine_ms:.3f} ms for engine + environment "
-        f"(target < 1 ms); {http_ms:.3f} ms including the HTTP client "
-        f"({turns} turns, {wall:.2f} s wall)"
+        f"latency 0 ms: harness CPU per turn {_spread(engine_ms)} ms for engine + environment "
+        f"(target < 1 ms); {_spread(http_ms)} ms including the HTTP client (target < 0.4 ms)"
     )
-    over = latency_wall / ideal
-    figure(f"wall over the ideal, c={args.concurrency}, {args.latency * 1000:.0f} ms", over, "x",
-           "<= 1.10x", over <= 1.10)  # fmt: skip
-    figure("same, scripted policy (no HTTP)", scripted_wall / ideal, "x", "", None)
-    figure("harness CPU per turn incl. HTTP", http_ms, "ms", "< 0.4 ms (issue 26)", http_ms < 0.4)
-    figure("engine + env CPU per turn (no HTTP)", engine_ms, "ms", "< 1 ms", engine_ms < 1)
+    over = statistics.median(walls) / ideal
+    figure(f"wall over the ideal, c={args.concurrency}, {args.latency * 1000:.0f} ms (median)",
+           over, "x", "<= 1.10x", over <= 1.10)  # fmt: skip
+    figure("same, scripted policy (no HTTP)", statistics.median(scripted_walls) / ideal, "x", "",
+           None)  # fmt: skip
+    http = statistics.median(http_ms)
+    figure("harness CPU per turn incl. HTTP (median)", http, "ms", "< 0.4 ms (issue 26)",
+           http < 0.4)  # fmt: skip
+    engine = statistics.median(engine_ms)
+    figure("engine + env CPU per turn (no HTTP)", engine, "ms", "< 1 ms", engine < 1)
     print(
-        f"RESULT wall_s={latency_wall:.2f} ideal_s={ideal:.2f} "
-        f"engine_cpu_ms_per_turn={engine_ms:.3f} client_cpu_ms_per_turn={http_ms:.3f}"
+        f"RESULT wall_s={statistics.median(walls):.2f} ideal_s={ideal:.2f} "
+        f"engine_cpu_ms_per_turn={engine:.3f} client_cpu_ms_per_turn={http:.3f}"
     )
 
 
