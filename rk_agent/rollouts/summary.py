@@ -178,11 +178,9 @@ class SummaryBuilder:
             counts += _VERDICT + _SUCCESS * t.success
         self._tasks[t.task_index] = self._tasks.get(t.task_index, 0) + counts
         group = self._open.setdefault(t.task_index, [])
-        if self._group_size is not None and len(group) + 1 >= self._group_size:
-            group.append(outcome_of(t))  # the group is complete: counted now, kept by none
-            self._watch.add_group(self._open.pop(t.task_index))
-        else:
-            group.append(self._kept(outcome_of(t)))
+        group.append(self._kept(outcome_of(t)))  # its answer as its group's others keep theirs
+        if self._group_size is not None and len(group) >= self._group_size:
+            self._watch.add_group(self._open.pop(t.task_index))  # complete: counted now
 
     def _kept(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
         """``outcome`` as an open group keeps it: a long answer as its digest, and one copy of

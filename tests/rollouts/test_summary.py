@@ -102,3 +102,28 @@ def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> No
     assert kept.watch is not None and kept.watch.groups == 4
     assert kept.pass_at_k == {"pass@1": 0.25, "pass@2": 0.5}
     assert kept.step_reward.invalid == 2 and kept.episode_reward.invalid == 1
+
+
+def test_a_group_counted_as_it_completes_compares_long_answers_as_an_open_one_does() -> None:
+    # The episode that completes a group is compared with the others by the same form of its
+    # answer (a digest when long): the same long answer is one distinct answer, not two.
+    from rk_agent.rollouts.summary import SummaryBuilder
+    from rk_agent.types import EvaluateResult
+    from tests.rollouts.test_watch import _trajectory, _turn
+
+    def episode(task: int, answer: str) -> Any:
+        result = EvaluateResult(score=1.0, metrics={"answer": 1.0}, weights={"answer": 1.0})
+        turns = [_turn(0, answer, finish_reason="stop")]
+        return _trajectory(turns, result, task_index=task, success=True)
+
+    long = "x" * 100
+    episodes = [episode(0, long), episode(0, long), episode(1, long), episode(1, long + "y")]
+    watches = []
+    for group_size in (None, 2):
+        builder = SummaryBuilder(group_size)
+        for t in episodes:
+            builder.add(t)
+        watches.append(builder.summary(2).watch)
+    assert watches[0] == watches[1]
+    assert watches[1] is not None
+    assert (watches[1].distinct_answers, watches[1].single_answer_groups) == (1.5, 0.5)
