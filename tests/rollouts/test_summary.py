@@ -67,10 +67,9 @@ def test_a_summary_is_built_from_a_stream_and_long_answers_still_count_apart() -
     assert builder.summary().episodes == 2  # a summary of what was taken so far
 
 
-def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> None:
-    # Interleaved groups (episodes are written as they finish), some steps and scores invalid:
-    # counting each group once complete gives the summary that keeping every outcome gives.
-    from rk_agent.rollouts.summary import SummaryBuilder
+def _interleaved_groups() -> list[Any]:
+    """Four groups of two, interleaved (episodes are written as they finish), some steps and
+    scores invalid."""
     from rk_agent.types import EvaluateResult
     from tests.rollouts.test_watch import _trajectory, _turn
 
@@ -85,11 +84,18 @@ def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> No
         )
         return _trajectory([turn], result, task_index=task, success=(score or 0.0) >= 1.0)
 
-    episodes = [
+    return [
         episode(0, 1.0, "4"), episode(1, 0.0, "5"), episode(0, 0.0, "x" * 100),
         episode(2, 0.5, "6"), episode(1, 0.0, "5"), episode(3, None, "7"),
         episode(2, 0.5, "6"), episode(3, 1.0, "7"),
     ]  # fmt: skip
+
+
+def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> None:
+    # Counting each group once complete gives the summary that keeping every outcome gives.
+    from rk_agent.rollouts.summary import SummaryBuilder
+
+    episodes = _interleaved_groups()
 
     def summary(group_size: int | None) -> Any:
         builder = SummaryBuilder(group_size)
@@ -127,3 +133,16 @@ def test_a_group_counted_as_it_completes_compares_long_answers_as_an_open_one_do
     assert watches[0] == watches[1]
     assert watches[1] is not None
     assert (watches[1].distinct_answers, watches[1].single_answer_groups) == (1.5, 0.5)
+
+
+def test_a_summary_of_pickled_facts_is_the_summary_of_the_episodes() -> None:
+    # What worker processes send (`EpisodeFacts`, pickled) summarises as the episodes do.
+    import pickle
+
+    from rk_agent.rollouts.summary import EpisodeFacts, SummaryBuilder, summarize
+
+    episodes = _interleaved_groups()
+    builder = SummaryBuilder(2)
+    for t in episodes:
+        builder.add_facts(pickle.loads(pickle.dumps(EpisodeFacts.of(t))))
+    assert builder.summary(2) == summarize(episodes, 2)
