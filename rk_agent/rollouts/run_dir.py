@@ -44,7 +44,7 @@ without any clean-up.
 
 Main names: `RunDir`, `RunStatus`, `read_trajectories`, `iter_trajectories` (and its parts, for
 readers that split the work: `trajectories_file`, `trajectory_lines`, `parse_trajectory_line`,
-`unique_episodes`), `append_trajectories`, `append_lines`, `trajectory_line`,
+`unique_episodes`), `append_trajectories`, `append_lines`, `trajectory_line` (`trajectory_bytes`),
 `read_provenance`, and the file names
 (`TRAJECTORIES_FILE`, `CONFIG_FILE`, `PROVENANCE_FILE`, `SUMMARY_FILE`, `DROPPED_FILE`,
 `WORKER_FAILURES_FILE`, `LOCK_FILE`; ``run.json`` is `RUN_RECORD_FILE`).
@@ -57,7 +57,7 @@ import logging
 import os
 import platform
 import socket
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -99,6 +99,7 @@ __all__ = [
     "read_provenance",
     "read_trajectories",
     "trajectories_file",
+    "trajectory_bytes",
     "trajectory_line",
     "trajectory_lines",
     "unique_episodes",
@@ -437,7 +438,12 @@ def _read_record(file: Path, model: type[_Record], what: str, fix: str) -> _Reco
 def trajectory_line(trajectory: Trajectory) -> str:
     """The one serialisation of a trajectory on disk: compact JSON, ``null`` fields left out,
     no newline."""
-    return trajectory.model_dump_json(exclude_none=True)
+    return trajectory_bytes(trajectory).decode()
+
+
+def trajectory_bytes(trajectory: Trajectory) -> bytes:
+    """`trajectory_line` as the bytes written (for writers that batch lines: `append_lines`)."""
+    return trajectory.__pydantic_serializer__.to_json(trajectory, exclude_none=True)
 
 
 def append_trajectories(file: str | os.PathLike[str], trajectories: Iterable[Trajectory]) -> None:
@@ -446,15 +452,15 @@ def append_trajectories(file: str | os.PathLike[str], trajectories: Iterable[Tra
     A torn last line left by a crash is cut off first (`read_trajectories`' rule); concurrent
     writers of the file (training processes on several GPUs) take turns.
     """
-    append_lines(file, (trajectory_line(t) for t in trajectories))
+    append_lines(file, (trajectory_bytes(t) for t in trajectories))
 
 
-def append_lines(file: str | os.PathLike[str], lines: Iterable[str]) -> None:
-    """`append_trajectories` for lines `trajectory_line` already made (a writer that batches
+def append_lines(file: str | os.PathLike[str], lines: Iterable[bytes]) -> None:
+    """`append_trajectories` for lines `trajectory_bytes` already made (a writer that batches
     lines, not episodes, so that each episode is freed as soon as it is written out)."""
-    text = "".join(line + "\n" for line in lines)
-    if text:
-        append_jsonl(file, text)
+    data = b"".join(line + b"\n" for line in lines)
+    if data:
+        append_jsonl(file, data)
 
 
 def read_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
@@ -470,7 +476,7 @@ def read_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
     return list(iter_trajectories(source))
 
 
-def iter_trajectories(source: str | os.PathLike[str]) -> Iterator[Trajectory]:
+def iter_trajectories(source: str | os.PathLike[str]) -> Generator[Trajectory, None, None]:
     """The trajectories of `read_trajectories`, yielded one line at a time (memory stays flat
     on big runs: ``rk-agent rescore`` and ``rk-agent compare`` read this way).
 
@@ -516,7 +522,7 @@ def trajectory_lines(handle: IO[bytes], number: int = 0) -> Iterator[tuple[int, 
 
 def unique_episodes(
     file: Path, items: Iterable[_Item], id_of: Callable[[_Item], str]
-) -> Iterator[_Item]:
+) -> Generator[_Item, None, None]:
     """``items``, read from ``file`` in order, without the repeats of an episode id when ``file``
     is a run directory's (the module's rule: the first is kept, and one warning says how many
     were left out); all of them otherwise."""

@@ -28,7 +28,7 @@ import math
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -201,6 +201,21 @@ class EpisodeFacts(NamedTuple):
             outcome=outcome,
         )
 
+    def plain(self) -> tuple[Any, ...]:
+        """These facts as plain nested tuples, which pickle without a Python call per object
+        (`EpisodeFacts.from_plain` reads them back)."""
+        o = self.outcome
+        outcome = tuple(getattr(o, name) for name in _OUTCOME_FIELDS)
+        return (tuple(self.counts), *self[1:-1], outcome)
+
+    @classmethod
+    def from_plain(cls, plain: tuple[Any, ...]) -> EpisodeFacts:
+        """The facts `EpisodeFacts.plain` gave."""
+        return cls._make((EpisodeCounts._make(plain[0]), *plain[1:-1], EpisodeOutcome(*plain[-1])))
+
+
+_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeOutcome))
+
 
 class SummaryBuilder:
     """A `RunSummary` built one episode at a time (module docstring); `summarize` is the usual
@@ -256,12 +271,14 @@ class SummaryBuilder:
         self._tasks[task] = self._tasks.get(task, 0) + counts
         group = self._open.setdefault(task, [])
         outcome = facts.outcome
+        if self._group_size is not None and len(group) + 1 >= self._group_size:
+            group.append(outcome)
+            self._watch.add_group(self._open.pop(task))  # complete: counted now, kept by none
+            return
         names = self._shared.setdefault(outcome.outcome, outcome.outcome)  # one copy of each
         group.append(
             outcome if names is outcome.outcome else dataclasses.replace(outcome, outcome=names)
         )
-        if self._group_size is not None and len(group) >= self._group_size:
-            self._watch.add_group(self._open.pop(task))  # complete: counted now
 
     @property
     def tasks(self) -> int:
