@@ -5,13 +5,18 @@ A synthetic run is made from real episodes: the ``tools`` environment's referenc
 repeated, each with its own id and task, to 10,000 episodes (about 5 kB a line). Each size
 (``--small``, ``--episodes`` and twice that) is then rescored in a fresh process
 (`rk_agent.rollouts.rescore.rescore`, a cheap reward defined in this file: does the final reply
-hold the ground truth) and reports its wall time, its CPU time and its peak RSS.
+hold the ground truth) as a user gets it: on worker processes, one per core, when the source
+is at least ``PARALLEL_BYTES`` (`rk_agent.rollouts.rescore_workers`). Each reports its wall
+time, its CPU time (the workers' included) and the peak RSS of the process and of its largest
+worker. At ``--episodes`` the same rescore also runs in one process (``workers=0``), the two
+alternating ``--repeats`` times (the median of each is reported), and the two new runs are
+compared byte for byte.
 
 Targets (issue 27): over 2,000 episodes/s on 2 cores at ``--episodes``, and memory flat: the
 peak RSS at ``--episodes`` within 10 % of the peak at ``--small``, and at twice ``--episodes``
-within 10 % of the peak at ``--episodes``.
+within 10 % of the peak at ``--episodes`` (the process's and a worker's alike).
 
-Run: uv run python benchmarks/bench_rescore.py [--episodes 10000] [--small 1000]
+Run: uv run python benchmarks/bench_rescore.py [--episodes 10000] [--small 1000] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import asyncio
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,31 +69,58 @@ def _synthetic_run(seed: list[dict], folder: Path, episodes: int) -> None:
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
 
 
-def _child(source: str, output: str) -> None:
+def _child(source: str, output: str, workers: str) -> None:
     from rk_agent.rollouts.rescore import rescore
 
     started, cpu = time.perf_counter(), time.process_time()
-    result = rescore(source, f"{Path(__file__).resolve()}::cheap", output=output)
+    result = rescore(
+        source, f"{Path(__file__).resolve()}::cheap", output=output,
+        workers=None if workers == "auto" else int(workers),
+    )  # fmt: skip
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(json.dumps({
-        "episodes": result.record.episodes, "seconds": seconds, "cpu": cpu, "peak_mb": peak_mb,
+        "episodes": result.record.episodes, "seconds": seconds, "workers": result.workers,
+        "cpu": cpu + children.ru_utime + children.ru_stime,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_peak_mb": children.ru_maxrss / 1024,
     }))  # fmt: skip
 
 
-def _measure(source: Path, output: Path) -> dict:
+def _measure(source: Path, output: Path, workers: str = "auto") -> dict:
+    shutil.rmtree(output, ignore_errors=True)
     done = subprocess.run(
-        [sys.executable, __file__, "--child", str(source), str(output)],
+        [sys.executable, __file__, "--child", str(source), str(output), workers],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether two rescores of one source wrote the same run (their times apart)."""
+    files = ("trajectories.jsonl", "summary.json")
+    if any((a / name).read_bytes() != (b / name).read_bytes() for name in files):
+        return False
+    records = [json.loads((folder / "rescore.json").read_text()) for folder in (a, b)]
+    return [dict(r, created_at=None) for r in records[:1]] == [
+        dict(r, created_at=None) for r in records[1:]
+    ]
+
+
+def _line(size: int, line_kb: float, r: dict, how: str) -> str:
+    return (
+        f"{size:>6} episodes ({line_kb:.1f} kB a line), {how}: {r['seconds']:.2f} s "
+        f"({r['cpu']:.2f} s CPU), {size / r['seconds']:,.0f} episodes/s, peak RSS "
+        f"{r['peak_mb']:.1f} MB (a worker: {r['worker_peak_mb']:.1f} MB)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=10_000)
     parser.add_argument("--small", type=int, default=1_000)
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(*args.child)
@@ -96,39 +129,59 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         seed = _seed_episodes(folder / "seed")
-        results = {}
+        results, kb = {}, {}
         for size in sizes:
             _synthetic_run(seed, folder / f"run-{size}", size)
-            line_kb = (folder / f"run-{size}" / "trajectories.jsonl").stat().st_size / size / 1024
-            results[size] = _measure(folder / f"run-{size}", folder / f"out-{size}")
-            r = results[size]
-            print(
-                f"{size:>6} episodes ({line_kb:.1f} kB a line): {r['seconds']:.2f} s "
-                f"({r['cpu']:.2f} s CPU), {size / r['seconds']:,.0f} episodes/s, "
-                f"peak RSS {r['peak_mb']:.1f} MB"
-            )
-    small, big, double = (results[size] for size in sizes)
-    rate = args.episodes / big["seconds"]
-    growth = big["peak_mb"] / small["peak_mb"] - 1
-    doubled = double["peak_mb"] / big["peak_mb"] - 1
+            kb[size] = (folder / f"run-{size}" / "trajectories.jsonl").stat().st_size / size / 1024
+            if size != args.episodes:
+                results[size] = _measure(folder / f"run-{size}", folder / f"out-{size}")
+        source = folder / f"run-{args.episodes}"
+        runs: dict[str, list[dict]] = {"auto": [], "0": []}
+        for _ in range(args.repeats):  # alternating, so that both see the same neighbours
+            for workers, found in runs.items():
+                found.append(_measure(source, folder / f"out-{workers}", workers))
+        same = _same(folder / "out-auto", folder / "out-0")
+    big, one = (
+        sorted(found, key=lambda r: r["seconds"])[len(found) // 2] for found in runs.values()
+    )
+    results[args.episodes] = big
+    for size in sizes:
+        r = results[size]
+        print(_line(size, kb[size], r, f"{r['workers']} workers" + ", median" * (r is big)))
+    print(_line(args.episodes, kb[args.episodes], one, "one process, median"))
+    rates = {w: [round(args.episodes / r["seconds"]) for r in found] for w, found in runs.items()}
+    print(f"  each repeat, episodes/s: workers {rates['auto']}, one process {rates['0']}")
+    print(f"  the two new runs are the same, byte for byte: {same}")
+    small, double = results[args.small], results[2 * args.episodes]
+    rate, alone = args.episodes / big["seconds"], args.episodes / one["seconds"]
+    growth = {
+        key: (big[key] / small[key] - 1, double[key] / big[key] - 1)
+        for key in ("peak_mb", "worker_peak_mb")
+    }
     print(
         f"target: over {TARGET_RATE:,.0f} episodes/s; peak RSS within {TARGET_GROWTH:.0%} "
-        f"from {args.small:,} to {args.episodes:,} ({growth:+.1%}) and from {args.episodes:,} "
-        f"to {2 * args.episodes:,} ({doubled:+.1%})"
+        f"from {args.small:,} to {args.episodes:,} ({growth['peak_mb'][0]:+.1%}, a worker "
+        f"{growth['worker_peak_mb'][0]:+.1%}) and from {args.episodes:,} to "
+        f"{2 * args.episodes:,} ({growth['peak_mb'][1]:+.1%}, a worker "
+        f"{growth['worker_peak_mb'][1]:+.1%})"
     )
     figure(
         f"rescore, {args.episodes:,} episodes", rate, "episodes/s",
         f"> {TARGET_RATE:,.0f}", rate > TARGET_RATE,
     )  # fmt: skip
-    figure(f"rescore peak RSS, {args.small:,} episodes", small["peak_mb"], "MB", "", None)
-    figure(
-        f"rescore peak RSS, {args.episodes:,} episodes", big["peak_mb"], "MB",
-        f"within {TARGET_GROWTH:.0%} of {args.small:,}", growth <= TARGET_GROWTH,
-    )  # fmt: skip
-    figure(
-        f"rescore peak RSS, {2 * args.episodes:,} episodes", double["peak_mb"], "MB",
-        f"within {TARGET_GROWTH:.0%} of {args.episodes:,}", doubled <= TARGET_GROWTH,
-    )  # fmt: skip
+    figure(f"rescore in one process, {args.episodes:,} episodes", alone, "episodes/s", "", None)
+    figure(f"rescore on workers against one process, {args.episodes:,} episodes", rate / alone,
+           "x", "the same run", same)  # fmt: skip
+    for key, who in (("peak_mb", "rescore"), ("worker_peak_mb", "rescore worker")):
+        figure(f"{who} peak RSS, {args.small:,} episodes", small[key], "MB", "", None)
+        figure(
+            f"{who} peak RSS, {args.episodes:,} episodes", big[key], "MB",
+            f"within {TARGET_GROWTH:.0%} of {args.small:,}", growth[key][0] <= TARGET_GROWTH,
+        )  # fmt: skip
+        figure(
+            f"{who} peak RSS, {2 * args.episodes:,} episodes", double[key], "MB",
+            f"within {TARGET_GROWTH:.0%} of {args.episodes:,}", growth[key][1] <= TARGET_GROWTH,
+        )  # fmt: skip
 
 
 if __name__ == "__main__":
