@@ -34,8 +34,8 @@ outcome only until its group is complete), so memory stays nearly flat however l
 **Where the work is done.** Each episode is scored by a `rk_agent.rollouts.rescorer.Rescorer`:
 in this process, or, for a source of at least `PARALLEL_BYTES`, on worker processes, one per
 core (`rk_agent.rollouts.rescore_workers`: chunks of lines scored in parallel and taken here in
-file order, so the new run is the same byte for byte). Under `PARALLEL_BYTES` (about 400
-episodes of 5 kB, a tenth of a second of scoring) workers would cost more than they save.
+file order, so the new run is the same byte for byte). Under `PARALLEL_BYTES` (about 1,600
+episodes of 5 kB, half a second of scoring) starting workers would cost about what they save.
 
 Main names: `rescore`, `RescoreResult`, `RescoreRecord`, `ScoreChange`, `RESCORE_FILE`,
 `PARALLEL_BYTES`.
@@ -94,9 +94,12 @@ RESCORE_FILE = "rescore.json"
 """A rescored run's `RescoreRecord`."""
 
 _BATCH = 256  # episodes written per append
-PARALLEL_BYTES = 2 << 20
+PARALLEL_BYTES = 8 << 20
 """The smallest source (bytes of its trajectories file) that `rescore` hands to worker
-processes when not told how many (``workers=None``)."""
+processes when not told how many (``workers=None``): about 1,600 episodes of 5 kB, half a
+second of scoring in one process. Below it workers save a few tenths of a second at most, and
+on busy cores nothing: on 2 shared cores one process was as fast up to 1,000 episodes
+(``benchmarks/bench_rescore.py``)."""
 _MAX_WORKERS = 8  # the most workers chosen for ``workers=None``
 
 
@@ -282,13 +285,14 @@ def rescore(
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    reward_mean, success_rate, components = writer.changes()
     return RescoreResult(
         output=str(out),
         record=record,
         summary=summary,
-        reward_mean=writer.reward.change(),
-        success_rate=writer.success.change(),
-        components={k: v.change() for k, v in writer.components().items()},
+        reward_mean=reward_mean,
+        success_rate=success_rate,
+        components=components,
         workers=count,
     )
 
@@ -317,21 +321,35 @@ def _worker_count(
 # ------------------------------------------------------------------------------ writing
 
 
-class _Mean:
-    """A mean before and after, kept as running sums."""
+class _Side:
+    """One side's figures (the source's, or the rescored run's) as running sums and counts."""
 
     def __init__(self) -> None:
-        self.sums = [0.0, 0.0]
-        self.counts = [0, 0]
+        self.reward = [0.0, 0]
+        self.success = [0.0, 0]
+        self.metrics: dict[str, list[float]] = {}  # a component seen: [sum, count] of finite
 
-    def add(self, side: int, value: float | None) -> None:
-        if value is not None and math.isfinite(value):
-            self.sums[side] += value
-            self.counts[side] += 1
+    def add(self, figures: ScoreSide) -> None:
+        reward, success, metrics = figures
+        if reward is not None and math.isfinite(reward):
+            self.reward[0] += reward
+            self.reward[1] += 1
+        if success is not None:
+            self.success[0] += float(success)
+            self.success[1] += 1
+        sums = self.metrics
+        for name, score in metrics:
+            entry = sums.get(name) or sums.setdefault(name, [0.0, 0])
+            if math.isfinite(score):
+                entry[0] += score
+                entry[1] += 1
 
-    def change(self) -> ScoreChange:
-        before, after = (s / c if c else None for s, c in zip(self.sums, self.counts, strict=True))
-        return ScoreChange(before=before, after=after)
+
+def _change(before: list[float], after: list[float]) -> ScoreChange:
+    return ScoreChange(
+        before=before[0] / before[1] if before[1] else None,
+        after=after[0] / after[1] if after[1] else None,
+    )
 
 
 class _Writer:
@@ -341,15 +359,21 @@ class _Writer:
     def __init__(self, file: Path, group_size: int | None) -> None:
         self.file = file
         self.summary = SummaryBuilder(group_size)
-        self.reward = _Mean()
-        self.success = _Mean()
-        self._components: dict[str, _Mean] = {}
+        self.before, self.after = _Side(), _Side()
         self._counts = [0, 0, 0, 0]  # episodes, unscored, rescored, invalid
         self._batch: list[bytes] = []
         self.group_size = 1
 
-    def components(self) -> dict[str, _Mean]:
-        return dict(sorted(self._components.items()))
+    def changes(self) -> tuple[ScoreChange, ScoreChange, dict[str, ScoreChange]]:
+        """The mean reward, the success rate and each component's mean, before and after."""
+        before, after = self.before, self.after
+        none = [0.0, 0]
+        names = sorted(before.metrics.keys() | after.metrics.keys())
+        return (
+            _change(before.reward, after.reward),
+            _change(before.success, after.success),
+            {n: _change(before.metrics.get(n, none), after.metrics.get(n, none)) for n in names},
+        )
 
     def run(
         self,
@@ -399,21 +423,12 @@ class _Writer:
             counts[2] += 1
             counts[3] += line.invalid
         self.summary.add_facts(line.facts)
-        components = self._components
-        for side, figures in enumerate((line.before, line.after)):
-            self._add(side, figures, components)
+        self.before.add(line.before)
+        self.after.add(line.after)
         self._batch.append(line.line)
         if len(self._batch) >= _BATCH:
             append_lines(self.file, self._batch)
             self._batch.clear()
-
-    def _add(self, side: int, figures: ScoreSide, components: dict[str, _Mean]) -> None:
-        self.reward.add(side, figures.reward)
-        if figures.success is not None:
-            self.success.add(side, float(figures.success))
-        for name, score in figures.metrics:
-            mean = components.get(name) or components.setdefault(name, _Mean())
-            mean.add(side, score)
 
     def close(self, record: RescoreRecord) -> None:
         """Write the last batch; put the counts into the record."""

@@ -169,6 +169,8 @@ class RescoreWorkers:
                 self._finished = True
                 return
             busy = {w.conn: w for w in self._workers if w.held}
+            if not busy:  # every send failed and the workers were replaced: hand out again
+                continue
             for ready in wait(list(busy)):
                 worker = busy[ready]  # type: ignore[index]  # wait() gives back what it got
                 try:

@@ -196,6 +196,44 @@ def test_an_episode_whose_reward_kills_its_worker_is_the_only_one_lost(
     assert killed >= 2 and workers.record.invalid == killed and workers.workers == 2
 
 
+def test_a_reward_that_kills_every_worker_leaves_every_episode_invalid(
+    tmp_path: Path, source: Path, rewards: Path
+) -> None:
+    # Workers die idle too (the next chunk's send fails), both at once: all are replaced.
+    limit = {"rk_agent.rollouts.rescore_workers.MAX_DEATHS": 1000}
+    result = _in_fresh_process(
+        source, f"{rewards}::always_kills", limit, output=tmp_path / "out", workers=2
+    )
+    assert result.record.invalid == result.record.rescored > 0
+    died = "the worker process scoring it died (killed by SIGKILL)"
+    assert result.summary.reward_errors == {died: result.record.rescored}
+
+
+IDLE_DEATHS = """
+import sys
+from pathlib import Path
+from rk_agent.rollouts.rescore_workers import RescoreWorkers
+from rk_agent.rollouts.rescorer import Rescorer, RescoreSpec
+rescorer = Rescorer(RescoreSpec("format", {}))
+rescorer.choose_success_rule("tools")
+workers = RescoreWorkers(rescorer, Path(sys.argv[1]), 2)
+for worker in workers._workers:  # both die before they are sent anything
+    worker.process.kill()
+    worker.process.join()
+print(sum(len(chunk) for chunk in workers.results()), workers.deaths)
+workers.close()
+"""
+
+
+def test_workers_found_dead_before_a_chunk_is_sent_are_replaced(source: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", IDLE_DEATHS, str(source / "trajectories.jsonl")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["17", "2"]  # every line (the repeat too), two replacements
+
+
 def test_workers_dying_past_the_limit_stop_the_rescore_and_nothing_is_written(
     tmp_path: Path, source: Path, rewards: Path
 ) -> None:
