@@ -124,11 +124,6 @@ class RescoreWorkers:
         """How a worker starts now: ``fork`` or ``spawn`` (`can_fork`)."""
         return "fork" if can_fork() else "spawn"
 
-    @property
-    def count(self) -> int:
-        """How many workers run."""
-        return len(self._workers)
-
     def results(self) -> Iterator[list[RescoredLine]]:
         """Each chunk's lines rescored, in file order (`RescoredLine`, one per episode line).
 
