@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from figures import figure
+from peak_rss import peak_rss_mb
 
 TARGET_RATE = 2000.0
 TARGET_GROWTH = 0.10
@@ -84,7 +85,7 @@ def _child(source: str, output: str, workers: str) -> None:
     print(json.dumps({
         "episodes": result.record.episodes, "seconds": seconds, "workers": result.workers,
         "cpu": cpu + children.ru_utime + children.ru_stime,
-        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_mb": peak_rss_mb(),
         "worker_peak_mb": children.ru_maxrss / 1024,
     }))  # fmt: skip
 
