@@ -202,14 +202,13 @@ class RescoreWorkers:
     def _start(self) -> _Worker:
         """A new worker, ready: forked with the `Rescorer`, or spawned with its spec."""
         method = self.method
-        if method == "fork":
-            context: Any = multiprocessing.get_context("fork")
-            scorer: Rescorer | RescoreSpec = self.rescorer
-            inherited = [w.conn for w in self._workers]
-        else:
-            context = multiprocessing.get_context("spawn")
-            scorer, inherited = self.rescorer.spec, []
+        context: Any = multiprocessing.get_context(method)
         ours, theirs = context.Pipe()
+        if method == "fork":  # it closes what it inherits of this side: its parent's death
+            scorer: Rescorer | RescoreSpec = self.rescorer  # must reach it as an end of file
+            inherited = [ours, *(w.conn for w in self._workers)]
+        else:
+            scorer, inherited = self.rescorer.spec, []
         process = context.Process(
             target=_work, args=(scorer, self.file, theirs, inherited), daemon=True,
             name="rk-agent-rescore",
@@ -364,7 +363,7 @@ def _work(
     is sent rescored, until it is told to stop (``None``) or its parent is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    for other in inherited:  # the parent's ends of the other workers' pipes
+    for other in inherited:  # the parent's ends of the pipes, its own among them
         other.close()
     try:
         if isinstance(scorer, Rescorer):

@@ -8,8 +8,10 @@ import json
 import os
 import pickle
 import re
+import signal
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -232,6 +234,42 @@ def test_workers_found_dead_before_a_chunk_is_sent_are_replaced(source: Path) ->
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["17", "2"]  # every line (the repeat too), two replacements
+
+
+ORPHANED = """
+import os, signal, sys
+from pathlib import Path
+from rk_agent.rollouts.rescore_workers import RescoreWorkers
+from rk_agent.rollouts.rescorer import Rescorer, RescoreSpec
+rescorer = Rescorer(RescoreSpec("format", {}))
+rescorer.choose_success_rule("tools")
+workers = RescoreWorkers(rescorer, Path(sys.argv[1]), 2)
+print(*(worker.process.pid for worker in workers._workers), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # killed outright: no clean-up runs
+"""
+
+
+def test_workers_exit_when_the_process_that_started_them_is_killed(source: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", ORPHANED, str(source / "trajectories.jsonl")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until each has read the end of its pipe
+    assert not any(_alive(pid) for pid in pids), "a worker outlived the rescore"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped has exited)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "State:\tZ" not in status
 
 
 def test_workers_dying_past_the_limit_stop_the_rescore_and_nothing_is_written(
