@@ -204,8 +204,10 @@ class RescoreWorkers:
         method = self.method
         context: Any = multiprocessing.get_context(method)
         ours, theirs = context.Pipe()
-        if method == "fork":  # it closes what it inherits of this side: its parent's death
-            scorer: Rescorer | RescoreSpec = self.rescorer  # must reach it as an end of file
+        if method == "fork":
+            scorer: Rescorer | RescoreSpec = self.rescorer
+            # It closes its copies of this side's ends, its own among them: this process's
+            # death must reach it as the end of its pipe.
             inherited = [ours, *(w.conn for w in self._workers)]
         else:
             scorer, inherited = self.rescorer.spec, []
