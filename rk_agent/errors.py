@@ -17,7 +17,7 @@ RkAgentError
 ├── EnvError (RuntimeError)             an environment was used wrongly (step before reset, ...)
 ├── RunLockedError (RuntimeError)       another process is writing that run directory (names it)
 ├── SandboxError (RuntimeError)         the code sandbox itself (not the code in it) failed
-├── WorkerError (RuntimeError)          rollout workers (Ray actors) were lost past replacing
+├── WorkerError (RuntimeError)          worker processes (Ray, rescore) lost past replacing
 └── NotAvailableError (NotImplementedError)  a feature that is not available yet or here
 ```
 
@@ -263,8 +263,10 @@ class SandboxError(RkAgentError, RuntimeError):
 
 
 class WorkerError(RkAgentError, RuntimeError):
-    """Rollout workers (`rk_agent.rollouts.ray_workers`) were lost and none could be started in
-    their place, or one broke its contract; what finished is saved and the run can be resumed.
+    """Worker processes were lost and none could be started in their place, or one broke its
+    contract: rollout workers (`rk_agent.rollouts.ray_workers`; what finished is saved and the
+    run can be resumed) or a rescore's (`rk_agent.rollouts.rescore_workers`; nothing is
+    written).
     """
 
 

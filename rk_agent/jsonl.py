@@ -1,6 +1,8 @@
-"""Reading JSONL files line by line, where a bad line is reported, not fatal.
+"""JSONL files: reading them line by line, where a bad line is reported, not fatal, and
+appending whole lines, where a line torn by a crash is cut off first.
 
-Main names: `JsonlLine`, `iter_jsonl`, `parse_jsonl_line`.
+Main names: `JsonlLine`, `iter_jsonl`, `parse_jsonl_line`, `append_jsonl`, `end_last_line`,
+`is_torn`.
 
 Example:
     >>> from pathlib import Path
@@ -13,15 +15,25 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rk_agent.errors import DataError, kind_of
 
-__all__ = ["JsonlLine", "iter_jsonl", "parse_jsonl_line"]
+__all__ = [
+    "JsonlLine",
+    "append_jsonl",
+    "end_last_line",
+    "is_torn",
+    "iter_jsonl",
+    "parse_jsonl_line",
+]
 
 
 @dataclass(frozen=True)
@@ -81,3 +93,69 @@ def parse_jsonl_line(path: str | Path, number: int, text: str) -> JsonlLine:
             ),
         )
     return JsonlLine(number, value=value)
+
+
+def is_torn(tail: bytes) -> bool:
+    """Whether a last line without its newline is a torn write: a cut-off JSON line never
+    parses, a whole one does."""
+    try:
+        json.loads(tail)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+        return True
+    return False
+
+
+def append_jsonl(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Append whole lines (``data`` ends with a newline) to a JSONL file in one write, flushed.
+
+    The file's torn last line, if a crash left one, is cut off first (`end_last_line`);
+    writers of one file (processes too) take turns (``flock``).
+    """
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    with file.open("a+b") as handle, _file_lock(handle):
+        _end_last_line(handle)
+        handle.write(data.encode("utf-8") if isinstance(data, str) else data)
+        handle.flush()
+
+
+def end_last_line(path: str | os.PathLike[str]) -> int:
+    """Make a JSONL file end with a newline: cut off a torn last line (`is_torn`), or end a
+    whole one that lacks only its newline. Returns the bytes cut off."""
+    with Path(path).open("a+b") as handle, _file_lock(handle):
+        return _end_last_line(handle)
+
+
+@contextlib.contextmanager
+def _file_lock(handle: IO[bytes]) -> Iterator[None]:
+    """Hold ``flock`` on an open file for a short write (writers of one file take turns)."""
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _end_last_line(handle: IO[bytes]) -> int:
+    fd = handle.fileno()
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return 0
+    start = _last_line_start(fd, size)
+    if is_torn(os.pread(fd, size - start, start)):
+        os.ftruncate(fd, start)
+        return size - start
+    handle.write(b"\n")
+    handle.flush()
+    return 0
+
+
+def _last_line_start(fd: int, size: int, chunk: int = 1 << 16) -> int:
+    end = size
+    while end > 0:
+        begin = max(0, end - chunk)
+        found = os.pread(fd, end - begin, begin).rfind(b"\n")
+        if found != -1:
+            return begin + found + 1
+        end = begin
+    return 0

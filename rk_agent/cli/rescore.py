@@ -89,14 +89,14 @@ def rescore(
     )  # fmt: skip
     bar = progress.add_task("rescoring", total=None)
 
-    def advance(_: object) -> None:
+    def advance(done: int) -> None:
         if not progress.live.is_started:  # shown once episodes flow: bad input prints nothing
             progress.start()
-        progress.advance(bar)
+        progress.update(bar, completed=done)
 
     try:
         result = rescore_run(
-            run, reward, output=output, kwargs=bound, step_reward=step_reward, on_episode=advance
+            run, reward, output=output, kwargs=bound, step_reward=step_reward, on_progress=advance
         )
     except KeyboardInterrupt:
         _stop(progress)

@@ -8,7 +8,9 @@ Modules:
         keeps, training runs' too (`RunRecord`, ``run.json``).
     trajectory / summary / stats / watch / alarms / token_drift: what an episode recorded, and
         what a run's episodes add up to.
-    replay / fork / rescore / compare: runs played again, continued, scored again, compared.
+    replay / fork / rescore / compare: runs played again, continued, scored again, compared;
+        rescorer / rescore_workers: one episode scored again, and rescoring on worker
+        processes.
 
 The models the engine plays with are in `rk_agent.policies`; its test doubles in
 `rk_agent.testing`.

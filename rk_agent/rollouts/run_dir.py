@@ -42,22 +42,22 @@ episode's record to what differs from it, and fills in what only the first answe
 naming the first. The OS releases the lock when its process dies, so a killed run is resumed
 without any clean-up.
 
-Main names: `RunDir`, `RunStatus`, `read_trajectories`, `iter_trajectories`,
-`append_trajectories`, `append_lines`, `trajectory_line`, `read_provenance`, and the file names
+Main names: `RunDir`, `RunStatus`, `read_trajectories`, `iter_trajectories` (and its parts, for
+readers that split the work: `trajectories_file`, `trajectory_lines`, `parse_trajectory_line`,
+`unique_episodes`), `append_trajectories`, `append_lines`, `trajectory_line` (`trajectory_bytes`),
+`read_provenance`, and the file names
 (`TRAJECTORIES_FILE`, `CONFIG_FILE`, `PROVENANCE_FILE`, `SUMMARY_FILE`, `DROPPED_FILE`,
 `WORKER_FAILURES_FILE`, `LOCK_FILE`; ``run.json`` is `RUN_RECORD_FILE`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
 import platform
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -66,7 +66,7 @@ from pydantic import BaseModel, ValidationError
 from rk_agent.atomic_file import write_atomic
 from rk_agent.config_files import validation_problems
 from rk_agent.errors import ConfigError, DataError
-from rk_agent.jsonl import iter_jsonl, parse_jsonl_line
+from rk_agent.jsonl import append_jsonl, end_last_line, is_torn, iter_jsonl, parse_jsonl_line
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.provenance import PROVENANCE_FILE, RunProvenance, package_versions
 from rk_agent.rollouts.run_lock import LockHolder, RunLock
@@ -95,14 +95,20 @@ __all__ = [
     "append_lines",
     "append_trajectories",
     "iter_trajectories",
+    "parse_trajectory_line",
     "read_provenance",
     "read_trajectories",
+    "trajectories_file",
+    "trajectory_bytes",
     "trajectory_line",
+    "trajectory_lines",
+    "unique_episodes",
 ]
 
 logger = logging.getLogger(__name__)
 
 _Record = TypeVar("_Record", bound=BaseModel)
+_Item = TypeVar("_Item")
 
 TRAJECTORIES_FILE = "trajectories.jsonl"
 """One finished episode per line (also the name of a training run's episode log)."""
@@ -237,12 +243,12 @@ class RunDir:
         self._check_writable()
         episodes = [json.loads(trajectory_line(t)) for t in trajectories]
         line = json.dumps({"task_index": task_index, "reason": reason, "trajectories": episodes})
-        _append_bytes(self.path / DROPPED_FILE, line + "\n")
+        append_jsonl(self.path / DROPPED_FILE, line + "\n")
 
     def append_worker_failure(self, failure: BaseModel) -> None:
         """Log a lost rollout worker (a `rk_agent.rollouts.workers.WorkerFailure`)."""
         self._check_writable()
-        _append_bytes(self.path / WORKER_FAILURES_FILE, failure.model_dump_json() + "\n")
+        append_jsonl(self.path / WORKER_FAILURES_FILE, failure.model_dump_json() + "\n")
 
     def worker_failure_kinds(self) -> list[str]:
         """The kind of each lost rollout worker in ``worker_failures.jsonl``, in order (``[]``
@@ -328,8 +334,7 @@ class RunDir:
         file = self.path / TRAJECTORIES_FILE
         if not file.is_file():
             return 0
-        with file.open("a+b") as handle, _file_lock(handle):
-            return _end_last_line(handle)
+        return end_last_line(file)
 
     def _check_writable(self) -> None:
         if not self.writable:
@@ -433,7 +438,12 @@ def _read_record(file: Path, model: type[_Record], what: str, fix: str) -> _Reco
 def trajectory_line(trajectory: Trajectory) -> str:
     """The one serialisation of a trajectory on disk: compact JSON, ``null`` fields left out,
     no newline."""
-    return trajectory.model_dump_json(exclude_none=True)
+    return trajectory_bytes(trajectory).decode()
+
+
+def trajectory_bytes(trajectory: Trajectory) -> bytes:
+    """`trajectory_line` as the bytes written (for writers that batch lines: `append_lines`)."""
+    return trajectory.__pydantic_serializer__.to_json(trajectory, exclude_none=True)
 
 
 def append_trajectories(file: str | os.PathLike[str], trajectories: Iterable[Trajectory]) -> None:
@@ -442,15 +452,15 @@ def append_trajectories(file: str | os.PathLike[str], trajectories: Iterable[Tra
     A torn last line left by a crash is cut off first (`read_trajectories`' rule); concurrent
     writers of the file (training processes on several GPUs) take turns.
     """
-    append_lines(file, (trajectory_line(t) for t in trajectories))
+    append_lines(file, (trajectory_bytes(t) for t in trajectories))
 
 
-def append_lines(file: str | os.PathLike[str], lines: Iterable[str]) -> None:
-    """`append_trajectories` for lines `trajectory_line` already made (a writer that batches
+def append_lines(file: str | os.PathLike[str], lines: Iterable[bytes]) -> None:
+    """`append_trajectories` for lines `trajectory_bytes` already made (a writer that batches
     lines, not episodes, so that each episode is freed as soon as it is written out)."""
-    text = "".join(line + "\n" for line in lines)
-    if text:
-        _append_bytes(Path(file), text)
+    data = b"".join(line + b"\n" for line in lines)
+    if data:
+        append_jsonl(file, data)
 
 
 def read_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
@@ -466,7 +476,7 @@ def read_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
     return list(iter_trajectories(source))
 
 
-def iter_trajectories(source: str | os.PathLike[str]) -> Iterator[Trajectory]:
+def iter_trajectories(source: str | os.PathLike[str]) -> Generator[Trajectory, None, None]:
     """The trajectories of `read_trajectories`, yielded one line at a time (memory stays flat
     on big runs: ``rk-agent rescore`` and ``rk-agent compare`` read this way).
 
@@ -477,6 +487,16 @@ def iter_trajectories(source: str | os.PathLike[str]) -> Iterator[Trajectory]:
         DataError: a line is not UTF-8, not JSON or not a trajectory (``file:line`` named),
             raised when that line is reached.
     """
+    file = trajectories_file(source)
+    return unique_episodes(file, _parsed(file), _trajectory_id)
+
+
+def trajectories_file(source: str | os.PathLike[str]) -> Path:
+    """The trajectories file of a run directory, or the file itself (`iter_trajectories`' check).
+
+    Raises:
+        ConfigError: the path does not exist, or is a directory without ``trajectories.jsonl``.
+    """
     path = Path(source)
     file = path / TRAJECTORIES_FILE if path.is_dir() else path
     if not file.is_file():
@@ -485,25 +505,39 @@ def iter_trajectories(source: str | os.PathLike[str]) -> Iterator[Trajectory]:
             f"{path} {what}: expected a run directory made by `rk-agent rollout`, or a "
             "trajectories JSONL file."
         )
-    return _iter_lines(file, unique=(file.parent / CONFIG_FILE).is_file())
+    return file
 
 
-def _iter_lines(file: Path, unique: bool) -> Iterator[Trajectory]:
+def trajectory_lines(handle: IO[bytes], number: int = 0) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of a trajectories file from ``handle``'s position, with their numbers
+    (counted on from ``number``, the lines before it), a torn last line left out (the module's
+    rule). A piece of the file read into `io.BytesIO` is read the same way."""
+    for index, line in enumerate(handle, start=number + 1):
+        if not line.strip():
+            continue
+        if not line.endswith(b"\n") and is_torn(line):
+            break  # the torn last line
+        yield index, line
+
+
+def unique_episodes(
+    file: Path, items: Iterable[_Item], id_of: Callable[[_Item], str]
+) -> Generator[_Item, None, None]:
+    """``items``, read from ``file`` in order, without the repeats of an episode id when ``file``
+    is a run directory's (the module's rule: the first is kept, and one warning says how many
+    were left out); all of them otherwise."""
+    if not (file.parent / CONFIG_FILE).is_file():
+        yield from items
+        return
     seen: set[str] = set()
     repeated = 0
-    with file.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            if not line.endswith(b"\n") and _is_torn(line):
-                break  # the torn last line
-            trajectory = _parse_line(file, number, line)
-            if unique:
-                if trajectory.id in seen:
-                    repeated += 1
-                    continue
-                seen.add(trajectory.id)
-            yield trajectory
+    for item in items:
+        key = id_of(item)
+        if key in seen:
+            repeated += 1
+            continue
+        seen.add(key)
+        yield item
     if repeated:
         logger.warning(
             "%s: %d episode(s) appear more than once (two processes wrote this run at once, "
@@ -513,7 +547,22 @@ def _iter_lines(file: Path, unique: bool) -> Iterator[Trajectory]:
         )
 
 
-def _parse_line(file: Path, number: int, line: bytes) -> Trajectory:
+def _parsed(file: Path) -> Iterator[Trajectory]:
+    with file.open("rb") as handle:
+        for number, line in trajectory_lines(handle):
+            yield parse_trajectory_line(file, number, line)
+
+
+def _trajectory_id(trajectory: Trajectory) -> str:
+    return trajectory.id
+
+
+def parse_trajectory_line(file: Path, number: int, line: bytes) -> Trajectory:
+    """Line ``number`` of ``file`` as a `Trajectory` (the reader's validation of one line).
+
+    Raises:
+        DataError: the line is not UTF-8, not JSON or not a trajectory (``file:line`` named).
+    """
     try:  # the lines rk-agent writes skip the validators that widen what models accept
         return validate_trusted_json(Trajectory, line)
     except ValidationError:
@@ -530,58 +579,3 @@ def _parse_line(file: Path, number: int, line: bytes) -> Trajectory:
             else f"not a trajectory: {validation_problems(exc)}"
         )
         raise DataError(f"{problem}. {_LINE_HINT}", path=str(file), line=number) from exc
-
-
-def _is_torn(tail: bytes) -> bool:
-    """Whether a last line without its newline is a torn write: a cut-off JSON line never
-    parses, a whole one does."""
-    try:
-        json.loads(tail)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
-        return True
-    return False
-
-
-def _append_bytes(file: Path, text: str) -> None:
-    file.parent.mkdir(parents=True, exist_ok=True)
-    with file.open("a+b") as handle, _file_lock(handle):
-        _end_last_line(handle)
-        handle.write(text.encode("utf-8"))
-        handle.flush()
-
-
-@contextlib.contextmanager
-def _file_lock(handle: IO[bytes]) -> Iterator[None]:
-    """Hold ``flock`` on an open file for a short write (writers of one file take turns)."""
-    fcntl.flock(handle, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _end_last_line(handle: IO[bytes]) -> int:
-    """Make the file end with a newline: cut off a torn last line (return its length), or end
-    a whole one that lacks only its newline."""
-    fd = handle.fileno()
-    size = os.fstat(fd).st_size
-    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-        return 0
-    start = _last_line_start(fd, size)
-    if _is_torn(os.pread(fd, size - start, start)):
-        os.ftruncate(fd, start)
-        return size - start
-    handle.write(b"\n")
-    handle.flush()
-    return 0
-
-
-def _last_line_start(fd: int, size: int, chunk: int = 1 << 16) -> int:
-    end = size
-    while end > 0:
-        begin = max(0, end - chunk)
-        found = os.pread(fd, end - begin, begin).rfind(b"\n")
-        if found != -1:
-            return begin + found + 1
-        end = begin
-    return 0

@@ -1,7 +1,8 @@
 """Episode statistics, defined once: for run summaries and for training logs.
 
 `EpisodeStats.of` counts a batch of trajectories (`EpisodeCounter` the same one at a time, for
-runs read as a stream); `rk_agent.rollouts.summary.summarize`
+runs read as a stream, and `EpisodeCounts` what it counts of one episode, for a process that
+reads episodes to send to the one that counts them); `rk_agent.rollouts.summary.summarize`
 (``summary.json``) and `rk_agent.trainers.rewards.episode_stats` (TRL's ``episodes/*`` log) both
 read their numbers from it, so a rate means the same in both places.
 
@@ -20,7 +21,7 @@ Definitions:
 - **turns mean**: turns / episodes; ``None`` without episodes.
 - **step reward**: statistics of the valid per-step rewards (`RewardStats`; invalid ones counted).
 
-Main names: `EpisodeStats`, `EpisodeCounter`.
+Main names: `EpisodeStats`, `EpisodeCounter`, `EpisodeCounts`.
 
 Example:
     >>> EpisodeStats.of([]).tool_success_rate is None
@@ -34,11 +35,12 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.rollouts.trajectory import Trajectory
 
-__all__ = ["EpisodeCounter", "EpisodeStats"]
+__all__ = ["EpisodeCounter", "EpisodeCounts", "EpisodeStats"]
 
 
 def _ratio(part: int, whole: int) -> float | None:
@@ -118,6 +120,53 @@ class EpisodeStats:
         return _ratio(self.budget_hits, self.episodes)
 
 
+class EpisodeCounts(NamedTuple):
+    """What `EpisodeCounter` counts of one episode (`EpisodeCounts.of`): plain values, which
+    pickle small (``rk-agent rescore``'s worker processes send them to the one that counts).
+
+    Attributes:
+        failure: the kind of the episode's `Failure` (``None`` without one).
+        success: the environment's verdict (``None`` without one).
+        turns: its turns.
+        tool_calls: its tool calls.
+        tool_calls_ok: those that succeeded.
+        parse_errors: its turns whose reply could not be parsed.
+        step_rewards: each turn's reward, NaN for an invalid one.
+        budget_hit: TRL's tool loop cut it.
+        stop_reason: its `StopReason` value.
+    """
+
+    failure: str | None
+    success: bool | None
+    turns: int
+    tool_calls: int
+    tool_calls_ok: int
+    parse_errors: int
+    step_rewards: tuple[float, ...]
+    budget_hit: bool
+    stop_reason: str
+
+    @classmethod
+    def of(cls, t: Trajectory) -> EpisodeCounts:
+        """The counts of one episode."""
+        tool_calls = tool_calls_ok = parse_errors = 0
+        for turn in t.turns:
+            tool_calls += len(turn.tool_calls)
+            tool_calls_ok += sum(call.ok for call in turn.tool_calls)
+            parse_errors += turn.parse_error is not None
+        return cls(
+            failure=None if t.failure is None else t.failure.kind.value,
+            success=t.success,
+            turns=len(t.turns),
+            tool_calls=tool_calls,
+            tool_calls_ok=tool_calls_ok,
+            parse_errors=parse_errors,
+            step_rewards=tuple(turn.reward if turn.reward_valid else math.nan for turn in t.turns),
+            budget_hit=bool(t.metadata.get("budget_hit")),
+            stop_reason=t.stop_reason.value,
+        )
+
+
 class EpisodeCounter:
     """`EpisodeStats` counted one episode at a time: only the per-step rewards are kept (8 bytes
     each, NaN for an invalid one)."""
@@ -132,21 +181,24 @@ class EpisodeCounter:
 
     def add(self, t: Trajectory) -> None:
         """Count one episode."""
+        self.add_counts(EpisodeCounts.of(t))
+
+    def add_counts(self, counts: EpisodeCounts) -> None:
+        """Count one episode from its `EpisodeCounts`."""
         self.episodes += 1
-        self.failed += t.failure is not None
-        self.judged += t.success is not None
-        self.succeeded += t.success is True
-        self.turns += len(t.turns)
-        self.turns_max = max(self.turns_max, len(t.turns))
-        for turn in t.turns:
-            self.tool_calls += len(turn.tool_calls)
-            self.tool_calls_ok += sum(call.ok for call in turn.tool_calls)
-            self.parse_errors += turn.parse_error is not None
-            self.step_rewards.append(turn.reward if turn.reward_valid else math.nan)
-        self.budget_hits += bool(t.metadata.get("budget_hit"))
-        self.stop_reasons[t.stop_reason.value] += 1
-        if t.failure is not None:
-            self.failures[t.failure.kind.value] += 1
+        self.failed += counts.failure is not None
+        self.judged += counts.success is not None
+        self.succeeded += counts.success is True
+        self.turns += counts.turns
+        self.turns_max = max(self.turns_max, counts.turns)
+        self.tool_calls += counts.tool_calls
+        self.tool_calls_ok += counts.tool_calls_ok
+        self.parse_errors += counts.parse_errors
+        self.step_rewards.extend(counts.step_rewards)
+        self.budget_hits += counts.budget_hit
+        self.stop_reasons[counts.stop_reason] += 1
+        if counts.failure is not None:
+            self.failures[counts.failure] += 1
 
     def stats(self) -> EpisodeStats:
         """The `EpisodeStats` of the episodes counted so far."""

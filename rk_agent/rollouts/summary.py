@@ -9,9 +9,11 @@ and ``alarms`` the alarms those signals raise (`rk_agent.rollouts.alarms.batch_a
 `summarize` reads the trajectories once, as a stream: `SummaryBuilder` keeps a few 8-byte
 numbers of each episode (its rewards and latencies) and three counts of each task, not the
 episode; the watch's outcome of an episode only until its GRPO group is complete. A run of any
-size is summarised in little memory.
+size is summarised in little memory. What it takes of an episode is `EpisodeFacts`, plain
+values that pickle small: processes that read episodes can send them to the one that summarises
+(``rk-agent rescore``'s workers), and the summary is the one built from the episodes.
 
-Main names: `RunSummary`, `summarize`, `SummaryBuilder`, `pass_at_k`.
+Main names: `RunSummary`, `summarize`, `SummaryBuilder`, `EpisodeFacts`, `pass_at_k`.
 
 Example:
     >>> round(pass_at_k(n=4, c=1, k=2), 3)
@@ -26,16 +28,24 @@ import math
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
 from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.rollouts.alarms import Alarm, AlarmOptions, batch_alarms
-from rk_agent.rollouts.stats import EpisodeCounter
+from rk_agent.rollouts.stats import EpisodeCounter, EpisodeCounts
 from rk_agent.rollouts.trajectory import Trajectory
 from rk_agent.rollouts.watch import EpisodeOutcome, WatchCounter, WatchSignals, outcome_of
 
-__all__ = ["LatencyStats", "RunSummary", "SummaryBuilder", "pass_at_k", "summarize"]
+__all__ = [
+    "EpisodeFacts",
+    "LatencyStats",
+    "RunSummary",
+    "SummaryBuilder",
+    "pass_at_k",
+    "summarize",
+]
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -129,6 +139,84 @@ episodes with a verdict and successes, 21 bits each."""
 _COUNT = (1 << 21) - 1
 
 
+class EpisodeFacts(NamedTuple):
+    """What `SummaryBuilder` takes of one episode (`EpisodeFacts.of`).
+
+    Attributes:
+        counts: what `EpisodeCounter` counts of it.
+        episode_reward: its valid episode score, NaN when missing or invalid.
+        total_reward: its total reward.
+        metrics: its episode result's valid components, ``(name, score)`` in order.
+        reward_error: the first 200 characters of its result's error (``None`` without one).
+        prompt_tokens: its prompt tokens.
+        completion_tokens: its completion tokens.
+        model_latency: each turn's model latency, in seconds.
+        wall_time: its wall time, in seconds.
+        task_index: its task.
+        outcome: the watch's outcome of it (`outcome_of`), a long answer as its digest.
+    """
+
+    counts: EpisodeCounts
+    episode_reward: float
+    total_reward: float
+    metrics: tuple[tuple[str, float], ...]
+    reward_error: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    model_latency: tuple[float, ...]
+    wall_time: float
+    task_index: int
+    outcome: EpisodeOutcome
+
+    @classmethod
+    def of(cls, t: Trajectory) -> EpisodeFacts:
+        """The facts of one episode."""
+        reward = t.episode_reward
+        metrics: tuple[tuple[str, float], ...] = ()
+        error = None
+        if t.episode is not None:
+            metrics = tuple(
+                (name, metric.score)
+                for name, metric in t.episode.metrics.items()
+                if metric.is_score_valid
+            )
+            error = t.episode.error[:200] if t.episode.error else None
+        outcome = outcome_of(t)
+        answer = outcome.answer
+        if answer is not None and len(answer) > _ANSWER_KEPT:  # the watch only compares them
+            outcome = dataclasses.replace(
+                outcome, answer=hashlib.blake2b(answer.encode(), digest_size=16).hexdigest()
+            )
+        return cls(
+            counts=EpisodeCounts.of(t),
+            episode_reward=_NONE if reward is None else reward,
+            total_reward=t.total_reward,
+            metrics=metrics,
+            reward_error=error,
+            prompt_tokens=t.usage.prompt_tokens,
+            completion_tokens=t.usage.completion_tokens,
+            model_latency=tuple(turn.model_latency_s for turn in t.turns),
+            wall_time=t.wall_time_s,
+            task_index=t.task_index,
+            outcome=outcome,
+        )
+
+    def plain(self) -> tuple[Any, ...]:
+        """These facts as plain nested tuples, which pickle without a Python call per object
+        (`EpisodeFacts.from_plain` reads them back)."""
+        o = self.outcome
+        outcome = tuple(getattr(o, name) for name in _OUTCOME_FIELDS)
+        return (tuple(self.counts), *self[1:-1], outcome)
+
+    @classmethod
+    def from_plain(cls, plain: tuple[Any, ...]) -> EpisodeFacts:
+        """The facts `EpisodeFacts.plain` gave."""
+        return cls._make((EpisodeCounts._make(plain[0]), *plain[1:-1], EpisodeOutcome(*plain[-1])))
+
+
+_OUTCOME_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeOutcome))
+
+
 class SummaryBuilder:
     """A `RunSummary` built one episode at a time (module docstring); `summarize` is the usual
     way in.
@@ -157,41 +245,40 @@ class SummaryBuilder:
 
     def add(self, t: Trajectory) -> None:
         """Take one episode into the summary."""
-        self._stats.add(t)
-        reward = t.episode_reward
-        self._episode_rewards.append(_NONE if reward is None else reward)
-        self._total_rewards.append(t.total_reward)
-        if t.episode is not None:
-            for name, metric in t.episode.metrics.items():
-                if metric.is_score_valid:
-                    sums = self._metrics[name]
-                    sums[0] += metric.score
-                    sums[1] += 1
-            if t.episode.error:
-                self._reward_errors[t.episode.error[:200]] += 1
-        self._tokens[0] += t.usage.prompt_tokens
-        self._tokens[1] += t.usage.completion_tokens
-        self._model_latency.extend(turn.model_latency_s for turn in t.turns)
-        self._wall_time.append(t.wall_time_s)
-        counts = _EPISODE
-        if t.success is not None:
-            counts += _VERDICT + _SUCCESS * t.success
-        self._tasks[t.task_index] = self._tasks.get(t.task_index, 0) + counts
-        group = self._open.setdefault(t.task_index, [])
-        if self._group_size is not None and len(group) + 1 >= self._group_size:
-            group.append(outcome_of(t))  # the group is complete: counted now, kept by none
-            self._watch.add_group(self._open.pop(t.task_index))
-        else:
-            group.append(self._kept(outcome_of(t)))
+        self.add_facts(EpisodeFacts.of(t))
 
-    def _kept(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
-        """``outcome`` as an open group keeps it: a long answer as its digest, and one copy of
-        each set of outcome names."""
-        answer = outcome.answer
-        if answer is not None and len(answer) > _ANSWER_KEPT:
-            answer = hashlib.blake2b(answer.encode(), digest_size=16).hexdigest()
-        names = self._shared.setdefault(outcome.outcome, outcome.outcome)
-        return dataclasses.replace(outcome, answer=answer, outcome=names)
+    def add_facts(self, facts: EpisodeFacts) -> None:
+        """Take one episode into the summary by its `EpisodeFacts` (episodes read elsewhere are
+        taken in the order they were read, as `add` would take them)."""
+        self._stats.add_counts(facts.counts)
+        self._episode_rewards.append(facts.episode_reward)
+        self._total_rewards.append(facts.total_reward)
+        for name, score in facts.metrics:
+            sums = self._metrics[name]
+            sums[0] += score
+            sums[1] += 1
+        if facts.reward_error:
+            self._reward_errors[facts.reward_error] += 1
+        self._tokens[0] += facts.prompt_tokens
+        self._tokens[1] += facts.completion_tokens
+        self._model_latency.extend(facts.model_latency)
+        self._wall_time.append(facts.wall_time)
+        counts = _EPISODE
+        success = facts.counts.success
+        if success is not None:
+            counts += _VERDICT + _SUCCESS * success
+        task = facts.task_index
+        self._tasks[task] = self._tasks.get(task, 0) + counts
+        group = self._open.setdefault(task, [])
+        outcome = facts.outcome
+        if self._group_size is not None and len(group) + 1 >= self._group_size:
+            group.append(outcome)
+            self._watch.add_group(self._open.pop(task))  # complete: counted now, kept by none
+            return
+        names = self._shared.setdefault(outcome.outcome, outcome.outcome)  # one copy of each
+        group.append(
+            outcome if names is outcome.outcome else dataclasses.replace(outcome, outcome=names)
+        )
 
     @property
     def tasks(self) -> int:

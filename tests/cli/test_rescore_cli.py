@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from rk_agent.envs import get_solver
+from rk_agent.rollouts.rescore import PARALLEL_BYTES, rescore
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
-from tests.rollouts.runs import answering, arithmetic_tasks, file_hashes, play_run
+from tests.rollouts.runs import answering, arithmetic_tasks, file_hashes, play_run, repeated_run
 
 ENV = {**os.environ, "COLUMNS": "200", "UV_RUN_RECURSION_DEPTH": "1"}
 NO_RUN = (
@@ -73,6 +77,73 @@ def test_rescore_bad_inputs_are_one_line_with_exit_2(tmp_path: Path) -> None:
     assert unknown.returncode == 2
     assert unknown.stderr.startswith("error: unknown reward 'fromat'. Did you mean 'format'?")
     assert unknown.stderr.count("\n") == 1
+
+
+WORKER_REWARDS = """
+import multiprocessing
+import time
+from pathlib import Path
+
+
+def marked(messages, ground_truth, marker, pause=0.0):
+    \"\"\"Holds the ground truth; touches ``marker`` when called in a worker process.\"\"\"
+    if multiprocessing.parent_process() is not None:
+        Path(marker).touch()
+    time.sleep(pause)
+    return float(str(ground_truth) in (messages[-1].text or ""))
+"""
+
+
+def _big_run(tmp_path: Path) -> Path:
+    """A run of the ``tools`` solver's episodes over the size rescore hands to workers."""
+    played = play_run(tmp_path / "played", get_solver("tools"), env="tools", n=8)
+    line = (played / "trajectories.jsonl").stat().st_size / 8
+    return repeated_run(played, tmp_path / "big", int(PARALLEL_BYTES / line) + 50)
+
+
+def test_a_big_run_is_rescored_on_workers_into_the_run_one_process_writes(tmp_path: Path) -> None:
+    source, rewards, marker = _big_run(tmp_path), tmp_path / "marked.py", tmp_path / "marker"
+    rewards.write_text(WORKER_REWARDS)
+    options = json.dumps({"marker": str(marker)})
+    out = rk("rescore", str(source), "--reward", f"{rewards}::marked", "--kwargs", options,
+             "-o", str(tmp_path / "workers"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert marker.exists()  # scored on worker processes
+    episodes = len((source / "trajectories.jsonl").read_text().splitlines())
+    assert f"Rescored {episodes} of {episodes} episodes of {source} with " in out.stdout
+    one = rescore(source, f"{rewards}::marked", output=tmp_path / "one", workers=0,
+                  kwargs={"marker": str(marker)})  # fmt: skip
+    for name in ("trajectories.jsonl", "summary.json"):
+        assert (tmp_path / "workers" / name).read_bytes() == (Path(one.output) / name).read_bytes()
+
+
+def test_ctrl_c_stops_the_workers_and_writes_nothing(tmp_path: Path) -> None:
+    source, rewards, marker = _big_run(tmp_path), tmp_path / "marked.py", tmp_path / "marker"
+    rewards.write_text(WORKER_REWARDS)
+    options = json.dumps({"marker": str(marker), "pause": 0.05})
+    before = file_hashes(source)
+    command = [sys.executable, "-m", "rk_agent", "rescore", str(source), "--reward",
+               f"{rewards}::marked", "--kwargs", options, "-o", str(tmp_path / "out")]  # fmt: skip
+    rescoring = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not marker.exists() and rescoring.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # until a worker scores its first episode
+    assert marker.exists(), rescoring.communicate()
+    os.killpg(rescoring.pid, signal.SIGINT)  # Ctrl-C reaches the terminal's whole group
+    stdout, stderr = rescoring.communicate(timeout=120)
+    assert rescoring.returncode == 130, stderr
+    assert stdout.startswith("Interrupted: nothing was written (the partial output was removed)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big", "marked.py", "marker", "played"]
+    assert file_hashes(source) == before
+    try:
+        os.killpg(rescoring.pid, 0)
+    except ProcessLookupError:
+        pass  # no worker outlived the command
+    else:
+        raise AssertionError("a process of the rescore's group is still running")
 
 
 def test_compare_prints_a_plain_table_and_its_z_scores(tmp_path: Path) -> None:

@@ -64,3 +64,22 @@ def file_hashes(folder: Path) -> dict[str, str]:
         for p in sorted(folder.rglob("*"))
         if p.is_file()
     }
+
+
+def repeated_run(run: Path, path: Path, episodes: int) -> Path:
+    """A run of ``episodes`` tasks of one sample each, made of ``run``'s lines over and over
+    (each with its own id, task and task index): a big run without playing it."""
+    import yaml
+
+    lines = (run / "trajectories.jsonl").read_text().splitlines()
+    path.mkdir()
+    with (path / "trajectories.jsonl").open("w") as out:
+        for i in range(episodes):
+            episode = json.loads(lines[i % len(lines)])
+            episode.update(id=f"{i}-0", task_index=i, sample=0)
+            episode["task"] = {**episode["task"], "id": f"task-{i}"}
+            out.write(json.dumps(episode, separators=(",", ":")) + "\n")
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config.update(n=episodes, group_size=1, output=str(path))
+    (path / "config.yaml").write_text(yaml.safe_dump(config))
+    return path

@@ -67,10 +67,9 @@ def test_a_summary_is_built_from_a_stream_and_long_answers_still_count_apart() -
     assert builder.summary().episodes == 2  # a summary of what was taken so far
 
 
-def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> None:
-    # Interleaved groups (episodes are written as they finish), some steps and scores invalid:
-    # counting each group once complete gives the summary that keeping every outcome gives.
-    from rk_agent.rollouts.summary import SummaryBuilder
+def _interleaved_groups() -> list[Any]:
+    """Four groups of two, interleaved (episodes are written as they finish), some steps and
+    scores invalid."""
     from rk_agent.types import EvaluateResult
     from tests.rollouts.test_watch import _trajectory, _turn
 
@@ -85,11 +84,18 @@ def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> No
         )
         return _trajectory([turn], result, task_index=task, success=(score or 0.0) >= 1.0)
 
-    episodes = [
+    return [
         episode(0, 1.0, "4"), episode(1, 0.0, "5"), episode(0, 0.0, "x" * 100),
         episode(2, 0.5, "6"), episode(1, 0.0, "5"), episode(3, None, "7"),
         episode(2, 0.5, "6"), episode(3, 1.0, "7"),
     ]  # fmt: skip
+
+
+def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> None:
+    # Counting each group once complete gives the summary that keeping every outcome gives.
+    from rk_agent.rollouts.summary import SummaryBuilder
+
+    episodes = _interleaved_groups()
 
     def summary(group_size: int | None) -> Any:
         builder = SummaryBuilder(group_size)
@@ -102,3 +108,41 @@ def test_a_builder_told_the_group_size_counts_each_group_as_it_completes() -> No
     assert kept.watch is not None and kept.watch.groups == 4
     assert kept.pass_at_k == {"pass@1": 0.25, "pass@2": 0.5}
     assert kept.step_reward.invalid == 2 and kept.episode_reward.invalid == 1
+
+
+def test_a_group_counted_as_it_completes_compares_long_answers_as_an_open_one_does() -> None:
+    # The episode that completes a group is compared with the others by the same form of its
+    # answer (a digest when long): the same long answer is one distinct answer, not two.
+    from rk_agent.rollouts.summary import SummaryBuilder
+    from rk_agent.types import EvaluateResult
+    from tests.rollouts.test_watch import _trajectory, _turn
+
+    def episode(task: int, answer: str) -> Any:
+        result = EvaluateResult(score=1.0, metrics={"answer": 1.0}, weights={"answer": 1.0})
+        turns = [_turn(0, answer, finish_reason="stop")]
+        return _trajectory(turns, result, task_index=task, success=True)
+
+    long = "x" * 100
+    episodes = [episode(0, long), episode(0, long), episode(1, long), episode(1, long + "y")]
+    watches = []
+    for group_size in (None, 2):
+        builder = SummaryBuilder(group_size)
+        for t in episodes:
+            builder.add(t)
+        watches.append(builder.summary(2).watch)
+    assert watches[0] == watches[1]
+    assert watches[1] is not None
+    assert (watches[1].distinct_answers, watches[1].single_answer_groups) == (1.5, 0.5)
+
+
+def test_a_summary_of_pickled_facts_is_the_summary_of_the_episodes() -> None:
+    # What worker processes send (`EpisodeFacts`, pickled) summarises as the episodes do.
+    import pickle
+
+    from rk_agent.rollouts.summary import EpisodeFacts, SummaryBuilder, summarize
+
+    episodes = _interleaved_groups()
+    builder = SummaryBuilder(2)
+    for t in episodes:
+        builder.add_facts(pickle.loads(pickle.dumps(EpisodeFacts.of(t))))
+    assert builder.summary(2) == summarize(episodes, 2)
