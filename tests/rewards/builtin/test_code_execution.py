@@ -540,7 +540,9 @@ JUDGE_ATTACKS = {
 
 def _children() -> list[int]:
     """Live children of this process (a run left behind would show up here), but for the
-    launchers waiting for the next run, which are part of no run."""
+    launchers waiting for the next run, which are part of no run. Callers compare with what
+    was there before the run: other tests in this process may have left helpers of their own
+    for its lifetime (multiprocessing's resource tracker, started by any ``spawn``)."""
     spares = spare_pids()
     found = []
     for entry in Path("/proc").iterdir():
@@ -571,11 +573,12 @@ def test_an_honest_wrong_answer_scores_zero_and_a_right_one_scores_one(tests: st
 @pytest.mark.parametrize("attack", list(JUDGE_ATTACKS))
 def test_judge_attack_scores_no_more_than_an_honest_wrong_answer(attack: str, tests: str) -> None:
     honest = _score(HONEST_WRONG, JUDGED_SETS[tests]).score
+    before = set(_children())
     result = _score(JUDGE_ATTACKS[attack], JUDGED_SETS[tests])
     assert result.is_score_valid
     assert result.score <= honest == 0.0
     assert result.metrics["sandbox"].reason == "bwrap"
-    assert _children() == []  # nothing left running; this caller is alive to check
+    assert set(_children()) - before == set()  # nothing left running; this caller is alive
 
 
 def test_expected_values_never_enter_the_sandbox() -> None:
