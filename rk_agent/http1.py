@@ -372,6 +372,28 @@ class Http1Pool:
             _, connection = await loop.create_connection(_Connection, self.host, self.port)
         return connection, False
 
+    async def preconnect(self, count: int) -> int:
+        """Open connections now, concurrently, until ``count`` are idle (at most the limit's
+        free slots); return how many were opened. A run's first requests then go out as its
+        episodes start: opened on first use, the connections of 128 episodes started at once
+        were all made only once every episode had started, and the whole first wave of
+        requests reached the server together. A connection that cannot be made is left to
+        the first request, which reports why."""
+        wanted = min(count, self._slots.free) - len(self._idle)
+        if wanted <= 0:
+            return 0
+        opened = await asyncio.gather(*(self._open() for _ in range(wanted)))
+        made = [connection for connection in opened if connection is not None]
+        self._idle.extend(made)
+        return len(made)
+
+    async def _open(self) -> _Connection | None:
+        try:
+            connection, _ = await self._connection(fresh=True)
+        except (OSError, TimeoutError):
+            return None
+        return connection
+
     def close(self) -> None:
         """Close the idle connections (those in use close when their request ends)."""
         if self._timer is not None and not self._waiting:

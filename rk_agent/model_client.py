@@ -255,6 +255,13 @@ class ModelClient:
         message = server_message(text, reason)
         raise status_error(status, message, self.endpoint, self.retry) from reply
 
+    async def preconnect(self, count: int) -> int:
+        """Open up to ``count`` connections to a plain-HTTP server now (`Http1Pool.preconnect`)
+        and return how many were opened; 0 through ``aiohttp`` (TLS, a proxy), which opens
+        them as requests need them."""
+        self.open()
+        return 0 if self._pool is None else await self._pool.preconnect(count)
+
     async def aclose(self) -> None:
         """Close the session and its connections (the client opens a new one when used
         again, in whatever event loop is running then)."""

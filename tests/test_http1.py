@@ -285,6 +285,33 @@ def test_a_pool_used_again_in_another_event_loop_still_times_out(serve: Any) -> 
     run(pool, silent)
 
 
+def test_preconnect_opens_idle_connections_that_requests_then_use(serve: Any) -> None:
+    server = serve(lambda conn, index, _: (ok(), False))
+
+    async def work(pool: Http1Pool) -> list[int]:
+        opened = [await pool.preconnect(10), await pool.preconnect(10)]  # the limit: 4
+        await asyncio.gather(*(pool.request(post()) for _ in range(4)))
+        return opened
+
+    assert run(pool_for(server, limit=4), work) == [4, 0]
+    assert server.connections == 4  # the requests used the connections opened ahead
+
+
+def test_preconnect_to_nobody_opens_nothing_and_leaves_the_error_to_requests() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: connections are refused
+        pool = Http1Pool("127.0.0.1", port, limit=2, connect_timeout_s=5.0, read_timeout_s=5.0)
+
+        async def work(pool: Http1Pool) -> int:
+            opened = await pool.preconnect(2)
+            with pytest.raises(ConnectionError):
+                await pool.request(post())
+            return opened
+
+        assert run(pool, work) == 0
+
+
 def test_nobody_listening_is_a_connection_error() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -42,7 +42,7 @@ from rk_agent.envs.tool_source import ToolSource, merge_tools
 from rk_agent.envs.turn import ToolCallRecord, TurnResult
 from rk_agent.errors import ConfigError, EnvError
 from rk_agent.rewards.compose import combine
-from rk_agent.rewards.decorator import RewardFn
+from rk_agent.rewards.decorator import RewardFn, is_reward_function
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.trusted_json import build_trusted
@@ -545,11 +545,36 @@ def _as_assistant(action: Message | dict[str, Any]) -> Message:
     return message
 
 
+_combined: dict[tuple[Any, ...], tuple[tuple[Any, ...], RewardFn]] = {}
+_COMBINED_KEPT = 256
+
+
 def _weighted(
     rewards: Mapping[str, RewardLike], weights: Mapping[str, float] | None, kind: str
 ) -> RewardFn | None:
+    """The combined reward of one kind; one per set of decorated rewards and weights, shared
+    by the environments built with them (a rollout builds one per concurrent episode, and
+    combining took nine tenths of building one): a combined reward keeps no state of its own,
+    and its parts are the very objects given. Rewards named by a string are resolved (and so
+    made) anew for each environment, as a registry entry may make a fresh object each time."""
     if not rewards:
         return None
+    parts = tuple(rewards.values())
+    shared = all(is_reward_function(r) for r in parts)
+    key = (kind, tuple(rewards), tuple(map(id, parts)), tuple((weights or {}).items()))
+    if shared:
+        found = _combined.get(key)
+        if found is not None and all(a is b for a, b in zip(found[0], parts, strict=True)):
+            return found[1]
+    combined = _combine(rewards, weights, kind)
+    if shared and len(_combined) < _COMBINED_KEPT:
+        _combined[key] = (parts, combined)  # the parts kept alive: their ids stay theirs
+    return combined
+
+
+def _combine(
+    rewards: Mapping[str, RewardLike], weights: Mapping[str, float] | None, kind: str
+) -> RewardFn:
     resolved = {name: get_reward_function(r) for name, r in rewards.items()}
     if any(fn.reward_spec.is_async for fn in resolved.values()):
         raise ConfigError(

@@ -493,10 +493,12 @@ class OpenAIPolicy:
         request.update(self.extra_body)
         return request
 
-    async def warm_up(self) -> None:
+    async def warm_up(self, connections: int = 0) -> None:
         """Import the HTTP stack and open the client now, so that the first request does not
-        pay for it (rollout workers call it before their first episode)."""
-        self._open_client().open()
+        pay for it, and ``connections`` connections to a plain-HTTP server (at most
+        ``max_concurrency``): the engine and rollout workers call it before their first
+        episode, with the episodes they play at once."""
+        await self._open_client().preconnect(min(connections, self.max_concurrency))
 
     def _open_client(self) -> ModelClient:
         if self._client is None:

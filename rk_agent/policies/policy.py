@@ -8,7 +8,9 @@ test doubles of `rk_agent.testing`) implements it; the engine knows nothing else
 Main names: `Policy`, `SamplingParams`, `PolicyOutput`, `Usage`.
 
 Optional: ``async def warm_up(self)``, to pay what a policy pays once per process (imports,
-opening its HTTP client) before the first episode; rollout workers await it while they start.
+opening its HTTP client) before the first episode; the engine and rollout workers await it
+before their first episode, with ``connections=`` the number of episodes they play at once
+when it takes that argument (a served policy opens that many connections then).
 
 Errors: a policy raises `EndpointError` (``retryable`` set as it applies) once its own retries
 are spent, and `ContextOverflowError` when the conversation no longer fits. It never returns a
@@ -17,6 +19,7 @@ fake message for a failure.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -27,7 +30,7 @@ from rk_agent.types import Message
 if TYPE_CHECKING:
     from rk_agent.tool_calls import ToolCallFormat
 
-__all__ = ["Policy", "PolicyOutput", "SamplingParams", "Usage"]
+__all__ = ["Policy", "PolicyOutput", "SamplingParams", "Usage", "warm_up_policy"]
 
 
 class SamplingParams(BaseModel):
@@ -121,3 +124,16 @@ class Policy(Protocol):
     async def aclose(self) -> None:
         """Release connections, threads or models held by the policy."""
         ...
+
+
+async def warm_up_policy(policy: Any, connections: int) -> None:
+    """Await ``policy.warm_up()`` when it has one (the module docstring), with
+    ``connections=`` when it takes that argument."""
+    warm_up = getattr(policy, "warm_up", None)
+    if warm_up is None:
+        return
+    try:
+        takes = "connections" in inspect.signature(warm_up).parameters
+    except (TypeError, ValueError):  # no signature to read: call it as the protocol says
+        takes = False
+    await (warm_up(connections=connections) if takes else warm_up())

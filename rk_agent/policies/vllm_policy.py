@@ -278,10 +278,12 @@ class VLLMPolicy(ChatTemplate):
             extra={"id": body.get("id"), "served_model": body.get("model")},
         )
 
-    async def warm_up(self) -> None:
+    async def warm_up(self, connections: int = 0) -> None:
         """Import the HTTP stack and open the client now, so that the first request does not
-        pay for it (rollout workers call it before their first episode)."""
-        self._open_client().open()
+        pay for it, and ``connections`` connections to a plain-HTTP server: the engine and
+        rollout workers call it before their first episode, with the episodes they play at
+        once."""
+        await self._open_client().preconnect(connections)
 
     async def aclose(self) -> None:
         """Close the HTTP client (the policy can be used again after, from any event loop)."""

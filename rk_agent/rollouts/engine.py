@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
-from rk_agent.policies.policy import Policy
+from rk_agent.policies.policy import Policy, warm_up_policy
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
 from rk_agent.rollouts.gc_pauses import episode_finished, fewer_gc_pauses
@@ -101,6 +101,8 @@ async def run_rollouts(
             episode_finished()  # what the run keeps of it, out of the collector's way
 
     try:
+        if slots:  # what it pays once (its connections) before the first episode
+            await warm_up_policy(policy, len(envs))
         with fewer_gc_pauses():
             await asyncio.gather(*(worker(env) for env in envs))
     finally:

@@ -48,7 +48,7 @@ from typing import Any
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.env_setup import EnvFactory, EnvSetup
 from rk_agent.errors import ConfigError, WorkerError
-from rk_agent.policies.policy import Policy
+from rk_agent.policies.policy import Policy, warm_up_policy
 from rk_agent.processes import on_exit
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
@@ -297,9 +297,7 @@ class RolloutWorker:
                 env = env if env is not None else self.make_env()
             finally:
                 pool.put_nowait(env)  # None again when building it failed
-        warm_up = getattr(self.policy, "warm_up", None)
-        if warm_up is not None:
-            await warm_up()
+        await warm_up_policy(self.policy, self.concurrency)
         return os.getpid()
 
     async def play(self, slots: list[EpisodeSlot]) -> AsyncIterator[list[Any]]:

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
@@ -146,6 +147,12 @@ def _words(text: Any) -> list[str]:
     return []
 
 
+@functools.lru_cache(maxsize=1024)
+def _word_count(text: str) -> int:
+    """Words in a message's text (the same system prompt comes with every request)."""
+    return len(text.split())
+
+
 def next_id() -> int:
     """A fresh number for response and tool-call ids."""
     return next(_ids)
@@ -203,9 +210,9 @@ def completion_body(
         "finish_reason": finish_reason or ("tool_calls" if message.get("tool_calls") else "stop"),
         "logprobs": None,
     }
-    prompt_words = [
-        w for m in request["messages"] if isinstance(m, dict) for w in _words(m.get("content"))
-    ]
+    contents = [m.get("content") for m in request["messages"] if isinstance(m, dict)]
+    # Counted from a cache; the words themselves are made only when token ids are sent.
+    prompt_count = sum(_word_count(c) if isinstance(c, str) else len(_words(c)) for c in contents)
     if request.get("logprobs"):
         choice["logprobs"] = {
             "content": [
@@ -218,14 +225,14 @@ def completion_body(
         "choices": [choice],
         "usage": usage
         or {
-            "prompt_tokens": len(prompt_words),
+            "prompt_tokens": prompt_count,
             "completion_tokens": len(words),
-            "total_tokens": len(prompt_words) + len(words),
+            "total_tokens": prompt_count + len(words),
         },
     }
     if request.get("return_token_ids"):  # vLLM's extension
         choice["token_ids"] = word_token_ids(words)
-        body["prompt_token_ids"] = word_token_ids(prompt_words)
+        body["prompt_token_ids"] = word_token_ids([w for c in contents for w in _words(c)])
     return body
 
 

@@ -56,6 +56,8 @@ from dataclasses import asdict, dataclass, field
 from http import HTTPStatus
 from typing import Any
 
+import pydantic_core
+
 from rk_agent.errors import ConfigError
 from rk_agent.testing.stub_completions import (
     CompletionScript,
@@ -412,8 +414,8 @@ class StubServer:
     async def _respond(
         self, method: str, path: str, headers: dict[str, str], raw: bytes
     ) -> _Response | None:
-        try:
-            body = json.loads(raw) if raw else None
+        try:  # pydantic-core's JSON: the stub must not be what a benchmark measures
+            body = pydantic_core.from_json(raw) if raw else None
         except ValueError:
             body = None
         recorded = StubRequest(method, path, headers, body, received_at=time.monotonic())

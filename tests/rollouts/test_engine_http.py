@@ -60,3 +60,31 @@ def test_permanent_errors_end_the_episode_and_drop_the_group() -> None:
         trajectories = play(server, config)
     # The first episode failed with a 401 (not retried), so its whole group is gone.
     assert sorted(t.id for t in trajectories) == ["1-0", "1-1"]
+
+
+def test_a_run_opens_its_connections_before_the_first_episode_and_keeps_to_them() -> None:
+    config = RolloutConfig(n=9, concurrency=3)
+    opened_before: list[int] = []
+    with StubServer(call_first_tool_then_answer("Answer: 1")) as server:
+        original = OpenAIPolicy.generate
+
+        async def generate(self: OpenAIPolicy, *args: Any, **kwargs: Any) -> Any:
+            if not opened_before:  # the server accepts on its own thread: give it time
+                deadline = asyncio.get_running_loop().time() + 10
+                while (
+                    server.counts["connections"] < 3
+                    and asyncio.get_running_loop().time() < deadline
+                ):
+                    await asyncio.sleep(0.01)
+                opened_before.append(server.counts["connections"])
+            return await original(self, *args, **kwargs)
+
+        OpenAIPolicy.generate = generate  # type: ignore[method-assign]
+        try:
+            trajectories = play(server, config)
+        finally:
+            OpenAIPolicy.generate = original  # type: ignore[method-assign]
+        counts = server.counts
+    assert all(t.failure is None for t in trajectories) and len(trajectories) == 9
+    assert opened_before[0] == 3  # all three open when the first episode asked the model
+    assert counts["connections"] == 3 and counts["requests"] == 18  # reused for every turn
