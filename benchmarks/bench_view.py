@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -46,6 +45,7 @@ from typing import Any
 
 from bench_rescore import _seed_episodes  # the same real episodes
 from figures import figure
+from peak_rss import peak_rss_mb
 
 TARGET_MS = 200.0
 TARGET_GROWTH = 0.25  # peak RSS growth over trajectories-file growth, 10k to 100k episodes
@@ -153,7 +153,7 @@ def _child(folder: str, requests: int) -> None:
     key = Path(folder).name
     client.get("/static/view.css")  # the app's own start-up, apart from the run
     answered, status, first = _first_open(client, key)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = peak_rss_mb()  # its own: ru_maxrss would carry the parent's, which wrote the run
     result: dict[str, Any] = {
         "answered_ms": answered, "answered_status": status, "first_ms": first, "peak_mb": peak_mb,
     }  # fmt: skip

@@ -38,6 +38,7 @@ BENCHES = (
     Bench("bench_decorator"),
     Bench("bench_math", quick=("--pairs", "600", "--repeats", "2")),
     Bench("bench_engine", quick=("--episodes", "200", "--runs", "1", "--high", "512")),
+    Bench("bench_engine_instructions", quick=("--episodes", "60")),
     Bench("bench_model_client", quick=("--requests", "600")),
     Bench("bench_ray_workers", quick=("--episodes", "200", "--workers", "2")),
     Bench("bench_sandbox_isolation", quick=("--runs", "20", "--rounds", "1")),
