@@ -4,8 +4,9 @@ Every run folder holds one ``run.json`` (`RUN_RECORD_FILE`), a `RunRecord` that 
 of run it is (`RunKind`: ``rollout``, from ``rk-agent rollout`` and ``rk-agent rescore``, or
 ``training``, from ``rk-agent train``), where it stands (`rk_agent.types.RunStatus`), when it
 started and was last written, and by which process. A rollout run adds what reproduces it
-(seed, Python and package versions); a training run adds how far it got (optimizer step, last
-checkpoint, resident memory, the alarms it raised). Fields a kind does not use are left out of
+(seed, Python and package versions); a training run records the same (its first task seed
+and TRL's ``seed`` too) and adds how far it got (optimizer step, last checkpoint, resident
+memory, the alarms it raised). Fields a kind does not use are left out of
 the file.
 
 The writer of the run rewrites the record as the run goes (`write_run_record`, atomically:
@@ -83,9 +84,12 @@ class RunRecord(BaseModel):
         updated_at: when the record was last written (UTC).
         pid: the process that wrote it last.
         host: the machine it ran on (a pid means nothing on another one).
-        seed: a rollout run's seed.
-        python: a rollout run's Python version.
-        packages: a rollout run's versions of the packages that matter for reproducing it.
+        seed: the run's first task seed (task ``i`` is played with ``seed + i``; a GRPO run's
+            training tasks likewise).
+        training_seed: a training run's TRL ``seed`` (model initialisation, sampling, data
+            order).
+        python: the run's Python version.
+        packages: the run's versions of the packages that matter for reproducing it.
         global_step: a training run's optimizer steps done, resumed ones included.
         last_checkpoint: a training run's newest checkpoint folder saved, if any.
         rss_bytes: a training run's resident memory at the last write.
@@ -105,6 +109,7 @@ class RunRecord(BaseModel):
     pid: int | None = None
     host: str | None = None
     seed: int | None = None
+    training_seed: int | None = None
     python: str | None = None
     packages: dict[str, str] = Field(default_factory=dict)
     global_step: int | None = None

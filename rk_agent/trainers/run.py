@@ -21,6 +21,7 @@ Main names: `run_training`, `TrainOutcome`.
 
 from __future__ import annotations
 
+import platform
 import shutil
 import sys
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from typing import Any
 from rk_agent.errors import RkAgentError
 from rk_agent.policies.local_model import DEFAULT_MODEL
 from rk_agent.rollouts.alarms import Alarm
+from rk_agent.rollouts.provenance import package_versions
 from rk_agent.rollouts.run_record import (
     RunKind,
     RunRecord,
@@ -129,6 +131,10 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
     record = RunRecord.start(
         RunKind.TRAINING,
         global_step=0,
+        seed=config.env.seed if config.kind == "grpo" else None,
+        training_seed=getattr(args, "seed", None),
+        python=platform.python_version(),
+        packages=package_versions(),
         machine_memory_bytes=machine_memory_bytes(),
         **memory_figures(),
     )

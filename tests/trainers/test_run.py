@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import platform
 import time
 from pathlib import Path
 
@@ -37,14 +38,20 @@ def test_a_finished_run_records_itself_and_logs_its_memory(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     out = tmp_path / "run"
-    done = subprocess.run(_train(tiny_model_dir, out, "--max_steps", "2"), capture_output=True,
-                          text=True, env=_env(tmp_path), timeout=600)  # fmt: skip
+    done = subprocess.run(_train(tiny_model_dir, out, "--max_steps", "2", "--seed", "3"),
+                          capture_output=True, text=True, env=_env(tmp_path),
+                          timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr
     record = read_run_record(out)
     assert record is not None
     assert record.kind is RunKind.TRAINING
     assert record.status is RunStatus.FINISHED and record.global_step == 2
     assert record.last_checkpoint == "checkpoint-2"
+    # What reproduces it: the seeds (the task seed given; TRL's own, its default 42) and the
+    # versions.
+    assert record.seed == 3 and record.training_seed == 42
+    assert record.python == platform.python_version()
+    assert {"rk-agent", "trl", "transformers", "torch"} <= set(record.packages)
     assert record.peak_rss_bytes is not None and record.peak_rss_bytes >= 50 * 1024**2
     assert "peak resident memory: " in done.stdout
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
