@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
-import platform
 import time
 from pathlib import Path
 
