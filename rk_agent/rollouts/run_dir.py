@@ -64,7 +64,7 @@ from typing import IO, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from rk_agent.atomic_file import write_atomic
-from rk_agent.config_files import validation_problems
+from rk_agent.config_files import rebase_paths, validation_problems
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.jsonl import append_jsonl, end_last_line, is_torn, iter_jsonl, parse_jsonl_line
 from rk_agent.rollouts.config import RolloutConfig
@@ -347,9 +347,15 @@ class RunDir:
         write_atomic(self.path / name, text)
 
     def _write_config(self) -> None:
+        """Save the config with its relative paths (tasks, MCP servers, ``file.py::name``
+        specs of the env and rewards) made absolute from the working directory, where they
+        were given: ``--resume`` from another folder reads the same files."""
         import yaml
 
-        data = self.config.model_dump(mode="json")
+        data = rebase_paths(
+            self.config.model_dump(mode="json"), Path.cwd() / CONFIG_FILE,
+            specs=("env", "rewards"), files=("tasks", "mcp"),
+        )  # fmt: skip
         self._write_atomic(CONFIG_FILE, yaml.safe_dump(data, sort_keys=False))
 
     def _write_record(self, status: RunStatus, error: str | None, fresh: bool = False) -> None:

@@ -289,3 +289,28 @@ def test_only_the_writer_that_holds_the_lock_writes(tmp_path: Path) -> None:
         holder = again.holder()
         assert holder is not None and holder.is_alive()
     assert [t.id for t in read_trajectories(tmp_path / "run")] == ["0-0"]
+
+
+def test_the_saved_config_names_its_files_wherever_a_resume_runs_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative paths were saved as typed: ``--resume`` from another folder read other files."""
+    given = tmp_path / "project"
+    (given / "data").mkdir(parents=True)
+    (given / "data" / "tasks.jsonl").write_text('{"id": "t0", "messages": []}\n')
+    (given / "my_rewards.py").write_text("")
+    monkeypatch.chdir(given)
+    config = RolloutConfig(
+        env="tools", tasks="data/tasks.jsonl", rewards=["my_rewards.py::exact", "math"],
+        mcp="missing.json",
+    )  # fmt: skip
+    with RunDir.create(tmp_path / "run", config):
+        pass
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    saved = RunDir.open(tmp_path / "run").config
+    assert saved.env.tasks == str(given / "data" / "tasks.jsonl")
+    assert saved.env.rewards == [f"{given / 'my_rewards.py'}::exact", "math"]
+    assert saved.env.name == "tools"  # a name, not a path
+    assert saved.env.mcp == "missing.json"  # no such file where it was given: left as typed
