@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 from typing import Any
 
 import bench_engine as bench
+import callgrind
 from figures import figure
 
 KINDS = ("scripted", "http")
@@ -39,18 +38,19 @@ KINDS = ("scripted", "http")
 def count(kind: str, episodes: int, concurrency: int) -> tuple[float, int]:
     """(instructions per turn, turns counted) of one kind, played under callgrind."""
     with tempfile.TemporaryDirectory() as folder:
-        log = Path(folder) / "valgrind.log"
+        under, log = callgrind.prefix(folder)
         command = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--log-file={log}",
-            f"--callgrind-out-file={folder}/callgrind.out", sys.executable, __file__,
-            "--play", kind, "--episodes", str(episodes), "--concurrency", str(concurrency),
+            *under, sys.executable, __file__, "--play", kind, "--episodes", str(episodes),
+            "--concurrency", str(concurrency),
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-        found = re.findall(r"Collected : (\d+)", log.read_text())
+        found = callgrind.collected(log)
     turns = re.findall(r"^TURNS (\d+)$", done.stdout, flags=re.MULTILINE)
-    if done.returncode != 0 or not found or not turns:
-        raise RuntimeError(f"{kind}: exit {done.returncode}, valgrind said {found}: {done.stderr}")
-    return int(found[-1]) / int(turns[-1]), int(turns[-1])
+    if done.returncode != 0 or found is None or not turns:
+        raise RuntimeError(
+            f"{kind}: exit {done.returncode}, valgrind counted {found}: {done.stderr}"
+        )
+    return found / int(turns[-1]), int(turns[-1])
 
 
 def play(kind: str, episodes: int, concurrency: int) -> None:
@@ -71,9 +71,9 @@ def play(kind: str, episodes: int, concurrency: int) -> None:
     def counted(make: Any) -> int:
         bench.play(make(), 64, concurrency)  # warm-up, not counted
         policy = make()
-        switch("on")
+        callgrind.switch(os.getpid(), "on")
         _, _, turns = bench.play(policy, episodes, concurrency)
-        switch("off")
+        callgrind.switch(os.getpid(), "off")
         return turns
 
     if kind == "scripted":
@@ -83,11 +83,6 @@ def play(kind: str, episodes: int, concurrency: int) -> None:
             turns = counted(lambda: OpenAIPolicy("stub-model", base_url=url,
                                                  max_concurrency=concurrency))  # fmt: skip
     print(f"TURNS {turns}", flush=True)
-
-
-def switch(state: str) -> None:
-    subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True,
-                   capture_output=True)  # fmt: skip
 
 
 def main() -> None:
@@ -100,8 +95,7 @@ def main() -> None:
     if args.play:
         play(args.play, args.episodes, args.concurrency)
         return
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("valgrind is not on PATH (apt-get install valgrind): nothing to count")
+    callgrind.require()
     print(
         f"instructions per turn (user space, callgrind), {args.episodes} episodes of "
         f"{bench.TURNS} turns at concurrency {args.concurrency}, 0 ms latency"

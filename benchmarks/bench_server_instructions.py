@@ -19,16 +19,14 @@ requests/s.
 from __future__ import annotations
 
 import argparse
-import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
 import bench_reward_server as bench
+import callgrind
 from figures import figure
 
 KINDS = ("reward", "raising", "ceiling")
@@ -39,26 +37,22 @@ def count(kind: str, seconds: float, concurrency: int, generator: bench.Generato
     """Instructions per request of one server under callgrind."""
     port = bench.free_port()
     with tempfile.TemporaryDirectory() as folder:
-        log = Path(folder) / "valgrind.log"
-        command = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--log-file={log}",
-            f"--callgrind-out-file={folder}/callgrind.out", sys.executable, bench.__file__,
-            "--serve", kind, "--port", str(port),
-        ]  # fmt: skip
+        under, log = callgrind.prefix(folder)
+        command = [*under, sys.executable, bench.__file__, "--serve", kind, "--port", str(port)]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_for(port, process)
             generator(port, 1, concurrency, False, "/evaluate", None)  # warm-up, not counted
-            control(process.pid, "on")
+            callgrind.switch(process.pid, "on")
             figures = generator(port, seconds, concurrency, kind == "raising", "/evaluate", None)
-            control(process.pid, "off")
+            callgrind.switch(process.pid, "off")
         finally:
             process.terminate()
             process.wait(timeout=120)
-        found = re.findall(r"Collected : (\d+)", log.read_text())
-    if figures["failed"] or not found:
-        raise RuntimeError(f"{kind}: {figures['failed']} failed answers, valgrind said {found}")
-    return int(found[-1]) / figures["requests"]
+        found = callgrind.collected(log)
+    if figures["failed"] or found is None:
+        raise RuntimeError(f"{kind}: {figures['failed']} failed answers, valgrind counted {found}")
+    return found / figures["requests"]
 
 
 def wait_for(port: int, process: subprocess.Popen[bytes]) -> None:
@@ -74,18 +68,13 @@ def wait_for(port: int, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"the server did not start under valgrind within {START_S} s")
 
 
-def control(pid: int, switch: str) -> None:
-    subprocess.run(["callgrind_control", "-i", switch, str(pid)], check=True, capture_output=True)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     args = parser.parse_args()
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        raise SystemExit("valgrind is not on PATH (apt-get install valgrind): nothing to count")
+    callgrind.require()
     generator, name = bench.choose_generator(None)
     print(
         f"instructions per request (user space, callgrind), {args.seconds:g} s of load from "

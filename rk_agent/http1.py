@@ -146,9 +146,7 @@ class _Connection(asyncio.Protocol):
         length = _body_length(status, headers)
         if length is None or length < 0 or len(data) != end + 4 + length:
             return None
-        self.reusable = lines[0].startswith("HTTP/1.1") and (
-            "close" not in headers.get("connection", "").lower()
-        )
+        self.reusable = _keeps_alive(lines[0], headers)
         return Reply(status, reason, headers, _decoded(data[end + 4 :], headers))
 
     def _parse(self, *, eof: bool) -> Reply | None:
@@ -167,12 +165,7 @@ class _Connection(asyncio.Protocol):
                 continue  # an interim reply (100 Continue): the real one follows
             self._head = (status, reason, headers)
             self._length = _body_length(status, headers)
-            connection = headers.get("connection", "").lower()
-            self.reusable = (
-                head[0].startswith("HTTP/1.1")
-                and "close" not in connection
-                and self._length is not None
-            )
+            self.reusable = _keeps_alive(head[0], headers) and self._length is not None
         status, reason, headers = self._head
         if self._length is None:
             if not eof:
@@ -192,6 +185,13 @@ class _Connection(asyncio.Protocol):
         if buffer:
             self.reusable = False  # bytes past the reply: do not guess what they are
         return Reply(status, reason, headers, _decoded(body, headers))
+
+
+def _keeps_alive(status_line: str, headers: dict[str, str]) -> bool:
+    """Whether the server keeps the connection open after this reply (HTTP/1.1, no close)."""
+    return (
+        status_line.startswith("HTTP/1.1") and "close" not in headers.get("connection", "").lower()
+    )
 
 
 def _head(lines: list[str]) -> tuple[int, str, dict[str, str]]:

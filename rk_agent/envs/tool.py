@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import json
 import math
@@ -156,24 +157,24 @@ class Tool:
     def _validate(
         self, arguments: str | Mapping[str, Any] | None
     ) -> tuple[dict[str, Any], str | None]:
+        model = None
         if isinstance(arguments, str):
-            try:  # well-formed arguments (the usual case) in one pass, JSON to the model
+            # Well-formed arguments (the usual case) in one pass, JSON to the model; anything
+            # else takes the path below, which says what is wrong as the model reads it.
+            with contextlib.suppress(ValidationError):
                 model = self._arguments.model_validate_json(arguments)
-            except ValidationError:
-                pass  # the slow path below says what is wrong, as the model reads it
-            else:
-                return {name: getattr(model, name) for name in type(model).model_fields}, None
-        decoded, problem = decode_arguments(self.name, arguments)
-        if problem is not None:
-            return {}, problem
-        try:
-            model = self._arguments.model_validate(decoded)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            return {}, f"Error: bad arguments for {self.name!r}: {problems}."
+        if model is None:
+            decoded, problem = decode_arguments(self.name, arguments)
+            if problem is not None:
+                return {}, problem
+            try:
+                model = self._arguments.model_validate(decoded)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                    for e in exc.errors()
+                )
+                return {}, f"Error: bad arguments for {self.name!r}: {problems}."
         return {name: getattr(model, name) for name in type(model).model_fields}, None
 
     def _invoke(self, arguments: dict[str, Any]) -> Any:
