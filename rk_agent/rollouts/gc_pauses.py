@@ -10,7 +10,8 @@ collection, and ~0.05 ms of CPU a turn in all, the caches the walks clear includ
 collection also stops every episode of the process while it runs, so at concurrency 128 its
 time is added to 128 replies.
 
-`fewer_gc_pauses` (around `rk_agent.rollouts.engine.run_rollouts`' episodes) freezes what
+`fewer_gc_pauses` (around `rk_agent.rollouts.engine.run_rollouts`' episodes, and on Ray workers
+around the driver's receiving and each worker's playing) freezes what
 exists when the run starts (modules, the model, the environments), so that collections skip
 it, and collects the youngest generation every ``YOUNG_THRESHOLD`` allocations instead of 700.
 Each finished episode then calls `episode_finished`, which freezes what exists at that moment
@@ -36,6 +37,7 @@ YOUNG_THRESHOLD = 20_000
 FIRST_FULL_COLLECTION = 10_000  # episodes; then every time twice as many have finished
 
 _depth = 0  # runs in progress in this process (they may overlap in one event loop)
+_saved: tuple[int, ...] = ()  # the thresholds the process had when the first run began
 _finished = 0  # episodes frozen since the last full collection
 _next_full = FIRST_FULL_COLLECTION
 
@@ -45,20 +47,19 @@ def fewer_gc_pauses() -> Iterator[None]:
     """Freeze the objects that exist now and collect the young generation less often, until
     the outermost such block ends (then the thresholds the process had are restored, and what
     was frozen is collected as usual again)."""
-    global _depth, _finished, _next_full
+    global _depth, _finished, _next_full, _saved
     _depth += 1
-    saved = gc.get_threshold()
     if _depth == 1:
-        _finished, _next_full = 0, FIRST_FULL_COLLECTION
+        _finished, _next_full, _saved = 0, FIRST_FULL_COLLECTION, gc.get_threshold()
         gc.freeze()
-        if saved[0] and saved[0] < YOUNG_THRESHOLD:  # 0: the process turned collection off
-            gc.set_threshold(YOUNG_THRESHOLD, *saved[1:])
+        if _saved[0] and _saved[0] < YOUNG_THRESHOLD:  # 0: the process turned collection off
+            gc.set_threshold(YOUNG_THRESHOLD, *_saved[1:])
     try:
         yield
     finally:
         _depth -= 1
-        if _depth == 0:
-            gc.set_threshold(*saved)
+        if _depth == 0:  # the last to end, which need not be the first to begin
+            gc.set_threshold(*_saved)
             gc.unfreeze()
 
 

@@ -52,6 +52,7 @@ from rk_agent.policies.policy import Policy, warm_up_policy
 from rk_agent.processes import on_exit
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
+from rk_agent.rollouts.gc_pauses import episode_finished, fewer_gc_pauses
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
 from rk_agent.rollouts.trajectory import Trajectory
@@ -313,23 +314,25 @@ class RolloutWorker:
         async def one(slot: EpisodeSlot) -> None:
             try:
                 finished.put_nowait(await self._play(slot))
+                episode_finished()
             except Exception as exc:  # sent to the driver, which records the worker lost
                 finished.put_nowait(exc)
 
         tasks = [asyncio.create_task(one(slot)) for slot in slots]
         try:
             left = len(slots)
-            while left:
-                batch = [await finished.get()]
-                if left > 1:  # let a few more finish: one message for several episodes
-                    await asyncio.sleep(_BATCH_WINDOW_S)
-                while not finished.empty():
-                    batch.append(finished.get_nowait())
-                for item in batch:
-                    if isinstance(item, BaseException):
-                        raise item
-                left -= len(batch)
-                yield batch
+            with fewer_gc_pauses():  # as in the engine (gc_pauses)
+                while left:
+                    batch = [await finished.get()]
+                    if left > 1:  # let a few more finish: one message for several episodes
+                        await asyncio.sleep(_BATCH_WINDOW_S)
+                    while not finished.empty():
+                        batch.append(finished.get_nowait())
+                    for item in batch:
+                        if isinstance(item, BaseException):
+                            raise item
+                    left -= len(batch)
+                    yield batch
         finally:
             for task in tasks:
                 task.cancel()
@@ -470,7 +473,8 @@ class WorkerPool:
             await asyncio.wait([asyncio.ensure_future(_ready(handle)) for handle in new])
             self.startup_s = time.perf_counter() - started
         self.pending.extend(slots)
-        await asyncio.gather(*(self._supervise(index) for index in list(self.live)))
+        with fewer_gc_pauses():  # the episodes received are frozen as the engine's are
+            await asyncio.gather(*(self._supervise(index) for index in list(self.live)))
         unplayed = len(self.pending) + len(self.outstanding)
         if unplayed:
             last = self.failures[-1].message if self.failures else "unknown"
@@ -548,6 +552,7 @@ class WorkerPool:
         if episode_id not in self.delivered:  # once, whoever sent it
             self.delivered.add(episode_id)
             self.on_item(item)
+            episode_finished()
         if not self.outstanding and not self.pending:
             async with self.changed:
                 self.changed.notify_all()

@@ -43,6 +43,19 @@ def test_the_outermost_block_restores_the_settings() -> None:
     assert gc.get_threshold() == (1000, 5, 5)
 
 
+def test_overlapping_blocks_restore_the_settings_the_first_found() -> None:
+    """Two runs in one event loop, the first ending before the second (not nested)."""
+    gc.set_threshold(700, 10, 10)
+    first, second = fewer_gc_pauses(), fewer_gc_pauses()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert gc.get_threshold() == (YOUNG_THRESHOLD, 10, 10)  # the second still plays
+    second.__exit__(None, None, None)
+    assert gc.get_threshold() == (700, 10, 10)
+    assert gc.get_freeze_count() == 0
+
+
 def test_settings_come_back_when_the_run_fails() -> None:
     gc.set_threshold(700, 10, 10)
     with pytest.raises(RuntimeError), fewer_gc_pauses():

@@ -9,6 +9,7 @@ scripted policy or the OpenAI-compatible stub server, so every run is determinis
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -34,6 +35,7 @@ from rk_agent.errors import ConfigError, EndpointError
 from rk_agent.policies.function_policy import tool_call
 from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
+from rk_agent.rollouts.gc_pauses import YOUNG_THRESHOLD
 from rk_agent.rollouts.ray_workers import ray_session, run_rollouts_on_workers
 from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.trajectory import Trajectory
@@ -107,15 +109,42 @@ def test_a_worker_warms_up_before_its_first_episode() -> None:
     worker = RolloutWorker(0, config(), policy, make_env, "tools", concurrency=4)
     slot = plan_slots(config(), dataset_size=factory.dataset_size)[0]
 
+    thresholds: list[int] = []
+
     async def main() -> list[Any]:
         assert await worker.warm_up() == os.getpid()
         assert (len(built), policy.warmed) == (1, 1)
-        return [batch async for batch in worker.play([slot])]
+        batches = []
+        async for batch in worker.play([slot]):
+            thresholds.append(gc.get_threshold()[0])
+            batches.append(batch)
+        return batches
 
+    saved = gc.get_threshold()
     [[trajectory]] = asyncio.run(main())
     assert trajectory.id == slot.id and trajectory.failure is None
     assert len(built) == 1  # played in the environment built while warming up
+    assert thresholds == [YOUNG_THRESHOLD]  # played with fewer collector pauses (gc_pauses)
+    assert gc.get_threshold() == saved and gc.get_freeze_count() == 0
     factory.close()
+
+
+def test_the_driver_receives_with_fewer_collector_pauses_and_restores_them(
+    local_ray: Any,
+) -> None:
+    """Unpickling each episode sent back allocates hundreds of objects: the driver freezes
+    what it keeps as the engine does (gc_pauses), and leaves the collector as it found it."""
+    cfg = config(workers=2)
+    seen: list[int] = []
+    saved = gc.get_threshold()
+    played = run_rollouts_on_workers(
+        cfg, policy=ScriptedPolicy(SCRIPT), make_env=cfg.env.factory(),
+        on_episode=lambda _t: seen.append(gc.get_threshold()[0]),
+    )  # fmt: skip
+    result = asyncio.run(played)
+    assert len(result.trajectories) == 24
+    assert seen == [YOUNG_THRESHOLD] * 24
+    assert gc.get_threshold() == saved and gc.get_freeze_count() == 0
 
 
 def test_one_and_two_workers_play_the_same_tasks_and_seeds_as_one_process(local_ray: Any) -> None:
