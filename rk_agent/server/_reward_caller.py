@@ -52,6 +52,7 @@ class ThreadPool:
         self._wake_pending = False
         self.running: dict[int, float] = {}  # thread ident -> when its current call started
         self.service_s = 0.0  # moving average of a call's run time, for the wait estimate
+        self.completed = 0  # calls finished (the first sets `service_s` outright)
 
     def queued(self) -> int:
         """Calls waiting for a thread (approximate: a snapshot of the queue)."""
@@ -92,7 +93,9 @@ class ThreadPool:
                 except BaseException as exc:
                     self._done.append((loop, future, False, exc))
                 self.running.pop(me, None)  # `close` may have replaced the dict meanwhile
-                self.service_s += 0.05 * (time.monotonic() - begun - self.service_s)
+                took = time.monotonic() - begun
+                self.service_s += (1.0 if not self.completed else 0.05) * (took - self.service_s)
+                self.completed += 1
                 if not self._wake_pending:  # else the loop is about to drain it anyway
                     self._wake_pending = True
                     try:
@@ -158,8 +161,9 @@ class RewardCaller:
 
     Load is shed by time, not by count: a sample is refused (503) when the samples before it
     would keep it waiting for a thread longer than ``max_wait_s`` (their number times the
-    average run time, over the threads not stuck), and a sample that has waited that long
-    for a thread is answered 503 too.
+    average run time of the calls that finished, plus what the running calls have left, over
+    the threads not stuck; `expected_wait`), and a sample that has waited that long for a
+    thread is answered 503 too (so a reward slow from its first call is shed by that).
 
     Both limits of a sync call (its wait for a thread, then its own run) are checked by one
     sweep of the calls in flight every `tick_s` (a twentieth of the shorter limit, at most
@@ -200,11 +204,15 @@ class RewardCaller:
         free = self.pool.size - self.stuck()
         if free <= 0:
             return float("inf")
-        # Calls running now have taken at least their age so far: a floor on the run time.
-        now = time.monotonic()
+        # Each queued call runs as long as the calls that finished did, on average. What a call
+        # running now has left: the rest of that average, or, once it is past it, as long
+        # again as it has run (a call that runs long tends to run on). A running call's age
+        # is not the queue's run time: a quick call kept from the GIL for 40 ms by a burst of
+        # requests is not a 40 ms reward, and 255 queued samples times 40 ms would shed them.
+        now, service = time.monotonic(), self.pool.service_s
         ages = [now - begun for begun in list(self.pool.running.values())]
-        run_s = max(self.pool.service_s, sum(ages) / len(ages) if ages else 0.0)
-        return queued * run_s / free
+        left = sum(max(service - age, age) for age in ages)
+        return (left + queued * service) / free
 
     def saturated(self) -> bool:
         """Whether a new sync sample should be refused: it would wait past ``max_wait_s``."""
