@@ -42,21 +42,16 @@ from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from rk_agent.daemon_threads import DaemonThreads
 from rk_agent.errors import ConfigError
 from rk_agent.inline_budget import InlineBudget
 
 __all__ = ["Tool", "ToolResult", "decode_arguments", "tool"]
 
 _MAX_RESULT_CHARS = 8_000
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _tool_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """Threads for tool calls: a timed-out sync call cannot be killed, only abandoned."""
-    global _pool
-    if _pool is None:
-        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="rk-tool")
-    return _pool
+# Threads for tool calls: a timed-out sync call cannot be killed, only abandoned, and daemon
+# threads let the process end without it (`rk_agent.daemon_threads`).
+_tool_threads = DaemonThreads(max_threads=64, name="rk-tool")
 
 
 @dataclass(frozen=True)
@@ -183,7 +178,7 @@ class Tool:
         budget = self._budget
         if budget.inline:
             return budget.call(self.func, **arguments)
-        future = _tool_pool().submit(budget.off_thread, self.func, **arguments)
+        future = _tool_threads.submit(budget.off_thread, self.func, **arguments)
         try:
             return future.result(timeout=self.timeout_s)
         except concurrent.futures.TimeoutError as exc:
@@ -285,7 +280,7 @@ def _run_coroutine(coroutine: Any) -> Any:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coroutine)
-    return _tool_pool().submit(asyncio.run, coroutine).result()
+    return _tool_threads.submit(asyncio.run, coroutine).result()
 
 
 def _render(value: Any) -> str:

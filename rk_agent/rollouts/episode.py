@@ -5,11 +5,13 @@ turn (``ChatEnv.play_turn``, or ``ChatEnv.reject_turn`` for a reply that could n
 record it, until the environment says the episode is over. The loop reads only what the
 environment returns (a typed `rk_agent.envs.turn.TurnResult`) and its public methods; it writes
 no feedback and scores nothing itself. Environment code (tools, feedback, rewards) starts in a
-worker thread, off the event loop; a method of an environment class that has shown it is quick
-runs on the loop instead (`rk_agent.inline_budget.InlineBudget`, per class and method, unless
-the environment's ``inline_steps`` says otherwise): two thread hand-offs per turn cost more than
-a quick step itself. Failures are recorded on the trajectory, never raised: the caller's
-failure policy decides what to do with them.
+worker thread, off the event loop (a daemon thread, `rk_agent.daemon_threads`: a step that
+hangs past the episode's timeout is abandoned and cannot keep the run from returning); a
+method of an environment class that has shown it is quick runs on the loop instead
+(`rk_agent.inline_budget.InlineBudget`, per class and method, unless the environment's
+``inline_steps`` says otherwise): two thread hand-offs per turn cost more than a quick step
+itself. Failures are recorded on the trajectory, never raised: the caller's failure policy
+decides what to do with them.
 
 Main names: `EpisodeSlot`, `play_episode`; `step_turn` and `env_failure` build the records it
 makes (TRL's tool loop, `rk_agent.trainers.trl_tool_env`, makes the same ones).
@@ -18,10 +20,12 @@ makes (TRL's tool loop, `rk_agent.trainers.trl_tool_env`, makes the same ones).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rk_agent.daemon_threads import DaemonThreads
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.task import Task
 from rk_agent.envs.turn import TurnResult
@@ -227,6 +231,8 @@ async def _replay(env: ChatEnv, turn: Turn) -> TurnResult:
 
 
 _budgets: dict[tuple[type, str], InlineBudget] = {}
+# As many as asyncio's default executor would have (daemon threads: the module docstring).
+_step_threads = DaemonThreads(min(32, (os.cpu_count() or 1) + 4), "rk-env-step")
 
 
 async def _env_call(env: ChatEnv, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -236,12 +242,12 @@ async def _env_call(env: ChatEnv, method: str, *args: Any, **kwargs: Any) -> Any
     if env.inline_steps is not None:  # the environment decided
         if env.inline_steps:
             return call(*args, **kwargs)
-        return await asyncio.to_thread(call, *args, **kwargs)
+        return await _step_threads.run(call, *args, **kwargs)
     key = (type(env), method)
     budget = _budgets.get(key) or _budgets.setdefault(key, InlineBudget())
     if budget.inline:
         return budget.call(call, *args, **kwargs)
-    return await asyncio.to_thread(budget.off_thread, call, *args, **kwargs)
+    return await _step_threads.run(budget.off_thread, call, *args, **kwargs)
 
 
 def step_turn(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -41,6 +43,23 @@ def test_inline_false_always_runs_on_a_thread_so_the_timeout_holds() -> None:
 
     result = hang.run({})
     assert (result.ok, result.error_kind) == (False, "timeout")
+
+
+def test_a_tool_that_hangs_past_its_timeout_does_not_keep_the_process_from_exiting() -> None:
+    script = (
+        "import threading\n"
+        "from rk_agent.envs import tool\n"
+        "@tool(timeout_s=0.2, inline=False)\n"
+        "def hang() -> str:\n"
+        '    """Never returns."""\n'
+        "    threading.Event().wait()\n"
+        "    return 'never'\n"
+        "print(hang.run({}).error_kind, flush=True)\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert (finished.returncode, finished.stdout) == (0, "timeout\n"), finished.stderr
 
 
 def test_inline_true_runs_in_the_callers_thread_from_the_start() -> None:

@@ -132,6 +132,40 @@ def test_episode_timeout_keeps_finished_turns() -> None:
     assert len(trajectory.turns) == 1  # the first turn survived the timeout
 
 
+class _HangsInItsStep(AddEnv):
+    """Its step blocks its thread until the test releases it (a step that never returns)."""
+
+    inline_steps = False
+    release = threading.Event()
+
+    def play_turn(self, *args: Any, **kwargs: Any) -> Any:
+        self.release.wait(120)
+        return super().play_turn(*args, **kwargs)
+
+
+def test_a_step_that_hangs_past_the_timeout_does_not_keep_the_run_from_returning() -> None:
+    # The timed-out step is abandoned on its thread; asyncio.run must not wait for it (the
+    # loop's default executor joins its threads at the end, which never came).
+    config = RolloutConfig(env="add", n=2, concurrency=2, episode_timeout_s=0.3)
+    done: dict[str, Any] = {}
+
+    def play() -> None:
+        done["result"] = asyncio.run(
+            run_rollouts(
+                config, policy=FunctionPolicy(solver), make_env=_HangsInItsStep, env_name="add"
+            )
+        )
+
+    player = threading.Thread(target=play, daemon=True)
+    player.start()
+    player.join(60)  # not a time bound on the run: a guard against waiting forever
+    returned = not player.is_alive()
+    _HangsInItsStep.release.set()
+    assert returned, "the run did not return: it waited for the hung step's thread"
+    trajectories = done["result"].trajectories
+    assert [t.stop_reason for t in trajectories] == [StopReason.TIMEOUT] * 2
+
+
 def test_context_overflow_truncates_and_scores() -> None:
     def overflow(messages: list[Message], tools: Any) -> Any:
         if any(m.role == "tool" for m in messages):
