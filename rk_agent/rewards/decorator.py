@@ -579,12 +579,13 @@ def _short(value: Any) -> str:
 
 
 def _bad_output(name: str, what: str) -> EvaluateResult:
-    error = (
-        f"RewardOutputError: reward {name!r} returned {what}; expected an EvaluateResult, a "
-        "number, a (score, {name: score}) tuple or a dict with 'score'"
+    template = (
+        "RewardOutputError: reward %r returned %s; expected an EvaluateResult, a number, a "
+        "(score, {name: score}) tuple or a dict with 'score'"
     )
-    logger.warning(error)
-    return EvaluateResult.invalid(error)
+    # What the reward returned may hold a model's text: an argument, never the template.
+    logger.warning(template, name, what)
+    return EvaluateResult.invalid(template % (name, what))
 
 
 def _deploy(

@@ -10,6 +10,7 @@ throughput of a trivial reward (``benchmarks/bench_reward_server.py``).
 
 Main names:
     RateLimited: the logging filter.
+    client_text: a client's text (a path, a detail) as a line shows it: capped, escaped.
     limit_server_logs: put it on the loggers a client can reach (uvicorn, asyncio, ours).
     AnswerLog: the counts of answers, and their lines.
 """
@@ -20,12 +21,22 @@ import collections
 import logging
 import time
 
-__all__ = ["LOG_INTERVAL_S", "AnswerLog", "RateLimited", "limit_server_logs"]
+__all__ = [
+    "LOG_INTERVAL_S",
+    "SHOWN_CHARS",
+    "AnswerLog",
+    "RateLimited",
+    "client_text",
+    "limit_server_logs",
+]
 
 logger = logging.getLogger("rk_agent.server")
 
 LOG_INTERVAL_S = 10.0
 """Seconds between two lines of one cause, and between two summaries of answers."""
+
+SHOWN_CHARS = 200
+"""At most this many characters of a client's text (a path, an error's detail) go in a line."""
 
 _LOGGERS = ("uvicorn.error", "asyncio", "rk_agent.server", "rk_agent.rewards")
 _MAX_CAUSES = 1024
@@ -112,8 +123,11 @@ class AnswerLog:
     def answered(self, path: str, status: int, detail: bytes = b"") -> None:
         self.counts[status] += 1
         if status >= 300:
-            text = detail[:300].decode("utf-8", "replace")
-            logger.warning(f"{path} answered {status}: %s", text)
+            # The path is the client's: an argument, never the template (``%s`` in it would be
+            # formatted, ``%1000000000s`` a gigabyte), and not the cause either (unique paths
+            # would each pass the rate limit). The cause is the status, an int of ours.
+            text = client_text(detail.decode("utf-8", "replace"))
+            logger.warning(f"%s answered {int(status)}: %s", client_text(path), text)
         if (now := time.monotonic()) - self._since >= self.interval_s:
             self._summary(now)
 
@@ -128,3 +142,17 @@ class AnswerLog:
         self.counts.clear()
         self.invalid = 0
         self._since = now
+
+
+def client_text(text: str, limit: int = SHOWN_CHARS) -> str:
+    """A client's text as a log line shows it: at most ``limit`` characters, with control
+    characters (and every other unprintable one) escaped, so that it cannot forge lines or
+    drive the terminal.
+
+    Example:
+        >>> client_text("/%s" + "x" * 300, limit=6)
+        '/%sxxx...'
+    """
+    cut = text[:limit]
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+    return shown + ("..." if len(text) > limit else "")

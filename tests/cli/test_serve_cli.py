@@ -349,3 +349,26 @@ def test_many_large_bodies_that_never_end_keep_memory_bounded() -> None:
                 sock.close()
     assert small.status_code == 200
     assert loaded - at_rest < 40, (at_rest, loaded)  # 80 MiB were sent
+
+
+# --------------------------------------------------------------------------------------------
+# A client's path in the server's log (issue 38 item 2): an argument, capped, never a template
+
+
+def test_a_clients_path_is_logged_as_text_capped_and_rate_limited() -> None:
+    with running("format", "--api-key", "k") as (url, process, lines):
+        at_rest = _rss_mb(process.pid)
+        # No key: 401s, logged before any auth. As format strings the first path would raise
+        # (a traceback per request) and the second would pad its line to 100 MB (a gigabyte
+        # with one more zero); unique paths would each pass the rate limit.
+        formats = httpx.get(f"{url}/%25s%25s%25d", timeout=30)
+        padded = httpx.get(f"{url}/%25100000000sX", timeout=30)
+        unique = [httpx.get(f"{url}/probe-{i}", timeout=30).status_code for i in range(200)]
+        grown = _rss_mb(process.pid) - at_rest
+    output = "".join(lines)
+    assert {formats.status_code, padded.status_code, *unique} == {401}
+    assert "/%s%s%d answered 401: " in output  # the path as it came, not formatted
+    assert "Traceback" not in output and "Logging error" not in output
+    assert output.count(" answered 401: ") == 1  # 202 answers of one cause: one line
+    assert len(output) < 20_000, len(output)
+    assert grown < 50, f"the server grew {grown:.0f} MB"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rk_agent.server._logs import AnswerLog, RateLimited
+from rk_agent.server._logs import AnswerLog, RateLimited, client_text
 
 
 def record(msg: str, *args: object, exc: BaseException | None = None) -> logging.LogRecord:
@@ -42,3 +42,11 @@ def test_answers_are_counted_and_only_failures_get_a_line(caplog: pytest.LogCapt
     ]
     assert caplog.records[1].getMessage().startswith("answered 1002 requests in the last ")
     assert caplog.records[1].getMessage().endswith(" s: 200 x 1001, 401 x 1")
+
+
+def test_a_clients_text_is_capped_and_its_controls_escaped() -> None:
+    assert client_text("/ok") == "/ok"
+    assert client_text("/a\nWARNING forged\x1b]52;c;QUJD\x07\x9b2J") == (
+        "/a\\nWARNING forged\\x1b]52;c;QUJD\\x07\\x9b2J"
+    )
+    assert client_text("/%s" * 100, limit=10) == "/%s/%s/%s/..."
