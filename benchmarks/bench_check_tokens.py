@@ -44,9 +44,9 @@ from peak_rss import peak_rss_mb
 def play(folder: Path, episodes: int, batch: int) -> float:
     """Play the run into ``folder``, ``batch`` episodes at a time; its wall time in seconds."""
     from rk_agent.policies.hf_policy import HFPolicy
-    from rk_agent.rollouts.config import RolloutConfig
-    from rk_agent.rollouts.run_dir import RunStatus
     from rk_agent.rollouts.runner import prepare_run
+    from rk_agent.runs.config import RolloutConfig
+    from rk_agent.runs.run_dir import RunStatus
 
     config = RolloutConfig.model_validate(
         {"env": "tools", "n": episodes, "group_size": 1, "max_turns": 3, "concurrency": batch,
@@ -84,8 +84,8 @@ def in_process(folder: Path) -> dict[str, float]:
 
 
 def _child(folder: str) -> None:
-    from rk_agent.rollouts.run_dir import read_provenance
-    from rk_agent.rollouts.token_drift import check_tokens, load_tokenizer
+    from rk_agent.runs.run_dir import read_provenance
+    from rk_agent.runs.token_drift import check_tokens, load_tokenizer
 
     started = time.perf_counter()
     load_tokenizer(folder, None, read_provenance(Path(folder)))  # transformers' lazy imports

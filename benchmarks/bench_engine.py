@@ -39,8 +39,8 @@ from rk_agent.envs.registry import get_env_class
 from rk_agent.policies.function_policy import tool_call
 from rk_agent.policies.openai_policy import OpenAIPolicy
 from rk_agent.policies.policy import Policy
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
+from rk_agent.runs.config import RolloutConfig
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 
 TURNS = 3

@@ -12,7 +12,7 @@ Three phases, each measured on the same held-out tasks (seeds 100000+, never tra
 
 Each phase's held-out episodes are kept as a trajectories file (``<out>/heldout-<phase>.jsonl``,
 and ``heldout.jsonl`` beside a checkpoint's cached result), and each phase is compared with the
-one before by ``rk-agent compare``'s own code (`rk_agent.rollouts.compare.compare_runs`): the
+one before by ``rk-agent compare``'s own code (`rk_agent.runs.compare.compare_runs`): the
 table prints each phase's held-out success with its binomial standard error and two z-scores
 against the phase before: the two-proportion z (as if the samples were independent) and the
 paired (McNemar) z on the same tasks, which is what the design allows, with the tasks gained and
@@ -75,9 +75,9 @@ def _eval(model: str, a: argparse.Namespace, cache: Path | None, episodes: Path)
     from rk_agent.envs.registry import make_env
     from rk_agent.policies.hf_policy import HFPolicy
     from rk_agent.policies.policy import SamplingParams
-    from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
-    from rk_agent.rollouts.run_dir import append_trajectories
+    from rk_agent.runs.config import RolloutConfig
+    from rk_agent.runs.run_dir import append_trajectories
 
     started = time.perf_counter()
     config = RolloutConfig(
@@ -111,8 +111,8 @@ def _eval(model: str, a: argparse.Namespace, cache: Path | None, episodes: Path)
 def _solver_episodes(n: int) -> list[Any]:
     from rk_agent.envs.registry import get_solver, make_env
     from rk_agent.policies.function_policy import FunctionPolicy
-    from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
+    from rk_agent.runs.config import RolloutConfig
 
     config = RolloutConfig(env="tools", env_kwargs=ENV_KWARGS, n=n, concurrency=16, seed=0)
     result = asyncio.run(
@@ -351,7 +351,7 @@ def phase_table(rows: list[dict[str, Any]]) -> list[str]:
     trajectories file, ``train_s``, ``eval_s``), compared with the phase before by
     `compare_runs`, as ``rk-agent compare`` does; each row gets its figures (``success``,
     ``z_two``, ``z_paired``, ``gained``, ``lost``) added."""
-    from rk_agent.rollouts.compare import compare_runs
+    from rk_agent.runs.compare import compare_runs
 
     lines = [
         f"{'phase':<18} {'success':>8} {'± s.e.':>7} {'z (2-prop)':>10} {'z (paired)':>10} "

@@ -44,11 +44,11 @@ from bench_engine import TURNS, stub_server
 from figures import figure
 
 from rk_agent.policies.openai_policy import OpenAIPolicy
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.ray_workers import ray_session, run_rollouts_on_workers
-from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.workers import RayOptions
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.workers import RayOptions
 
 STUB_PIDS: set[int] = set()
 

@@ -4,7 +4,7 @@ A synthetic run is made from real episodes: the ``tools`` environment's referenc
 16 tasks with the real engine (3 or 4 turns, 2 or 3 tool calls each), and their lines are
 repeated, each with its own id and task, to 10,000 episodes (about 5 kB a line). Each size
 (``--small``, ``--episodes`` and twice that) is rescored in a fresh process
-(`rk_agent.rollouts.rescore.rescore`, a cheap reward defined in this file: does the final reply
+(`rk_agent.runs.rescore.rescore`, a cheap reward defined in this file: does the final reply
 hold the ground truth) both ways: on worker processes, one per core (what ``rescore`` does for
 a source of ``PARALLEL_BYTES`` or more: 10,000 episodes are 49 MB, 1,000 are under it and are
 told ``workers=``), and in one process (``workers=0``). Each reports its wall time, its CPU time
@@ -49,9 +49,9 @@ def cheap(messages: list, ground_truth: object) -> float:
 def _seed_episodes(folder: Path) -> list[dict]:
     from rk_agent.envs import get_solver
     from rk_agent.policies.function_policy import FunctionPolicy
-    from rk_agent.rollouts.config import RolloutConfig
-    from rk_agent.rollouts.run_dir import read_trajectories
     from rk_agent.rollouts.runner import prepare_run
+    from rk_agent.runs.config import RolloutConfig
+    from rk_agent.runs.run_dir import read_trajectories
 
     config = RolloutConfig(env="tools", n=16, concurrency=8, output=str(folder))
     with prepare_run(config, policy=FunctionPolicy(get_solver("tools"))) as run:
@@ -73,7 +73,7 @@ def _synthetic_run(seed: list[dict], folder: Path, episodes: int) -> None:
 
 
 def _child(source: str, output: str, workers: str) -> None:
-    from rk_agent.rollouts.rescore import rescore
+    from rk_agent.runs.rescore import rescore
 
     started, cpu = time.perf_counter(), time.process_time()
     result = rescore(

@@ -90,11 +90,11 @@ def _training_run(seed: list[dict], folder: Path, episodes: int) -> None:
     """The training run, its watch and record written by the trainer's writers."""
     import dataclasses
 
-    from rk_agent.rollouts.alarms import AlarmWatch
-    from rk_agent.rollouts.run_record import RunKind, RunRecord, write_run_record
-    from rk_agent.rollouts.trajectory import Trajectory
-    from rk_agent.rollouts.watch import outcome_of, watch_signals
-    from rk_agent.trainers.watch_log import append_watch_line
+    from rk_agent.runs.alarms import AlarmWatch
+    from rk_agent.runs.run_record import RunKind, RunRecord, write_run_record
+    from rk_agent.runs.trajectory import Trajectory
+    from rk_agent.runs.watch import outcome_of, watch_signals
+    from rk_agent.runs.watch_log import append_watch_line
     from rk_agent.types import RunStatus
 
     folder.mkdir()

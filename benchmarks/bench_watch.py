@@ -84,8 +84,8 @@ def main() -> None:
     from trl import GRPOConfig
 
     from rk_agent.policies.local_model import DEFAULT_MODEL
-    from rk_agent.rollouts.run_dir import read_trajectories
-    from rk_agent.rollouts.watch import outcome_of, watch_signals
+    from rk_agent.runs.run_dir import read_trajectories
+    from rk_agent.runs.watch import outcome_of, watch_signals
     from rk_agent.trainers.grpo import grpo_trainer
     from rk_agent.trainers.trl_args import build_trl_args
     from rk_agent.trainers.watch import WatchCallback, WatchRecorder

@@ -92,23 +92,23 @@ from rk_agent.rewards.stats import (
     normalize_rewards as normalize_rewards,
     reward_stats as reward_stats,
 )
-from rk_agent.rollouts.alarms import (
-    AlarmOptions as AlarmOptions,
-)
-from rk_agent.rollouts.config import (
-    FailurePolicy as FailurePolicy,
-    RolloutConfig as RolloutConfig,
-)
 from rk_agent.rollouts.engine import (
     run_rollouts as run_rollouts,
-)
-from rk_agent.rollouts.run_dir import (
-    RunDir as RunDir,
 )
 from rk_agent.rollouts.runner import (
     prepare_run as prepare_run,
 )
-from rk_agent.rollouts.trajectory import (
+from rk_agent.runs.alarms import (
+    AlarmOptions as AlarmOptions,
+)
+from rk_agent.runs.config import (
+    FailurePolicy as FailurePolicy,
+    RolloutConfig as RolloutConfig,
+)
+from rk_agent.runs.run_dir import (
+    RunDir as RunDir,
+)
+from rk_agent.runs.trajectory import (
     Trajectory as Trajectory,
 )
 from rk_agent.soundness.env_check import (

@@ -265,7 +265,7 @@ class SandboxError(RkAgentError, RuntimeError):
 class WorkerError(RkAgentError, RuntimeError):
     """Worker processes were lost and none could be started in their place, or one broke its
     contract: rollout workers (`rk_agent.rollouts.ray_workers`; what finished is saved and the
-    run can be resumed) or a rescore's (`rk_agent.rollouts.rescore_workers`; nothing is
+    run can be resumed) or a rescore's (`rk_agent.runs.rescore_workers`; nothing is
     written).
     """
 

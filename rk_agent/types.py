@@ -346,7 +346,7 @@ class FailureSite(str, Enum):
 
 
 class RunStatus(str, Enum):
-    """Where a run stands, as its ``run.json`` says (`rk_agent.rollouts.run_record.RunRecord`).
+    """Where a run stands, as its ``run.json`` says (`rk_agent.runs.run_record.RunRecord`).
 
     A run that is not ``running`` can be resumed (a finished one has nothing left to do).
     """

@@ -8,8 +8,8 @@ package counts as an arrow to the submodule when the name is one. Between subpac
 an arrow too: it is loaded later, but it is a dependency all the same (an upper package plugs
 in through entry points instead).
 
-Between subpackages the arrows also point one way, down `LAYERS` (envs -> policies -> rollouts
--> trainers, the way data flows), and nothing imports `rk_agent.testing`, the test doubles,
+Between subpackages the arrows also point one way, down `LAYERS` (envs -> policies -> runs ->
+rollouts -> trainers, the way data flows), and nothing imports `rk_agent.testing`, the test doubles,
 which may import anything.
 """
 
@@ -182,6 +182,7 @@ LAYERS: list[set[str]] = [
     {"rk_agent.envs"},
     {"rk_agent.mcp"},
     {"rk_agent.policies"},
+    {"rk_agent.runs"},
     {"rk_agent.rollouts"},
     {"rk_agent.soundness", "rk_agent.trainers", "rk_agent.server", "rk_agent.fireworks"},
     {"rk_agent.view", "rk_agent.selfhost", "rk_agent.evaluation"},

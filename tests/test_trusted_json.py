@@ -12,8 +12,8 @@ from pydantic import BaseModel, ValidationError, model_validator
 
 from rk_agent import trusted_json
 from rk_agent.envs.registry import get_solver
-from rk_agent.rollouts.run_dir import read_trajectories, trajectory_line
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.run_dir import read_trajectories, trajectory_line
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.trusted_json import (
     build_trusted,
     is_widening,

@@ -3,7 +3,7 @@
 
 The first two print a table (or ``--json``): the mean reward and each component of the
 reference, an honest wrong answer and every probe, then the flags. ``check tokens`` prints each
-drifted turn and the drift rate (`rk_agent.rollouts.token_drift`). Exit code 0: nothing flagged;
+drifted turn and the drift rate (`rk_agent.runs.token_drift`). Exit code 0: nothing flagged;
 1: flagged (drift found); 2: bad input (one line saying what was expected, what came and how to
 fix it).
 """
@@ -170,7 +170,7 @@ def check_tokens_command(
     generated token ids are where the re-tokenized conversation puts that turn (what a trainer
     that re-tokenizes would train on). Reports each drifted turn's first differing position with
     a sample, and the drift rate. Exit 0: no drift; 1: drift; 2: bad input."""
-    from rk_agent.rollouts.token_drift import check_tokens
+    from rk_agent.runs.token_drift import check_tokens
 
     report = check_tokens(run, tokenizer)
     if as_json:

@@ -1,6 +1,6 @@
 """``rk-agent compare``: two runs side by side on the tasks they share.
 
-The figures are `rk_agent.rollouts.compare.compare_runs`'s (its docstring defines each); this
+The figures are `rk_agent.runs.compare.compare_runs`'s (its docstring defines each); this
 prints them as plain-text tables, or as JSON with ``--json``.
 """
 
@@ -14,7 +14,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rk_agent.rollouts.compare import Change, RunComparison
+    from rk_agent.runs.compare import Change, RunComparison
 
 _LISTED = 5  # task ids printed per list; --json has them all
 
@@ -36,7 +36,7 @@ def compare(
     gained and lost, McNemar's paired z and the two-proportion z, and the change of each reward
     component and task kind. Episodes are matched by task id and sample; a positive z or
     change means B did better."""
-    from rk_agent.rollouts.compare import compare_runs
+    from rk_agent.runs.compare import compare_runs
 
     report = compare_runs(run_a, run_b)
     if as_json:

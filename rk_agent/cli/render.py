@@ -7,9 +7,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from rk_agent.rollouts.summary import RunSummary
-from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.watch import WatchSignals
+from rk_agent.runs.summary import RunSummary
+from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.watch import WatchSignals
 
 __all__ = ["render_alarms", "render_summary", "render_trajectory"]
 

@@ -1,5 +1,5 @@
 """``rk-agent replay``: play a recorded episode's actions into a fresh environment and check
-that it answers as recorded (`rk_agent.rollouts.replay.replay_episode`)."""
+that it answers as recorded (`rk_agent.runs.replay.replay_episode`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from rk_agent.rollouts.replay import ReplayReport
+    from rk_agent.runs.replay import ReplayReport
 
 EXIT_MISMATCH = 1
 
@@ -28,7 +28,7 @@ def replay(
     task, play the recorded assistant messages turn by turn, and check that every observation,
     step reward, the episode's result and its stop reason match the record. Exit 0 when all
     match, 1 on a mismatch, 2 on bad input."""
-    from rk_agent.rollouts.replay import replay_episode
+    from rk_agent.runs.replay import replay_episode
 
     report = replay_episode(run, episode)
     if as_json:

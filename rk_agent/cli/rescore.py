@@ -1,6 +1,6 @@
 """``rk-agent rescore``: score a run's stored episodes again with another reward, into a new run.
 
-The work is `rk_agent.rollouts.rescore.rescore`; this prints its progress, the new run's summary
+The work is `rk_agent.runs.rescore.rescore`; this prints its progress, the new run's summary
 and how the figures moved against the source (plain text: reward names and errors come from
 users).
 """
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
-    from rk_agent.rollouts.rescore import RescoreResult
+    from rk_agent.runs.rescore import RescoreResult
 
 EXIT_INTERRUPTED = 130
 
@@ -78,7 +78,7 @@ def rescore(
     from rk_agent.cli.console import make_console
     from rk_agent.cli.preview import _parse_kwargs  # one reading of --kwargs for every command
     from rk_agent.cli.render import render_summary
-    from rk_agent.rollouts.rescore import rescore as rescore_run
+    from rk_agent.runs.rescore import rescore as rescore_run
 
     bound = _parse_kwargs(kwargs)
     console = make_console()

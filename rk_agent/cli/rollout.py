@@ -14,7 +14,7 @@ from rk_agent.errors import ConfigError, RkAgentError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rk_agent.rollouts.run_dir import RunDir, RunStatus
+    from rk_agent.runs.run_dir import RunDir, RunStatus
 
 EXIT_INTERRUPTED = 130
 EXIT_ALL_FAILED = 1
@@ -184,9 +184,9 @@ def rollout(
     """Play episodes of an environment with a model and write trajectories and a summary."""
     from rk_agent.cli.console import make_console
     from rk_agent.cli.render import render_summary
-    from rk_agent.rollouts.config import PLACEMENT_KEYS, load_rollout_config
-    from rk_agent.rollouts.run_dir import RunStatus
     from rk_agent.rollouts.runner import describe_model, prepare_run
+    from rk_agent.runs.config import PLACEMENT_KEYS, load_rollout_config
+    from rk_agent.runs.run_dir import RunStatus
 
     console = make_console()
     overrides: dict[str, Any] = {
@@ -312,7 +312,7 @@ def _play(run: Any, console: Console, total: int) -> RunStatus:
         TimeElapsedColumn,
     )  # fmt: skip
 
-    from rk_agent.rollouts.run_dir import RunStatus
+    from rk_agent.runs.run_dir import RunStatus
 
     rewards: list[float] = []
     columns = (
@@ -373,8 +373,8 @@ def show(
     from rk_agent.cli.console import make_console
     from rk_agent.cli.render import render_summary, render_trajectory
     from rk_agent.cli.show_training import is_training_run
-    from rk_agent.rollouts.run_dir import CONFIG_FILE, TRAJECTORIES_FILE, RunDir, read_trajectories
-    from rk_agent.rollouts.summary import summarize
+    from rk_agent.runs.run_dir import CONFIG_FILE, TRAJECTORIES_FILE, RunDir, read_trajectories
+    from rk_agent.runs.summary import summarize
 
     if limit < -1:
         raise ConfigError(f"--limit must be -1 (all), 0 or more, got {limit}.")
@@ -448,7 +448,7 @@ def _show_provenance(run: RunDir, trajectories: list[Any], console: Console) -> 
 def _all_played(path: Path) -> bool:
     """Whether the run directory holds every episode its config plans (read, not locked; a
     path that is no run directory is left to `prepare_run` to refuse in its words)."""
-    from rk_agent.rollouts.run_dir import RunDir
+    from rk_agent.runs.run_dir import RunDir
 
     try:
         run = RunDir.open(path)
@@ -460,8 +460,8 @@ def _all_played(path: Path) -> bool:
 
 def _not_a_run(path: Path) -> str:
     """The error for a path ``rk-agent show`` finds no run at."""
-    from rk_agent.rollouts.run_dir import CONFIG_FILE
-    from rk_agent.rollouts.run_record import RUN_RECORD_FILE
+    from rk_agent.runs.run_dir import CONFIG_FILE
+    from rk_agent.runs.run_record import RUN_RECORD_FILE
 
     give = (
         "Give a run's folder (made by `rk-agent rollout`, `rk-agent rescore` or `rk-agent "
@@ -492,7 +492,7 @@ def _no_episode(missing: list[str], trajectories: list[Any], where: Path) -> str
 
 def _status_note(run: RunDir) -> str | None:
     """How an unfinished run stands, from ``run.json`` and its lock (``None``: finished)."""
-    from rk_agent.rollouts.run_dir import RunStatus
+    from rk_agent.runs.run_dir import RunStatus
 
     record = run.read_record()
     status = record.status if record is not None else None

@@ -1,7 +1,7 @@
 """``rk-agent show`` on a training run's folder: how it stands, its last watched step, its alarms.
 
 A folder ``rk-agent train`` wrote holds ``run.json`` of kind ``training``
-(`rk_agent.rollouts.run_record`) and, for GRPO, ``watch.jsonl`` (`rk_agent.trainers.watch`).
+(`rk_agent.runs.run_record`) and, for GRPO, ``watch.jsonl`` (`rk_agent.trainers.watch`).
 `render_training_run` prints the run's status, step and last checkpoint, the watch's figures
 of its last step, and every alarm it raised (from the record; from ``watch.jsonl`` when the
 record has none, as for a killed run).
@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rk_agent.rollouts.run_record import RunKind, read_run_record
-from rk_agent.trainers.watch_log import read_watch
+from rk_agent.runs.run_record import RunKind, read_run_record
+from rk_agent.runs.watch_log import read_watch
 
 __all__ = ["is_training_run", "render_training_run"]
 

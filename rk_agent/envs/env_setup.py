@@ -1,6 +1,6 @@
 """One environment as a run sets it up (`EnvSetup`), and the one way to build it.
 
-A rollout run (`rk_agent.rollouts.config.RolloutConfig`) and a training run
+A rollout run (`rk_agent.runs.config.RolloutConfig`) and a training run
 (`rk_agent.trainers.config.TrainConfig`) both hold an `EnvSetup` as their ``env`` option: which
 environment, its constructor's arguments, a task file, episode rewards replacing the
 environment's, the turn limit, the seed of the first task, and MCP servers whose tools the
@@ -263,7 +263,7 @@ class EnvFactory:
         self.name = setup.registered_name()
         dataset = self._first.dataset
         self.dataset_size: int | None = len(dataset) if dataset is not None else None
-        # What the model is offered, read once (a run records it: rk_agent.rollouts.provenance).
+        # What the model is offered, read once (a run records it: rk_agent.runs.provenance).
         self.tool_schemas: list[dict[str, Any]] = list(self._first.tool_schemas)
         self.tool_origins: dict[str, str] = self._first.tool_origins
         self.max_turns: int = self._first.max_turns

@@ -116,7 +116,7 @@ def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool 
         DataError: the source cannot be read, or has no tasks.
         ConfigError: the source does not exist, or the environment cannot be built.
     """
-    from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, read_trajectories
+    from rk_agent.runs.run_dir import CONFIG_FILE, RunDir, read_trajectories
 
     path = Path(source)
     if path.is_dir():

@@ -451,7 +451,7 @@ class OpenAIPolicy:
             output.parse_format = self.tool_call_format
         output.extra["attempts"] = attempts
         output.extra["tool_protocol"] = ("native" if native else "text") if tools else None
-        if tools:  # what a run records (rk_agent.rollouts.provenance)
+        if tools:  # what a run records (rk_agent.runs.provenance)
             output.extra["tool_call_format"] = "native" if native else self.tool_call_format.name
         return output
 

@@ -1,17 +1,13 @@
-"""rk_agent.rollouts: the rollout engine, run directories, trajectories and summaries.
+"""rk_agent.rollouts: playing episodes.
 
 Modules:
-    engine / episode / slots / workers / ray_workers: `run_rollouts`, the episode loop, and
-        the episodes in flight, in this process or on Ray actors.
-    config / runner / run_dir / run_lock / run_record / provenance: a run's options, its
-        set-up (`prepare_run`), its folder on disk (`RunDir`), and the record every run folder
-        keeps, training runs' too (`RunRecord`, ``run.json``).
-    trajectory / summary / stats / watch / alarms / token_drift: what an episode recorded, and
-        what a run's episodes add up to.
-    replay / fork / rescore / compare: runs played again, continued, scored again, compared;
-        rescorer / rescore_workers: one episode scored again, and rescoring on worker
-        processes.
+    engine / episode / slots: `run_rollouts`, the episode loop, and the episodes in flight.
+    ray_workers: the same on Ray actors.
+    runner: a run's set-up (`prepare_run`) and its play, written to its folder.
+    fork: a run continued from the recorded turns of another.
+    gc_pauses: fewer collector pauses while a run plays.
 
-The models the engine plays with are in `rk_agent.policies`; its test doubles in
-`rk_agent.testing`.
+A run on disk (its config, folder, trajectories, record, summary) and everything that reads it
+again (replay, rescore, compare, the watch and alarms) are in `rk_agent.runs`; the models the
+engine plays with are in `rk_agent.policies`; its test doubles in `rk_agent.testing`.
 """

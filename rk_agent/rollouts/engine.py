@@ -21,12 +21,12 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
 from rk_agent.policies.policy import Policy, warm_up_policy
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
 from rk_agent.rollouts.gc_pauses import episode_finished, fewer_gc_pauses
-from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunDir
+from rk_agent.runs.trajectory import Trajectory
 
 __all__ = ["RolloutResult", "plan_slots", "run_rollouts"]
 

@@ -32,8 +32,8 @@ from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ContextOverflowError, EndpointError, EnvError, ToolServerError
 from rk_agent.inline_budget import InlineBudget
 from rk_agent.policies.policy import Policy, PolicyOutput, SamplingParams, Usage
-from rk_agent.rollouts.provenance import episode_provenance, turn_tool_call_format
-from rk_agent.rollouts.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
+from rk_agent.runs.provenance import episode_provenance, turn_tool_call_format
+from rk_agent.runs.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import EvaluateResult, FailureKind, FailureSite, Message, StopReason
 
 __all__ = ["EpisodeSlot", "env_failure", "play_episode", "step_turn"]
@@ -222,7 +222,7 @@ async def _play(env: ChatEnv, output: PolicyOutput) -> TurnResult:
 
 
 async def _replay(env: ChatEnv, turn: Turn) -> TurnResult:
-    """A recorded turn played again as it was (`rk_agent.rollouts.replay.replay_turn`)."""
+    """A recorded turn played again as it was (`rk_agent.runs.replay.replay_turn`)."""
     if turn.parse_error is not None:
         return await _env_call(
             env, "reject_turn", turn.assistant, turn.parse_error, feedback=turn.parse_feedback

@@ -6,7 +6,7 @@ recorded turns are played into the environment (restoring its state) and kept as
 the policy plays on from turn ``K``. The result is an ordinary run: one group (the episode's
 task index, samples ``0 .. N-1``) that GRPO and ``rk-agent compare`` read as any other.
 
-The state is restored by replay (`rk_agent.rollouts.replay`), so before anything is played the
+The state is restored by replay (`rk_agent.runs.replay`), so before anything is played the
 first ``K`` turns are replayed once and compared with the record: an environment that answers
 otherwise (its state cannot be restored by replay) is refused.
 
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
-from rk_agent.rollouts.replay import env_setup, find_episode, replay_trajectory
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.replay import env_setup, find_episode, replay_trajectory
+from rk_agent.runs.trajectory import Trajectory
 
 __all__ = ["ForkPoint", "fork_config", "fork_slots"]
 

@@ -50,13 +50,13 @@ from rk_agent.envs.env_setup import EnvFactory, EnvSetup
 from rk_agent.errors import ConfigError, WorkerError
 from rk_agent.policies.policy import Policy, warm_up_policy
 from rk_agent.processes import on_exit
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot
 from rk_agent.rollouts.gc_pauses import episode_finished, fewer_gc_pauses
-from rk_agent.rollouts.run_dir import RunDir
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
-from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.workers import (
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunDir
+from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.workers import (
     LOCAL_MODEL_REFUSED,
     RayOptions,
     WorkerFailure,

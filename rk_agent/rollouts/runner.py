@@ -21,13 +21,13 @@ from typing import Any
 from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
 from rk_agent.policies.policy import Policy
-from rk_agent.rollouts.config import PLACEMENT_KEYS, RolloutConfig
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.fork import fork_config
-from rk_agent.rollouts.provenance import run_provenance
-from rk_agent.rollouts.run_dir import RunDir, RunStatus
-from rk_agent.rollouts.summary import RunSummary, summarize
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.config import PLACEMENT_KEYS, RolloutConfig
+from rk_agent.runs.provenance import run_provenance
+from rk_agent.runs.run_dir import RunDir, RunStatus
+from rk_agent.runs.summary import RunSummary, summarize
+from rk_agent.runs.trajectory import Trajectory
 
 __all__ = ["PreparedRun", "build_policy", "describe_model", "prepare_run"]
 
@@ -142,7 +142,7 @@ def prepare_run(
         resume: a run directory to finish.
         policy: use this policy instead of building one from the config (tests, benchmarks).
         placement: with ``resume``, where the rest is played instead of what the run's
-            config says: `rk_agent.rollouts.config.PLACEMENT_KEYS` (``concurrency``,
+            config says: `rk_agent.runs.config.PLACEMENT_KEYS` (``concurrency``,
             ``workers``, 0 for this process, ``ray.*``), as dotted names.
 
     The returned run holds the run directory's lock (a resumed run's from the start, so that
@@ -182,7 +182,7 @@ def _prepare(
     config: RolloutConfig, run_dir: RunDir | None, api_key: str | None, policy: Policy | None
 ) -> PreparedRun:
     if config.workers is not None:  # before anything is built or loaded
-        from rk_agent.rollouts.workers import LOCAL_MODEL_REFUSED, import_ray
+        from rk_agent.runs.workers import LOCAL_MODEL_REFUSED, import_ray
 
         import_ray()  # missing: say how to install it
         served = config.base_url or config.provider in ("fireworks", "openai", "solver")

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 from rk_agent.envs.base import ChatEnv
 from rk_agent.policies.policy import Policy
-from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.run_dir import RunDir
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.config import FailurePolicy, RolloutConfig
+from rk_agent.runs.run_dir import RunDir
+from rk_agent.runs.trajectory import Trajectory
 
 __all__ = ["EpisodeSink", "RolloutResult", "plan_slots", "play_slot"]
 

@@ -34,7 +34,7 @@ from rk_agent.errors import ConfigError, EnvError
 from rk_agent.policies.function_policy import FunctionPolicy
 from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.replay import replay_trajectory
+from rk_agent.runs.replay import replay_trajectory
 from rk_agent.soundness.catalogue import catalogue
 from rk_agent.soundness.flags import Played, Score, judge, worst
 from rk_agent.soundness.probes import KINDS, Probe, ProbeView
@@ -156,7 +156,7 @@ def check_env(
 
 def check_replay(env: ChatEnv, *, seed: int = 0) -> None:
     """Is ``env`` deterministic? Play one episode with its reference solver through the
-    rollout engine, then replay it into ``env`` (`rk_agent.rollouts.replay`): every observation,
+    rollout engine, then replay it into ``env`` (`rk_agent.runs.replay`): every observation,
     step reward and the episode's result must come out as recorded. Nothing to do for an
     environment without a reference solver.
 

@@ -12,7 +12,7 @@ Modules:
     config / trl_args / wandb_setup / run: ``rk-agent train``'s config, TRL options with
         device defaults, wandb (offline without a key), and the run itself.
     callbacks / memory / previous_run / watch: the run's record (``run.json``, in
-        `rk_agent.rollouts.run_record`) with its memory figures, what the next start says
+        `rk_agent.runs.run_record`) with its memory figures, what the next start says
         about a run that did not end cleanly, and the watch's alarms.
 
 Heavy dependencies (torch, transformers, trl, datasets, wandb) load only when used.

@@ -1,7 +1,7 @@
 """Trainer callbacks of ``rk-agent train``: the run record and resident memory in every log.
 
 `RunRecordCallback` keeps the run's record, ``<output_dir>/run.json``
-(`rk_agent.rollouts.run_record`), up to date after every optimizer step and checkpoint, with
+(`rk_agent.runs.run_record`), up to date after every optimizer step and checkpoint, with
 its memory figures (`rk_agent.trainers.memory`), and adds ``memory/rss_gb`` (resident
 memory now) and ``memory/peak_rss_gb`` (the process's peak so far) to every log line, so TRL's
 log, the console and wandb show whether memory stays flat from step to step. It must run
@@ -21,8 +21,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from rk_agent.rollouts.alarms import Alarm
-from rk_agent.rollouts.run_record import RunRecord, RunStatus, write_run_record
+from rk_agent.runs.alarms import Alarm
+from rk_agent.runs.run_record import RunRecord, RunStatus, write_run_record
 from rk_agent.trainers.memory import memory_figures, peak_resident_bytes, resident_bytes
 
 __all__ = ["RunRecordCallback", "StepLines", "attach"]

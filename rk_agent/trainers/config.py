@@ -53,7 +53,7 @@ from rk_agent.envs.env_setup import (
     nest_env_keys,
 )
 from rk_agent.errors import ConfigError, did_you_mean
-from rk_agent.rollouts.alarms import AlarmOptions
+from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.secrets import redact, secret_values
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT
 from rk_agent.trainers.sft_filter import SFT_FILTER_FIELDS, SFTFilter
@@ -132,7 +132,7 @@ class TrainConfig(EnvConfig):
             ``True`` requires one; ``False`` starts afresh; a path names the checkpoint.
         wandb: Weights & Biases logging.
         watch: GRPO's watch: the alarms' thresholds and ``stop_on_alarm``
-            (`rk_agent.rollouts.alarms.AlarmOptions`).
+            (`rk_agent.runs.alarms.AlarmOptions`).
         trl: options of TRL's ``GRPOConfig`` / ``SFTConfig`` (``learning_rate``, ``max_steps``,
             ...); options left out get device defaults.
     """
@@ -174,7 +174,7 @@ def _played_env(trajectories: str) -> str:
     file's (or run folder's) name when that cannot be read (the preflight then says why)."""
     import json
 
-    from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
+    from rk_agent.runs.run_dir import TRAJECTORIES_FILE
 
     path = Path(trajectories).expanduser()
     file = path / TRAJECTORIES_FILE if path.is_dir() else path

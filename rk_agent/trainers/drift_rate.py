@@ -5,7 +5,7 @@ Both GRPO loops train on the ids the model generated: the rk loop on `EpisodeTok
 loop on its own prompt ids and ``completion_ids`` (the replies and the tool results' suffixes,
 concatenated). A trainer that rebuilt each episode from its messages with the chat template
 would train on other ids wherever re-tokenization differs. `DriftMeter` measures how often
-that happens, per training step, with `rk_agent.rollouts.token_drift.episode_drift` (the check
+that happens, per training step, with `rk_agent.runs.token_drift.episode_drift` (the check
 ``rk-agent check tokens`` runs on a run folder):
 
 - an episode whose turns carry generated ids is checked turn by turn against them;
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rk_agent.rollouts.token_drift import TemplateRenderer, episode_drift
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.token_drift import TemplateRenderer, episode_drift
+from rk_agent.runs.trajectory import Trajectory
 
 __all__ = ["DriftCount", "DriftMeter"]
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.rewards.registry import RewardLike
-from rk_agent.rollouts.alarms import AlarmOptions
+from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs

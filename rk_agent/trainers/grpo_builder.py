@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError
 from rk_agent.policies.local_model import resolve_model
-from rk_agent.rollouts.alarms import AlarmOptions
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.alarms import AlarmOptions
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.trainers.trl_patches import score_completions_only
 
 if TYPE_CHECKING:

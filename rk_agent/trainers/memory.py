@@ -1,7 +1,7 @@
 """The training process's memory: resident now, its peak, and the machine's.
 
 ``rk-agent train`` keeps these figures in the run's record (``run.json``:
-`rk_agent.rollouts.run_record`) after every optimizer step and adds them to every log line
+`rk_agent.runs.run_record`) after every optimizer step and adds them to every log line
 (`rk_agent.trainers.callbacks`), so a run the OS killed for memory can be told from one killed
 otherwise (`rk_agent.trainers.previous_run`).
 
@@ -43,5 +43,5 @@ def machine_memory_bytes() -> int | None:
 
 def memory_figures() -> dict[str, int | None]:
     """The record's memory fields now: ``rss_bytes`` and ``peak_rss_bytes``
-    (`rk_agent.rollouts.run_record.RunRecord`)."""
+    (`rk_agent.runs.run_record.RunRecord`)."""
     return {"rss_bytes": resident_bytes(), "peak_rss_bytes": peak_resident_bytes()}

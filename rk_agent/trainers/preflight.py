@@ -21,8 +21,8 @@ from pathlib import Path
 
 from rk_agent.errors import ConfigError
 from rk_agent.policies.local_model import check_model_folder
-from rk_agent.rollouts.run_dir import CONFIG_FILE, TRAJECTORIES_FILE
-from rk_agent.rollouts.run_record import RUN_RECORD_FILE, RunKind, read_run_record
+from rk_agent.runs.run_dir import CONFIG_FILE, TRAJECTORIES_FILE
+from rk_agent.runs.run_record import RUN_RECORD_FILE, RunKind, read_run_record
 from rk_agent.trainers.config import TrainConfig, resume_checkpoint
 
 __all__ = ["check_train_inputs"]

@@ -1,6 +1,6 @@
 """What ``rk-agent train`` says about the last run in its folder, if it did not end cleanly.
 
-The run's record (``run.json``: `rk_agent.rollouts.run_record`) is rewritten after every
+The run's record (``run.json``: `rk_agent.runs.run_record`) is rewritten after every
 optimizer step, then once more when the run ends. A process the OS kills (the kernel's
 out-of-memory killer, ``kill -9``, a lost machine) cannot write that last word, so its record
 still says ``running`` with a process that no longer exists. The next start in the same folder
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rk_agent.rollouts.run_record import RunKind, RunRecord, RunStatus, read_run_record
+from rk_agent.runs.run_record import RunKind, RunRecord, RunStatus, read_run_record
 
 __all__ = ["previous_run_note"]
 

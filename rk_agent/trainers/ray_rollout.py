@@ -25,11 +25,11 @@ from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.policies.episode_tokens import EpisodeTokens, SuffixRenderer
 from rk_agent.policies.policy import SamplingParams
 from rk_agent.policies.vllm_policy import VLLMPolicy
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
 from rk_agent.rollouts.ray_workers import RolloutWorker, WorkerPool, _shares, ray_session
-from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.workers import RayOptions, WorkerFailure
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.workers import RayOptions, WorkerFailure
 
 __all__ = ["EpisodeTokenRecord", "RayEpisodes", "TokenEpisode"]
 

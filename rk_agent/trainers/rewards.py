@@ -10,7 +10,7 @@ TRL logs every reward function on its own (``rewards/<name>/mean``) and weights 
   (``answer``, ``efficiency``, ...) is logged too, with weight 0: it is already inside
   ``episode``. The ``episode`` function also logs per-step reward statistics, tool-call and
   parse-error rates, stop reasons, turns and success (`episode_stats`, defined as run summaries
-  define them: `rk_agent.rollouts.stats`), and adds a turn-by-turn ``trajectory``
+  define them: `rk_agent.runs.stats`), and adds a turn-by-turn ``trajectory``
   column to TRL's completions table (and so to wandb).
 - single-turn (`single_turn_reward_funcs`): each episode reward component, through
   `rk_agent.rewards.trl_adapter.to_trl_reward`, fed the task's ground truth and metadata from the
@@ -33,8 +33,8 @@ from rk_agent.envs.base import ChatEnv
 from rk_agent.errors import DataError
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.rewards.trl_adapter import to_trl_reward
-from rk_agent.rollouts.stats import EpisodeStats
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.stats import EpisodeStats
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.trainers.tasks import TaskTable
 
 __all__ = [
@@ -122,7 +122,7 @@ def episode_reward_funcs(env: ChatEnv, *, step_weight: float = 1.0) -> RewardFun
 def episode_stats(trajectories: Sequence[Trajectory]) -> dict[str, float]:
     """Batch statistics of episodes, as ``episodes/...`` metrics for TRL's log.
 
-    The numbers are `EpisodeStats`'s (see `rk_agent.rollouts.stats` for the definitions, the
+    The numbers are `EpisodeStats`'s (see `rk_agent.runs.stats` for the definitions, the
     same as ``summary.json``'s): context overflow counts in ``failure_rate`` (its share alone is
     ``stop/truncated``, and TRL's cut episodes' is ``budget_hit_rate``); a rate with nothing to
     count (``tool_success_rate`` without tool calls, ``success_rate`` without a verdict) is left

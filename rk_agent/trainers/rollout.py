@@ -52,9 +52,9 @@ from rk_agent.policies.hf_policy import HFPolicy
 from rk_agent.policies.policy import SamplingParams
 from rk_agent.policies.vllm_policy import VLLMPolicy
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.run_dir import append_trajectories
-from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.workers import RayOptions
+from rk_agent.runs.run_dir import append_trajectories
+from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.workers import RayOptions
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.trainers.ray_rollout import EpisodeTokenRecord, RayEpisodes, TokenEpisode
 from rk_agent.trainers.tasks import TaskRow, TaskTable

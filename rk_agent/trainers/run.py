@@ -7,7 +7,7 @@ tokenizer in ``<output_dir>/final``, a folder ``rk-agent rollout --model`` takes
 Checkpoints are TRL's own (``checkpoint-<step>``, every ``save_steps``); a run started again
 with the same ``output_dir`` resumes from the last one (``resume: auto``). Ctrl-C stops
 training and keeps every checkpoint already written. The run keeps a record of itself
-(``run.json``, `rk_agent.rollouts.run_record`: status, step, resident memory), so a run the OS
+(``run.json``, `rk_agent.runs.run_record`: status, step, resident memory), so a run the OS
 killed is reported as such when the next one starts in its folder
 (`rk_agent.trainers.previous_run`); every log line carries
 ``memory/rss_gb`` and ``memory/peak_rss_gb``, and the run ends by printing its peak. Memory the
@@ -31,9 +31,9 @@ from typing import Any
 
 from rk_agent.errors import RkAgentError
 from rk_agent.policies.local_model import DEFAULT_MODEL
-from rk_agent.rollouts.alarms import Alarm
-from rk_agent.rollouts.provenance import package_versions
-from rk_agent.rollouts.run_record import (
+from rk_agent.runs.alarms import Alarm
+from rk_agent.runs.provenance import package_versions
+from rk_agent.runs.run_record import (
     RunKind,
     RunRecord,
     RunStatus,
@@ -73,7 +73,7 @@ class TrainOutcome:
         peak_rss_bytes: the process's peak resident memory (the whole process: a run in a
             process that did other work before reports that work's peak if it was higher).
         step_rss_bytes: resident memory after each optimizer step, by step.
-        alarms: the alarms the run raised (`rk_agent.rollouts.alarms`).
+        alarms: the alarms the run raised (`rk_agent.runs.alarms`).
         stopped_by: the alarm that ended the run (``watch.stop_on_alarm``), if any.
         last_checkpoint: the newest checkpoint in ``output_dir`` when the run ended.
     """

@@ -25,7 +25,7 @@ rows, so a tool call's ``{"a": 1}`` next to another's ``{"b": 2}`` would come ba
 (datasets decodes them with pandas' ujson: a float of 17 significant digits may come back one
 unit off in its last digit).
 
-**What the model saw.** A run folder's ``provenance.json`` (`rk_agent.rollouts.provenance`)
+**What the model saw.** A run folder's ``provenance.json`` (`rk_agent.runs.provenance`)
 gives the tools each episode was offered, MCP servers' included, and the tool-call format it
 was played with; the rows render exactly that prompt. Without it (a run made before rk-agent
 recorded it, a training run's episode log) the tools are read from the environment, built
@@ -55,15 +55,15 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.errors import ConfigError, DataError, NotAvailableError
 from rk_agent.policies.hf_policy import native_message
-from rk_agent.rollouts.provenance import NATIVE, RunProvenance
-from rk_agent.rollouts.run_dir import CONFIG_FILE, RunDir, read_provenance, read_trajectories
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.provenance import NATIVE, RunProvenance
+from rk_agent.runs.run_dir import CONFIG_FILE, RunDir, read_provenance, read_trajectories
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.trainers.sft_filter import SFTFilter
 
 if TYPE_CHECKING:
     from datasets import Dataset
 
-    from rk_agent.rollouts.config import RolloutConfig
+    from rk_agent.runs.config import RolloutConfig
 
 __all__ = [
     "DropReason",
@@ -142,7 +142,7 @@ class SFTData:
 def load_trajectories(source: str | os.PathLike[str]) -> list[Trajectory]:
     """Read every trajectory of a run directory or of a trajectories JSONL file.
 
-    The rules are those of every reader (`rk_agent.rollouts.run_dir.read_trajectories`): a torn
+    The rules are those of every reader (`rk_agent.runs.run_dir.read_trajectories`): a torn
     last line (a crash mid-write) is skipped; every other non-blank line must be a trajectory;
     in a run directory an episode repeated by two writers counts once.
 
@@ -240,7 +240,7 @@ def training_messages(
     Args:
         trajectory: the episode.
         tools: the tool schemas it was offered (used by a text ``tool_call_format`` only).
-        tool_call_format: how it was played (`rk_agent.rollouts.provenance`): ``None`` or
+        tool_call_format: how it was played (`rk_agent.runs.provenance`): ``None`` or
             ``"native"`` gives the messages as chat templates take them with ``tools=``; a
             text format's name (``"hermes"``) gives the plain turns that format sent, the
             tools described in the system prompt.

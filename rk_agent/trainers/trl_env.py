@@ -50,10 +50,10 @@ from typing import TYPE_CHECKING, Any
 from rk_agent.envs.registry import EnvLike, make_env
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.rewards.registry import RewardLike
-from rk_agent.rollouts.alarms import AlarmOptions
-from rk_agent.rollouts.provenance import NATIVE
-from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.alarms import AlarmOptions
+from rk_agent.runs.provenance import NATIVE
+from rk_agent.runs.run_dir import TRAJECTORIES_FILE, append_trajectories
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat
 from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs

@@ -41,7 +41,7 @@ from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.policies.policy import PolicyOutput
 from rk_agent.rollouts.episode import env_failure, step_turn
-from rk_agent.rollouts.trajectory import Failure, Trajectory, Turn
+from rk_agent.runs.trajectory import Failure, Trajectory, Turn
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
 from rk_agent.trainers.tasks import TaskTable
 from rk_agent.trainers.trl_tool_methods import tool_method

@@ -4,10 +4,10 @@
 each generation batch produced: every function's scores, and the episodes' `Trajectory`s
 (``trajectory`` column of the rk loop; TRL's loop hands them over through
 ``TRLEnvSpec.batch_hooks``). `WatchCallback` turns what was kept into one `WatchSignals` per
-optimizer step (`rk_agent.rollouts.watch`; groups are TRL's, ``num_generations`` consecutive
-rows), feeds the alarms (`rk_agent.rollouts.alarms`), and writes:
+optimizer step (`rk_agent.runs.watch`; groups are TRL's, ``num_generations`` consecutive
+rows), feeds the alarms (`rk_agent.runs.alarms`), and writes:
 
-- ``<output_dir>/watch.jsonl`` (`rk_agent.trainers.watch_log`): one line per step, its
+- ``<output_dir>/watch.jsonl`` (`rk_agent.runs.watch_log`): one line per step, its
   signals and the alarms it raised;
 - ``watch/...`` figures in every TRL log (and so in wandb and the console), with
   ``watch/alarms``, the number raised so far;
@@ -43,12 +43,12 @@ from typing import Any, cast
 from transformers import TrainerCallback
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.alarms import Alarm, AlarmOptions, AlarmWatch
-from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
+from rk_agent.runs.alarms import Alarm, AlarmOptions, AlarmWatch
+from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
+from rk_agent.runs.watch_log import append_watch_line
 from rk_agent.trainers.drift_rate import DriftCount, DriftMeter
 from rk_agent.trainers.rewards import RewardFunc
-from rk_agent.trainers.watch_log import append_watch_line
 
 __all__ = ["WatchCallback", "WatchRecorder"]
 

@@ -10,12 +10,12 @@ Pages, all ``GET``:
   every few seconds and swaps in the parts that change;
 - ``/run/KEY/episode/KEY``: one episode turn by turn (`rk_agent.view.episode`), with links to
   the previous and next episode of its group, and its token ids checked for drift where it
-  has them (`rk_agent.rollouts.token_drift`, with the run's tokenizer);
+  has them (`rk_agent.runs.token_drift`, with the run's tokenizer);
 - ``/run/KEY/progress``: how far the run's index got (JSON), for the page shown while a big
   run is first read: a page that needs a run's index waits up to ``index_wait_s`` for it, then
   shows that page instead, whose script polls this and loads the page asked for when done;
 - ``/compare?a=KEY&b=KEY``: run B against run A on their shared tasks
-  (`rk_agent.rollouts.compare.compare_runs`), gained and lost tasks listed;
+  (`rk_agent.runs.compare.compare_runs`), gained and lost tasks listed;
 - ``/compare/task?a=KEY&b=KEY&task=ID``: a task's episodes in both runs, side by side;
 - ``/static/...``: the stylesheet and script shipped in the package.
 
@@ -43,8 +43,8 @@ from jinja2 import Environment, PackageLoader
 from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.summary import RunSummary
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.summary import RunSummary
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.view.catalog import Catalog, Run
 from rk_agent.view.charts import HistogramChart, histogram_chart
 from rk_agent.view.episode import EpisodeView, episode_view
@@ -242,7 +242,7 @@ def make_app(catalog: Catalog, *, token: str | None = None, index_wait_s: float 
 
     @app.get("/compare", response_class=HTMLResponse)
     def compare_page(a: str, b: str) -> Response:
-        from rk_agent.rollouts.compare import compare_runs
+        from rk_agent.runs.compare import compare_runs
 
         run_a, run_b = run_or_404(a), run_or_404(b)
         sizes = (_size(run_a.trajectories), _size(run_b.trajectories))

@@ -7,14 +7,14 @@ only when given). Each run gets a short key for its URLs
 (its path relative to the folder given, ``/`` written ``~``).
 
 A run's line on the runs page (`RunInfo`) comes from what ``rk-agent show`` reads: every run's
-``run.json`` (its kind and status: `rk_agent.rollouts.run_record`), ``summary.json`` for a
+``run.json`` (its kind and status: `rk_agent.runs.run_record`), ``summary.json`` for a
 rollout run (``rescore.json`` marks a rescored one), ``watch.jsonl`` for a training run (its
 alarms: `rk_agent.view.training`), and the run's episode index where there is no summary yet (a
 run still playing, a training run, a bare file).
 
 A run's index is built by a thread of its own (`Run.indexed`): the first open of a big run
 reads its whole trajectories file (about 20 s at 100,000 episodes), and pages show how far it
-got meanwhile instead of waiting. A run's token checker (`rk_agent.rollouts.token_drift`) is
+got meanwhile instead of waiting. A run's token checker (`rk_agent.runs.token_drift`) is
 loaded the first time one of its episodes with token ids is shown.
 
 Main names: `Catalog`, `Run`, `RunInfo`, `find_runs`.
@@ -31,18 +31,18 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.alarms import Alarm
-from rk_agent.rollouts.rescore import RESCORE_FILE
-from rk_agent.rollouts.run_dir import CONFIG_FILE, LOCK_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
-from rk_agent.rollouts.run_lock import RunLock
-from rk_agent.rollouts.run_record import RUN_RECORD_FILE, RunKind, RunRecord, read_run_record
-from rk_agent.rollouts.summary import RunSummary
+from rk_agent.runs.alarms import Alarm
+from rk_agent.runs.rescore import RESCORE_FILE
+from rk_agent.runs.run_dir import CONFIG_FILE, LOCK_FILE, SUMMARY_FILE, TRAJECTORIES_FILE
+from rk_agent.runs.run_lock import RunLock
+from rk_agent.runs.run_record import RUN_RECORD_FILE, RunKind, RunRecord, read_run_record
+from rk_agent.runs.summary import RunSummary
 from rk_agent.types import RunStatus
 from rk_agent.view.index import EpisodeIndex
 from rk_agent.view.training import Training, TrainingLog
 
 if TYPE_CHECKING:
-    from rk_agent.rollouts.token_drift import TokenChecker
+    from rk_agent.runs.token_drift import TokenChecker
 
 __all__ = ["Catalog", "Run", "RunInfo", "find_runs"]
 
@@ -179,7 +179,7 @@ class Run:
         """The run's token checker, loaded once; or why there is none (a sentence)."""
         with self._lock:
             if self._checker is None:
-                from rk_agent.rollouts.token_drift import TokenChecker
+                from rk_agent.runs.token_drift import TokenChecker
 
                 try:
                     self._checker = TokenChecker(self.path)

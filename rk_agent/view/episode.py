@@ -6,7 +6,7 @@ assistant text and tool calls (arguments pretty-printed when they are JSON), the
 answers (a tool result linked to the call it answers, both ways, by the call's id; long ones
 marked to be folded), the step reward and its components, and the episode reward with its
 components and reasons. Where the run recorded token ids (a policy that generates from ids:
-`rk_agent.rollouts.token_drift`), each turn carries its prompt's and its reply's ids, and the
+`rk_agent.runs.token_drift`), each turn carries its prompt's and its reply's ids, and the
 turns whose re-tokenized conversation differs from them their `TurnDrift` (checked by the
 caller, with the run's tokenizer). Everything here is text; the template escapes it.
 
@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rk_agent.rollouts.trajectory import Trajectory, Turn
+from rk_agent.runs.trajectory import Trajectory, Turn
 from rk_agent.types import MetricResult
 
 if TYPE_CHECKING:
-    from rk_agent.rollouts.token_drift import TurnDrift
+    from rk_agent.runs.token_drift import TurnDrift
 
 __all__ = ["CallView", "EpisodeView", "MessageView", "ScoreView", "TurnView", "episode_view"]
 

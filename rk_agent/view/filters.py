@@ -10,14 +10,14 @@ index's columns (`EpisodeFilter.select`), never to the episodes themselves:
 - ``text``: the start of the task's question contains it (case ignored);
 - ``stop``: the stop reason; ``failure``: the failure kind;
 - ``step``: a training run's episodes of one step (`rk_agent.view.index`);
-- ``alarm``: the episodes behind one of the run's alarms (`rk_agent.rollouts.alarms`; a run
+- ``alarm``: the episodes behind one of the run's alarms (`rk_agent.runs.alarms`; a run
   raises each kind once, so its kind names it): those of the step that raised it (a training
   run's alarm; a rollout run's alarms are about the whole run), and of them the ones the alarm
   is about, where the index can tell: the groups with zero reward spread (``zero_spread``), the
   groups whose episodes all gave one final answer (``answer_collapse``), the episodes without a
   valid reward (``nan_reward``), the truncated ones (``truncation``); for ``farming`` and
   ``dominant_component`` every episode of the step. Groups are read as the watch reads them
-  (`rk_agent.rollouts.watch`): the watch's reward, weights 1; two or more answers.
+  (`rk_agent.runs.watch`): the watch's reward, weights 1; two or more answers.
 
 Main names: `EpisodeFilter`.
 """
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.alarms import Alarm, AlarmKind
+from rk_agent.runs.alarms import Alarm, AlarmKind
 from rk_agent.view.index import EpisodeIndex
 
 __all__ = ["EpisodeFilter"]

@@ -19,7 +19,7 @@ episodes of its task index in a rollout run, of its task in the same step in a t
 
 The file may grow while it is shown (a run still playing): `EpisodeIndex.refresh` indexes the
 lines appended since the last look, and starts over when the file shrank (replaced). The rules
-for lines are the run reader's (`rk_agent.rollouts.run_dir`): a last line without its newline
+for lines are the run reader's (`rk_agent.runs.run_dir`): a last line without its newline
 that is not JSON is a torn write, left for later; a repeated episode key in a run directory is
 counted once, the first kept. A line that is not an episode is counted in ``unreadable``, not
 fatal: a viewer shows what it can.
@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.trajectory import Trajectory
 
 __all__ = ["EpisodeIndex", "EpisodeRow"]
 
@@ -444,21 +444,21 @@ def _question(messages: list[_Message]) -> str:
 
 
 def _final_answer(turns: list[_Turn]) -> str | None:
-    """The watch's final answer (`rk_agent.rollouts.watch.final_answer`) from the line."""
+    """The watch's final answer (`rk_agent.runs.watch.final_answer`) from the line."""
     if not turns or turns[-1].assistant.tool_calls:
         return None
     return " ".join(_text(turns[-1].assistant.content).split()).lower() or None
 
 
 def _return(reward: float, turns: list[_Turn]) -> float:
-    """`rk_agent.rollouts.watch.outcome_of`'s reward, weights 1 (NaN: none)."""
+    """`rk_agent.runs.watch.outcome_of`'s reward, weights 1 (NaN: none)."""
     if math.isnan(reward) or not all(turn.reward_valid for turn in turns):
         return math.nan
     return reward + math.fsum(turn.reward for turn in turns)
 
 
 def _truncated(head: _Head) -> int:
-    """The watch's rule (`rk_agent.rollouts.watch`): stopped as truncated, out of its token
+    """The watch's rule (`rk_agent.runs.watch`): stopped as truncated, out of its token
     budget, or a reply cut by a token limit."""
     cut = head.stop_reason == "truncated" or head.metadata.budget_hit is True
     return int(cut or any(turn.finish_reason == "length" for turn in head.turns))

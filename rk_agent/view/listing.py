@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rk_agent.rollouts.alarms import Alarm
+from rk_agent.runs.alarms import Alarm
 from rk_agent.view.filters import EpisodeFilter
 from rk_agent.view.index import EpisodeIndex, EpisodeRow
 

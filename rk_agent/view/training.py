@@ -1,9 +1,9 @@
 """A training run's steps as the viewer shows them: its record, its watch, and their charts.
 
 A folder ``rk-agent train`` wrote holds the run's record (``run.json``:
-`rk_agent.rollouts.run_record`) and, for GRPO, the watch's file (``watch.jsonl``:
-`rk_agent.trainers.watch_log`, one line per optimizer step: that step's
-`rk_agent.rollouts.watch.WatchSignals` and the alarms it raised). `TrainingLog` reads both, and
+`rk_agent.runs.run_record`) and, for GRPO, the watch's file (``watch.jsonl``:
+`rk_agent.runs.watch_log`, one line per optimizer step: that step's
+`rk_agent.runs.watch.WatchSignals` and the alarms it raised). `TrainingLog` reads both, and
 again only when a file changed (a running run rewrites its record and appends to its watch
 every step); a watch line that cannot be read is counted, not fatal. `Training.charts` draws
 the figures per step (`rk_agent.view.charts`): the reward (mean, and its spread inside groups,
@@ -21,10 +21,10 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from rk_agent.rollouts.alarms import Alarm
-from rk_agent.rollouts.run_record import RUN_RECORD_FILE, RunRecord, read_run_record
-from rk_agent.rollouts.watch import WatchSignals
-from rk_agent.trainers.watch_log import WATCH_FILE
+from rk_agent.runs.alarms import Alarm
+from rk_agent.runs.run_record import RUN_RECORD_FILE, RunRecord, read_run_record
+from rk_agent.runs.watch import WatchSignals
+from rk_agent.runs.watch_log import WATCH_FILE
 from rk_agent.view.charts import LineChart, line_chart
 
 __all__ = ["Training", "TrainingLog", "WatchLine"]

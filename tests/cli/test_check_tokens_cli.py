@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.test_rescore_cli import rk
-from tests.rollouts.test_token_drift import COMPACT, play
+from tests.runs.test_token_drift import COMPACT, play
 
 
 def test_no_drift_exits_0(tmp_path: Path, embedded_tok: Any) -> None:

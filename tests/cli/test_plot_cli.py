@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from rk_agent.rollouts.config import RolloutConfig
-from rk_agent.rollouts.run_dir import RunDir
-from rk_agent.rollouts.trajectory import Failure, Trajectory, Turn
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunDir
+from rk_agent.runs.trajectory import Failure, Trajectory, Turn
 from rk_agent.types import EvaluateResult, Message, MetricResult, StopReason
 from tests.fireworks.test_rft_data import task
 

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from rk_agent.envs.registry import get_solver
-from rk_agent.rollouts.run_dir import read_trajectories
+from rk_agent.runs.run_dir import read_trajectories
 from tests.cli.test_rescore_cli import ENV, rk
 from tests.rollouts.runs import play_run
-from tests.rollouts.test_replay import NOISY, noisy_solver
+from tests.runs.test_replay import NOISY, noisy_solver
 
 
 def test_a_matching_episode_exits_0(tmp_path: Path) -> None:

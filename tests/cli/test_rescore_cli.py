@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from rk_agent.envs import get_solver
-from rk_agent.rollouts.rescore import PARALLEL_BYTES, rescore
+from rk_agent.runs.rescore import PARALLEL_BYTES, rescore
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
 from tests.rollouts.runs import answering, arithmetic_tasks, file_hashes, play_run, repeated_run

@@ -107,9 +107,10 @@ def test_serves_with_a_key_from_the_environment_and_never_shows_it(rewards_file:
     assert (unkeyed.status_code, wrong.status_code) == (401, 401)
     assert health == {"status": "ok", "reward": "exact"}
     output = "".join(lines)
-    # No line per request by default; an answer other than 2xx gets one (rate-limited).
+    # No line per request by default; an answer other than 2xx gets one, rate-limited by its
+    # status: the second 401 within the interval is counted, not logged.
     assert '"POST /evaluate HTTP/1.1"' not in output
-    assert "/evaluate answered 401: " in output and "/reward answered 401: " in output
+    assert "/evaluate answered 401: " in output and "/reward answered 401: " not in output
     assert SECRET not in output and SECRET not in unkeyed.text + wrong.text
 
 
@@ -361,14 +362,17 @@ def test_a_clients_path_is_logged_as_text_capped_and_rate_limited() -> None:
         # No key: 401s, logged before any auth. As format strings the first path would raise
         # (a traceback per request) and the second would pad its line to 100 MB (a gigabyte
         # with one more zero); unique paths would each pass the rate limit.
+        started = time.monotonic()
         formats = httpx.get(f"{url}/%25s%25s%25d", timeout=30)
         padded = httpx.get(f"{url}/%25100000000sX", timeout=30)
         unique = [httpx.get(f"{url}/probe-{i}", timeout=30).status_code for i in range(200)]
+        took = time.monotonic() - started
         grown = _rss_mb(process.pid) - at_rest
     output = "".join(lines)
     assert {formats.status_code, padded.status_code, *unique} == {401}
     assert "/%s%s%d answered 401: " in output  # the path as it came, not formatted
     assert "Traceback" not in output and "Logging error" not in output
-    assert output.count(" answered 401: ") == 1  # 202 answers of one cause: one line
+    # 202 answers of one cause: one line per 10 s interval (a loaded machine may need two).
+    assert output.count(" answered 401: ") <= 1 + int(took // 10), (took, output)
     assert len(output) < 20_000, len(output)
     assert grown < 50, f"the server grew {grown:.0f} MB"

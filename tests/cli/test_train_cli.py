@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rk_agent.rollouts.run_record import RUN_RECORD_FILE
+from rk_agent.runs.run_record import RUN_RECORD_FILE
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
 
@@ -309,7 +309,7 @@ def test_bad_input_is_one_line_before_torch_or_trl_is_imported(
 
 def _unsolved(env: str, count: int) -> str:
     """``count`` unsolved one-turn trajectories of ``env``, as JSONL."""
-    from rk_agent.rollouts.trajectory import Trajectory
+    from rk_agent.runs.trajectory import Trajectory
 
     return "".join(
         Trajectory.model_validate({

@@ -115,8 +115,8 @@ def test_a_policy_that_always_hacks_gets_no_success() -> None:
     import asyncio
 
     from rk_agent.policies.function_policy import FunctionPolicy
-    from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
+    from rk_agent.runs.config import RolloutConfig
 
     config = RolloutConfig(env="code", n=6, group_size=1, concurrency=2, seed=0, max_turns=2)
     result = asyncio.run(

@@ -11,9 +11,9 @@ import pytest
 from rk_agent.envs.task import Task
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.fireworks.rft_data import rows_from_source, task_row
-from rk_agent.rollouts.config import RolloutConfig
-from rk_agent.rollouts.run_dir import RunDir
-from rk_agent.rollouts.trajectory import Trajectory, Turn
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunDir
+from rk_agent.runs.trajectory import Trajectory, Turn
 from rk_agent.types import Message, StopReason
 
 TOOL_NAMES = ["calculator", "convert_units", "days_between", "add_days", "weekday", "lookup"]

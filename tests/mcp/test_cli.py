@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rk_agent.cli.app import app
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.trajectory import Trajectory
 
 from .conftest import processes_tagged, stdio_server, wait_until_gone
 

@@ -103,8 +103,8 @@ def test_a_refused_token_fails_the_episode_as_auth_error() -> None:
 
 @pytest.mark.slow
 def test_256_concurrent_rollout_episodes_on_one_server(tag: str) -> None:
-    from rk_agent.rollouts.config import RolloutConfig
     from rk_agent.rollouts.engine import run_rollouts
+    from rk_agent.runs.config import RolloutConfig
 
     server = {
         "command": sys.executable,
@@ -129,7 +129,7 @@ def test_256_concurrent_rollout_episodes_on_one_server(tag: str) -> None:
 
 
 def test_a_yaml_config_names_the_servers(tmp_path: Path, tag: str) -> None:
-    from rk_agent.rollouts.config import load_rollout_config
+    from rk_agent.runs.config import load_rollout_config
 
     servers = tmp_path / "servers.json"
     servers.write_text(json.dumps({"mcpServers": {"f": stdio_server(tag, tools=["add"])}}))

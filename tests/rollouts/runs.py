@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rk_agent.policies.function_policy import FunctionPolicy
-from rk_agent.rollouts.config import RolloutConfig
-from rk_agent.rollouts.run_dir import RunStatus
 from rk_agent.rollouts.runner import prepare_run
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunStatus
 
 
 def play_run(path: Path, fn: Callable[..., Any], **config: Any) -> Path:

@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rk_agent.rollouts.config import RolloutConfig
-from rk_agent.rollouts.run_dir import RunStatus
 from rk_agent.rollouts.runner import prepare_run
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunStatus
 from rk_agent.testing.stub_server import Fault, StubServer
 
 API_KEY = "sk-provenance-test-0123456789abcdef"

@@ -13,10 +13,10 @@ from rk_agent import reward_function
 from rk_agent.errors import ContextOverflowError, EndpointError
 from rk_agent.policies.function_policy import FunctionPolicy
 from rk_agent.policies.policy import PolicyOutput, SamplingParams
-from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
 from rk_agent.rollouts.engine import plan_slots, run_rollouts
-from rk_agent.rollouts.run_dir import RunDir
-from rk_agent.rollouts.summary import summarize
+from rk_agent.runs.config import FailurePolicy, RolloutConfig
+from rk_agent.runs.run_dir import RunDir
+from rk_agent.runs.summary import summarize
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.types import FailureKind, FailureSite, Message, StopReason
 

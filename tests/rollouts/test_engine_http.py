@@ -7,8 +7,8 @@ from typing import Any
 
 from rk_agent.envs.registry import get_env_class
 from rk_agent.policies.openai_policy import OpenAIPolicy
-from rk_agent.rollouts.config import FailurePolicy, RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
+from rk_agent.runs.config import FailurePolicy, RolloutConfig
 from rk_agent.testing.stub_replies import Fault, call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
 from rk_agent.types import FailureKind, StopReason

@@ -14,7 +14,7 @@ from rk_agent.envs import make_env, play_with_solver
 from rk_agent.envs.task import Task
 from rk_agent.policies.policy import PolicyOutput, SamplingParams
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode, step_turn
-from rk_agent.rollouts.trajectory import Trajectory, Turn
+from rk_agent.runs.trajectory import Trajectory, Turn
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.trainers.trl_env import trl_environment
 from rk_agent.trainers.trl_tool_env import episode_trajectory

@@ -11,19 +11,19 @@ import pytest
 
 from rk_agent.envs.registry import get_solver
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.compare import compare_runs
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.fork import ForkPoint
-from rk_agent.rollouts.run_dir import RunDir, RunStatus, read_trajectories
 from rk_agent.rollouts.runner import PreparedRun, prepare_run
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.compare import compare_runs
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunDir, RunStatus, read_trajectories
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
 from rk_agent.types import Message
 from tests.rollouts.runs import play_run
 from tests.rollouts.served import play_served
-from tests.rollouts.test_replay import NOISY, noisy_solver
+from tests.runs.test_replay import NOISY, noisy_solver
 
 
 def wrong_answer(messages: list[Message], tools: Any) -> str:

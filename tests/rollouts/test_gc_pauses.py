@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from rk_agent.rollouts import gc_pauses
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.gc_pauses import YOUNG_THRESHOLD, episode_finished, fewer_gc_pauses
+from rk_agent.runs.config import RolloutConfig
 from rk_agent.testing import ScriptedPolicy
 
 

@@ -33,13 +33,13 @@ import psutil
 
 from rk_agent.errors import ConfigError, EndpointError
 from rk_agent.policies.function_policy import tool_call
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.gc_pauses import YOUNG_THRESHOLD
 from rk_agent.rollouts.ray_workers import ray_session, run_rollouts_on_workers
-from rk_agent.rollouts.run_dir import RunDir
-from rk_agent.rollouts.trajectory import Trajectory
-from rk_agent.rollouts.workers import RayOptions, WorkerFailureKind
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunDir
+from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.workers import RayOptions, WorkerFailureKind
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
@@ -254,8 +254,8 @@ def test_a_cluster_too_small_for_the_workers_is_refused(local_ray: Any) -> None:
 
 def test_a_fork_plays_and_resumes_on_workers(local_ray: Any, tmp_path: Path) -> None:
     from rk_agent.envs.registry import get_solver
-    from rk_agent.rollouts.run_dir import read_trajectories
     from rk_agent.rollouts.runner import prepare_run
+    from rk_agent.runs.run_dir import read_trajectories
     from tests.rollouts.runs import play_run
 
     source = play_run(tmp_path / "source", get_solver("tools"), env="tools", n=2)

@@ -11,9 +11,9 @@ import pytest
 from rk_agent.envs import get_solver
 from rk_agent.errors import ConfigError
 from rk_agent.policies.function_policy import FunctionPolicy
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.runner import prepare_run
+from rk_agent.runs.config import RolloutConfig
 
 
 def test_trajectories_record_the_registered_name_of_the_env(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def test_an_env_without_a_reference_solver_cannot_be_probed() -> None:
 
 def test_an_env_whose_replay_differs_fails_the_check_naming_the_first_difference() -> None:
     from rk_agent.errors import EnvError
-    from tests.rollouts.test_replay import NoisyEnv, noisy_solver
+    from tests.runs.test_replay import NoisyEnv, noisy_solver
 
     class UnseededEnv(NoisyEnv):
         reference_solver = staticmethod(noisy_solver)

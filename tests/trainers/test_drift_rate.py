@@ -19,16 +19,16 @@ import pytest
 
 from rk_agent.envs.task import Task
 from rk_agent.envs.tools_env import system_prompt
-from rk_agent.rollouts.run_dir import read_trajectories
-from rk_agent.rollouts.token_drift import check_tokens
+from rk_agent.runs.run_dir import read_trajectories
+from rk_agent.runs.token_drift import check_tokens
+from rk_agent.runs.watch_log import read_watch
 from rk_agent.testing.stub_server import StubServer
 from rk_agent.trainers import drift_rate
 from rk_agent.trainers.drift_rate import DriftMeter
 from rk_agent.trainers.grpo import grpo_trainer
 from rk_agent.trainers.trl_env import trl_grpo_trainer
-from rk_agent.trainers.watch_log import read_watch
 from rk_agent.types import Message
-from tests.rollouts.test_token_drift import COMPACT, play, play_bare_task
+from tests.runs.test_token_drift import COMPACT, play, play_bare_task
 from tests.trainers.scripted import scripted_model
 from tests.trainers.test_grpo import _args
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.alarms import AlarmOptions
+from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 
 

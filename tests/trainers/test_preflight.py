@@ -46,7 +46,7 @@ def test_good_inputs_pass(tmp_path: Path) -> None:
 
 def _episode(*, success: bool) -> str:
     """One played episode (one turn), as a line of trajectories.jsonl."""
-    from rk_agent.rollouts.trajectory import Trajectory
+    from rk_agent.runs.trajectory import Trajectory
 
     return Trajectory.model_validate({
         "id": "0-0", "task_index": 0, "sample": 0, "env": "math", "model": "m",
@@ -160,7 +160,7 @@ def test_trls_tool_loop_needs_a_tool_env_that_does_not_talk_back(tmp_path: Path)
 
 
 def test_a_rollout_runs_folder_is_no_output_dir(tmp_path: Path) -> None:
-    from rk_agent.rollouts.run_record import RunKind, RunRecord, write_run_record
+    from rk_agent.runs.run_record import RunKind, RunRecord, write_run_record
 
     run = tmp_path / "run"
     write_run_record(run, RunRecord.start(RunKind.TRAINING, global_step=0))

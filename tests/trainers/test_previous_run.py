@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rk_agent.rollouts.run_record import (
+from rk_agent.runs.run_record import (
     RunKind,
     RunRecord,
     RunStatus,

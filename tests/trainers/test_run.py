@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rk_agent.rollouts.run_record import RunKind, RunStatus, read_run_record
+from rk_agent.runs.run_record import RunKind, RunStatus, read_run_record
 
 # One GRPO group of 2 guess episodes of a few tokens: a fraction of a second per step.
 TINY = (

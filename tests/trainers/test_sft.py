@@ -16,8 +16,8 @@ import pytest
 from rk_agent.envs.registry import get_solver, make_env
 from rk_agent.errors import ConfigError
 from rk_agent.policies.function_policy import FunctionPolicy
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
+from rk_agent.runs.config import RolloutConfig
 from rk_agent.trainers.sft import build_sft_trainer, training_chat_template
 from rk_agent.trainers.sft_data import sft_dataset
 

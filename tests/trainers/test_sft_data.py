@@ -15,11 +15,11 @@ from pydantic import ValidationError
 from rk_agent.envs.registry import get_solver, make_env
 from rk_agent.errors import ConfigError, DataError, EndpointError
 from rk_agent.policies.function_policy import FunctionPolicy, tool_call
-from rk_agent.rollouts.config import RolloutConfig
 from rk_agent.rollouts.engine import run_rollouts
-from rk_agent.rollouts.provenance import EpisodeProvenance, template_sha256
-from rk_agent.rollouts.run_dir import RunDir, trajectory_line
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.provenance import EpisodeProvenance, template_sha256
+from rk_agent.runs.run_dir import RunDir, trajectory_line
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.testing.stub_server import StubServer, call_first_tool_then_answer
 from rk_agent.trainers.sft_data import (
@@ -358,7 +358,7 @@ def test_sft_renders_the_system_prompt_the_environment_added(
 
 
 def test_sft_tokenizes_to_the_ids_the_policy_was_sent(tmp_path: Path, embedded_tok: Any) -> None:
-    from tests.rollouts.test_token_drift import play_bare_task
+    from tests.runs.test_token_drift import play_bare_task
 
     run, sent = play_bare_task(tmp_path, embedded_tok)
     rows = sft_dataset(run, filter=SFTFilter(success_only=False))
@@ -410,8 +410,8 @@ def test_sft_renders_an_episode_whose_tools_differed(tmp_path: Path, embedded_to
 def test_sft_renders_what_the_local_model_was_prompted_with(tmp_path: Path) -> None:
     from rk_agent.policies.hf_policy import HFPolicy
     from rk_agent.policies.policy import PolicyOutput, SamplingParams
-    from rk_agent.rollouts.run_dir import RunStatus
     from rk_agent.rollouts.runner import prepare_run
+    from rk_agent.runs.run_dir import RunStatus
 
     class Recording(HFPolicy):
         prompts: list[str]

@@ -23,7 +23,7 @@ from rk_agent.envs.tool import Tool, tool
 from rk_agent.errors import ConfigError, DataError
 from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.trainers import trl_env, trl_tool_methods
 from rk_agent.trainers.trl_env import trl_environment, trl_grpo_trainer

@@ -10,7 +10,7 @@ from rk_agent.envs.task import Task
 from rk_agent.policies.openai_policy import OpenAIPolicy
 from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.testing.stub_server import StubServer
 from rk_agent.tool_calls import LLAMA3_JSON
 from rk_agent.trainers.trl_env import trl_environment

@@ -22,12 +22,12 @@ import pytest
 from rk_agent.envs.registry import make_env
 from rk_agent.envs.task import Task
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.alarms import AlarmKind, AlarmOptions
+from rk_agent.runs.alarms import AlarmKind, AlarmOptions
+from rk_agent.runs.watch_log import WATCH_FILE, read_watch
 from rk_agent.testing.stub_server import StubServer
 from rk_agent.trainers.grpo import grpo_trainer
 from rk_agent.trainers.tasks import task_rows
 from rk_agent.trainers.watch import WatchCallback, WatchRecorder
-from rk_agent.trainers.watch_log import WATCH_FILE, read_watch
 from rk_agent.types import Message
 from tests.trainers.test_grpo import _args
 
@@ -245,7 +245,7 @@ def test_a_nan_reward_stops_a_trl_loop_run_at_its_last_checkpoint(
     from typer.testing import CliRunner
 
     from rk_agent.cli.app import app
-    from rk_agent.rollouts.run_record import RunStatus, read_run_record
+    from rk_agent.runs.run_record import RunStatus, read_run_record
     from rk_agent.trainers.config import load_train_config
     from rk_agent.trainers.run import run_training
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from rk_agent.rollouts.run_dir import read_trajectories
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.run_dir import read_trajectories
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
 from rk_agent.types import MetricResult
@@ -113,8 +113,8 @@ def drift_root(tmp_path_factory: pytest.TempPathFactory, embedded_tok: Any) -> P
     """A folder with ``drift``: 3 episodes of the tools env whose token ids the embedded
     tokenizer recorded as `HFPolicy` does, its tool calls written as compact JSON, which the
     chat template re-renders with spaces: turns 0 and 1 (the calls) drift, the answers do not
-    (`tests.rollouts.test_token_drift`)."""
-    from tests.rollouts.test_token_drift import COMPACT, play
+    (`tests.runs.test_token_drift`)."""
+    from tests.runs.test_token_drift import COMPACT, play
 
     folder = tmp_path_factory.mktemp("embedded-tokenizer")
     embedded_tok.save_pretrained(folder)

@@ -129,7 +129,7 @@ def test_markup_in_model_output_shows_as_text_and_runs_nothing(
 
 
 def test_a_running_rollout_updates_itself(page: Any, runs_root: Path, tmp_path: Path) -> None:
-    from rk_agent.rollouts.run_dir import RunDir, read_trajectories
+    from rk_agent.runs.run_dir import RunDir, read_trajectories
 
     folder = tmp_path / "live"
     shutil.copytree(runs_root / "stub", folder)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.alarms import Alarm, AlarmKind
-from rk_agent.rollouts.run_record import RunKind, RunRecord, write_run_record
+from rk_agent.runs.alarms import Alarm, AlarmKind
+from rk_agent.runs.run_record import RunKind, RunRecord, write_run_record
 from rk_agent.types import RunStatus
 from rk_agent.view.catalog import find_runs
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rk_agent.errors import ConfigError
-from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE
+from rk_agent.runs.run_dir import TRAJECTORIES_FILE
 from rk_agent.view.filters import EpisodeFilter
 from rk_agent.view.index import EpisodeIndex
 from rk_agent.view.listing import Listing

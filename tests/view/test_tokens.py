@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from rk_agent.rollouts.run_dir import read_trajectories
+from rk_agent.runs.run_dir import read_trajectories
 from rk_agent.view.app import make_app
 from rk_agent.view.catalog import find_runs
 

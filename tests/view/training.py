@@ -18,9 +18,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from rk_agent.rollouts.alarms import AlarmOptions
-from rk_agent.rollouts.run_dir import TRAJECTORIES_FILE, append_trajectories
-from rk_agent.rollouts.trajectory import Trajectory
+from rk_agent.runs.alarms import AlarmOptions
+from rk_agent.runs.run_dir import TRAJECTORIES_FILE, append_trajectories
+from rk_agent.runs.trajectory import Trajectory
 from rk_agent.types import RunStatus
 
 
@@ -39,7 +39,7 @@ class TrainingRun:
         from transformers import TrainerControl, TrainerState
 
         from rk_agent.envs.registry import make_env
-        from rk_agent.rollouts.run_record import RunKind, RunRecord, write_run_record
+        from rk_agent.runs.run_record import RunKind, RunRecord, write_run_record
         from rk_agent.trainers.callbacks import RunRecordCallback
         from rk_agent.trainers.rewards import episode_reward_funcs
         from rk_agent.trainers.watch import WatchCallback, WatchRecorder
