@@ -50,6 +50,7 @@ from rk_agent.errors import (
     RunLockedError as RunLockedError,
     SandboxError as SandboxError,
     UnknownNameError as UnknownNameError,
+    UntrustedRunError as UntrustedRunError,
 )
 from rk_agent.policies.function_policy import (
     FunctionPolicy as FunctionPolicy,

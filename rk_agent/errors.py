@@ -7,7 +7,8 @@ RkAgentError
 │   ├── LoadError (ImportError)         `module:attr` / `file.py::attr` could not be loaded
 │   │   ├── RewardLoadError             ... and it was a reward
 │   │   └── EnvLoadError                ... and it was an environment
-│   └── DataError                       a data file is unreadable (carries path and line)
+│   ├── DataError                       a data file is unreadable (carries path and line)
+│   └── UntrustedRunError               a run from elsewhere would run code (`--trust-run`)
 ├── RewardError                         a reward was used wrongly
 │   └── RewardInputError (TypeError)    the call does not fit the reward's signature
 ├── EndpointError (ConnectionError)     a remote service failed (carries status, retryable)
@@ -52,6 +53,7 @@ __all__ = [
     "SandboxError",
     "ToolServerError",
     "UnknownNameError",
+    "UntrustedRunError",
     "WorkerError",
     "did_you_mean",
     "kind_of",
@@ -138,6 +140,24 @@ class DataError(ConfigError):
         super().__init__(f"{where}{message}")
         self.path = path
         self.line = line
+
+
+class UntrustedRunError(ConfigError):
+    """A run's config would import a file, start a command, connect somewhere or read an
+    environment variable, and nothing shows the run is this user's own (a run rk-agent wrote on
+    this machine, `rk_agent.runs.run_trust`): the user opts in with ``--trust-run``
+    (``trust_run=True``).
+
+    Attributes:
+        path: the run (its folder, or a trajectories file).
+        wants: what building it would do, one phrase each (``import evil.py (environment
+            evil.py::Env)``, ``start sh -c ... (MCP server 'kb')``).
+    """
+
+    def __init__(self, message: str, *, path: str, wants: list[str]) -> None:
+        super().__init__(message)
+        self.path = path
+        self.wants = wants
 
 
 class RewardError(RkAgentError):

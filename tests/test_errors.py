@@ -14,6 +14,7 @@ from rk_agent.errors import (
     RewardLoadError,
     RkAgentError,
     UnknownNameError,
+    UntrustedRunError,
     did_you_mean,
     kind_of,
     sentence,
@@ -57,6 +58,7 @@ def test_data_error_names_file_and_line() -> None:
         UnknownNameError("env", "tols", ["tools"]),
         DataError("bad", path="f", line=2),
         EndpointError("down", status=502, retryable=True, url="http://x"),
+        UntrustedRunError("run x would import y.py", path="x", wants=["import y.py"]),
     ],
 )
 def test_errors_pickle_with_their_attributes(error: RkAgentError) -> None:

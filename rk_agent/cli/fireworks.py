@@ -19,6 +19,7 @@ import typer
 
 from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
+from rk_agent.cli.trust_option import TrustRun
 from rk_agent.errors import ConfigError, UnknownNameError
 
 if TYPE_CHECKING:
@@ -412,6 +413,7 @@ def rft(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print every request it would send; send nothing.")
     ] = False,
+    trust_run: TrustRun = False,
 ) -> None:
     """Launch a Fireworks RFT job from trajectories (or tasks) and a reward, and follow it.
 
@@ -466,7 +468,7 @@ def rft(
             source, reward, config=config, client=client, env=env, tools=not no_tools,
             evaluator_id=evaluator_id, reward_endpoint=reward_endpoint,
             dataset_id=dataset_id, job_id=job_id, force=force, requirements=requirement or (),
-            include=include or (), poll_s=poll,
+            include=include or (), poll_s=poll, trust_run=trust_run,
             on_step=None if dry_run else lambda s: console.print(f"· {s}"),
         )  # fmt: skip
         rows = launch.rows

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rk_agent.cli.trust_option import TrustRun
+
 if TYPE_CHECKING:
     from rk_agent.runs.replay import ReplayReport
 
@@ -23,14 +25,16 @@ def replay(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON instead of lines.")
     ] = False,
+    trust_run: TrustRun = False,
 ) -> None:
     """Replay a recorded episode into a fresh environment: reset it with the recorded seed and
     task, play the recorded assistant messages turn by turn, and check that every observation,
     step reward, the episode's result and its stop reason match the record. Exit 0 when all
-    match, 1 on a mismatch, 2 on bad input."""
+    match, 1 on a mismatch, 2 on bad input (or a run from elsewhere whose environment names
+    files, commands or URLs: give --trust-run if you trust it)."""
     from rk_agent.runs.replay import replay_episode
 
-    report = replay_episode(run, episode)
+    report = replay_episode(run, episode, trust_run=trust_run)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from rk_agent.cli.invocation import command
+from rk_agent.cli.trust_option import TrustRun
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,13 +66,16 @@ def rescore(
             "rewards are kept).",
         ),
     ] = None,
+    trust_run: TrustRun = False,
 ) -> None:
     """Score every stored episode of a run again with another reward, without calling the model
     or any tool, and write the result as a new run beside it (the source is never changed).
 
     The new run names its source and the reward (with a SHA-256 of the reward's code) in
     rescore.json; `rk-agent show`, `rk-agent compare` and the trainers read it like any run.
-    An episode the reward fails on is kept with an invalid score and its error.
+    An episode the reward fails on is kept with an invalid score and its error. Success is
+    decided by the run's environment, or by the default rule (a valid score of at least 1.0)
+    for a run from elsewhere whose environment is a file or module (--trust-run: its own).
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -96,8 +100,9 @@ def rescore(
 
     try:
         result = rescore_run(
-            run, reward, output=output, kwargs=bound, step_reward=step_reward, on_progress=advance
-        )
+            run, reward, output=output, kwargs=bound, step_reward=step_reward,
+            on_progress=advance, trust_run=trust_run,
+        )  # fmt: skip
     except KeyboardInterrupt:
         _stop(progress)
         console.print(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rk_agent.cli.invocation import command
+from rk_agent.cli.trust_option import TrustRun
 from rk_agent.errors import ConfigError, RkAgentError
 
 if TYPE_CHECKING:
@@ -180,6 +181,7 @@ def rollout(
             "(repeatable), e.g. sandbox=1.",
         ),
     ] = None,
+    trust_run: TrustRun = False,
 ) -> None:
     """Play episodes of an environment with a model and write trajectories and a summary."""
     from rk_agent.cli.console import make_console
@@ -225,7 +227,14 @@ def rollout(
         )
         return
     run_config = load_rollout_config(config, overrides, flags=_FLAGS)
-    with prepare_run(run_config, api_key=api_key, resume=resume, placement=placement) as run:
+    if trust_run and resume is None and run_config.fork is None:
+        raise ConfigError(
+            "--trust-run lets --resume or --fork build a run from elsewhere; give it with one "
+            "of them (a new run builds only what its own options name)."
+        )
+    with prepare_run(
+        run_config, api_key=api_key, resume=resume, placement=placement, trust_run=trust_run
+    ) as run:
         _say_taken_over(run.run_dir, console)
         total = run.config.n * run.config.group_size
         console.print(describe_model(run), style="yellow" if run.uses_embedded_model else None)

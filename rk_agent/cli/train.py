@@ -14,6 +14,7 @@ import typer
 
 from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.cli.rollout import EXIT_INTERRUPTED
+from rk_agent.cli.trust_option import TrustRun
 
 app = typer.Typer(
     cls=WholeSentenceGroup,
@@ -297,6 +298,7 @@ def sft(
     ] = None,
     resume: ResumeOpt = None,
     wandb: WandbOpt = None,
+    trust_run: TrustRun = False,
 ) -> None:
     """SFT on trajectories (rejection sampling): the assistant's tokens of the kept episodes.
 
@@ -315,5 +317,6 @@ def sft(
             "sft_filter.max_per_task": max_per_task,
             "resume": _resume(resume),
             "wandb.enabled": wandb,
+            "trust_run": trust_run or None,
         },
     )

@@ -104,6 +104,7 @@ def launch_rft(
     timeout_s: float = 900.0,
     on_step: Callable[[str], None] | None = None,
     reward_endpoint: str | None = None,
+    trust_run: bool = False,
 ) -> Launch:
     """Build the dataset, deploy the evaluator, upload, and create the RFT job.
 
@@ -129,9 +130,12 @@ def launch_rft(
             ``RK_AGENT_SERVER_API_KEY`` secret where it runs; see
             `rk_agent.fireworks.forwarding`). The evaluator id defaults to one made from the
             URL.
+        trust_run: read the tools of a run's environment that names code even when the run
+            is not one rk-agent wrote here (`rk_agent.fireworks.rft_data.rows_from_source`).
 
     Raises:
-        ConfigError, DataError: bad input, found before anything is sent.
+        ConfigError, DataError: bad input, found before anything is sent (`UntrustedRunError`:
+            a run from elsewhere whose environment names code, without ``trust_run``).
         FireworksError: a step failed on the service (the message says which).
     """
 
@@ -151,7 +155,7 @@ def launch_rft(
         fn = get_reward_function(reward)  # type: ignore[arg-type]
         default_id = evaluator_id_for(fn.reward_spec.name)
         what = f"reward {fn.reward_spec.name!r}"
-    rows = rows_from_source(source, env=env, tools=tools)
+    rows = rows_from_source(source, env=env, tools=tools, trust_run=trust_run)
     data = dataset_jsonl(rows.rows)
     evaluator_id = validate_resource_id(evaluator_id or default_id, "evaluator")
     dataset_id = validate_resource_id(dataset_id or dataset_id_for(data, evaluator_id), "dataset")

@@ -102,7 +102,9 @@ def tools_of_env(env: str, env_kwargs: dict[str, Any] | None = None) -> list[dic
         instance.close()
 
 
-def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool = True) -> RFTRows:
+def rows_from_source(
+    source: str | Path, *, env: str | None = None, tools: bool = True, trust_run: bool = False
+) -> RFTRows:
     """Build the rows from a run directory, a trajectories file or a tasks file.
 
     Args:
@@ -111,12 +113,17 @@ def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool 
             for runs and trajectories; none for tasks).
         tools: put the environment's tools into the rows (off: no environment is built; a
             task's own ``tools`` still go in).
+        trust_run: build the run's environment (``env`` not given) even when it names code
+            and the run is not one rk-agent wrote here (`rk_agent.runs.run_trust`).
 
     Raises:
         DataError: the source cannot be read, or has no tasks.
         ConfigError: the source does not exist, or the environment cannot be built.
+        UntrustedRunError: the run's environment names code, and the run is neither this
+            user's own nor trusted.
     """
     from rk_agent.runs.run_dir import CONFIG_FILE, RunDir, read_trajectories
+    from rk_agent.runs.run_trust import signed_training_env
 
     path = Path(source)
     if path.is_dir():
@@ -124,6 +131,8 @@ def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool 
         trajectories = run.read_trajectories()
         env_name: str | None = env or run.config.env.name
         env_kwargs = run.config.env.kwargs if env is None else {}
+        if env is None and tools:
+            _check_trust(path, run.config.env.name, env_kwargs, run.signed, trust_run)
         return _from_tasks([t.task for t in trajectories], "run", len(trajectories), path,
                            env_name if tools else None, env_kwargs)  # fmt: skip
     if not path.is_file():
@@ -136,15 +145,34 @@ def rows_from_source(source: str | Path, *, env: str | None = None, tools: bool 
         env_name, env_kwargs = env, {}
         config = path.parent / CONFIG_FILE
         if env is None and config.is_file():
-            run_config = RunDir.open(path.parent).config
-            env_name, env_kwargs = run_config.env.name, run_config.env.kwargs
+            opened = RunDir.open(path.parent)
+            env_name, env_kwargs = opened.config.env.name, opened.config.env.kwargs
+            signed = opened.signed
         elif env is None:
             names = {t.env for t in trajectories}
             env_name = names.pop() if len(names) == 1 else None
+            signed = env_name is not None and signed_training_env(path.parent, env_name)
+        if env is None and tools and env_name is not None:
+            _check_trust(path, env_name, env_kwargs, signed, trust_run)
         return _from_tasks([t.task for t in trajectories], "trajectories", len(trajectories),
                            path, env_name if tools else None, env_kwargs)  # fmt: skip
     tasks = load_tasks(path)
     return _from_tasks(tasks, "tasks", len(tasks), path, env if tools else None, {})
+
+
+def _check_trust(
+    source: Path, env: str, kwargs: dict[str, Any], signed: bool, trust_run: bool
+) -> None:
+    """The run's environment is built to read its tools only when it names no code, or the run
+    is this user's own (signed), or trusted."""
+    from rk_agent.envs.env_setup import EnvSetup
+    from rk_agent.runs.run_trust import require_trust
+    from rk_agent.runs.run_wants import env_wants
+
+    wants = env_wants(EnvSetup(name=env, kwargs=kwargs))
+    require_trust(
+        source, wants, trust_run=trust_run, signed=signed, doing="reading its environment's tools"
+    )
 
 
 def _from_tasks(

@@ -10,7 +10,10 @@ The state is restored by replay (`rk_agent.runs.replay`), so before anything is 
 first ``K`` turns are replayed once and compared with the record: an environment that answers
 otherwise (its state cannot be restored by replay) is refused.
 
-Main names: `ForkPoint`, `fork_config`, `fork_slots`.
+A fork of a run from elsewhere whose environment names files, commands or URLs needs
+``--trust-run`` (`rk_agent.runs.run_trust`).
+
+Main names: `ForkPoint`, `fork_config`, `fork_slots`, `fork_vouched`.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from pathlib import Path
 from rk_agent.errors import ConfigError
 from rk_agent.rollouts.episode import EpisodeSlot
 from rk_agent.runs.config import RolloutConfig
-from rk_agent.runs.replay import env_setup, find_episode, replay_trajectory
+from rk_agent.runs.replay import env_setup, find_episode, replay_trajectory, source_env
+from rk_agent.runs.run_wants import env_wants
 from rk_agent.runs.trajectory import Trajectory
 
-__all__ = ["ForkPoint", "fork_config", "fork_slots"]
+__all__ = ["ForkPoint", "fork_config", "fork_slots", "fork_vouched"]
 
 _SPEC = re.compile(r"(?P<run>.+)::(?P<episode>\d+-\d+)@(?P<turn>\d+)")
 
@@ -61,13 +65,16 @@ class ForkPoint:
         return f"{self.run}::{self.episode}@{self.turn}"
 
 
-def fork_config(config: RolloutConfig) -> RolloutConfig:
+def fork_config(config: RolloutConfig, *, trust_run: bool = False) -> RolloutConfig:
     """``config`` for its fork: the source run's environment, one group; the fork checked, its
     source run named by its absolute path (a ``--resume`` may run from another folder).
 
     Raises:
         ConfigError: a bad ``RUN::ID@K``, no such run or episode, a turn out of range, or an
             environment whose state the replay of the first ``K`` turns does not restore.
+        UntrustedRunError: the source's environment names files, commands or URLs, and the
+            source is neither this user's own run nor trusted (``trust_run``;
+            `rk_agent.runs.replay.env_setup`).
     """
     if config.fork is None:
         return config
@@ -78,7 +85,7 @@ def fork_config(config: RolloutConfig) -> RolloutConfig:
             f"cannot fork {point}: episode {point.episode} has {len(source.turns)} turns; give "
             f"a turn from 0 to {len(source.turns) - 1}."
         )
-    setup = env_setup(point.run, source)
+    setup = env_setup(point.run, source, trust_run=trust_run, doing="forking it")
     env = setup.make()
     try:
         report = replay_trajectory(env, source, turns=point.turn)
@@ -93,6 +100,15 @@ def fork_config(config: RolloutConfig) -> RolloutConfig:
         )
     absolute = ForkPoint(str(Path(point.run).resolve()), point.episode, point.turn)
     return config.model_copy(update={"env": setup, "n": 1, "fork": str(absolute)})
+
+
+def fork_vouched(fork: str) -> bool:
+    """Whether this user's key vouches for the environment a fork plays (its source run's is
+    signed, or it names nothing that runs): then the fork's own run is signed too; a fork of a
+    run trusted only by ``--trust-run`` is not, and needs it again."""
+    point = ForkPoint.parse(fork)
+    setup, signed = source_env(point.run, _source(point))
+    return signed or not env_wants(setup)
 
 
 def fork_slots(fork: str, group_size: int, *, dataset_size: int | None = None) -> list[EpisodeSlot]:

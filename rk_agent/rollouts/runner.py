@@ -22,10 +22,12 @@ from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
 from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
-from rk_agent.rollouts.fork import fork_config
+from rk_agent.rollouts.fork import fork_config, fork_vouched
 from rk_agent.runs.config import PLACEMENT_KEYS, RolloutConfig
 from rk_agent.runs.provenance import run_provenance
 from rk_agent.runs.run_dir import RunDir, RunStatus
+from rk_agent.runs.run_trust import require_trust
+from rk_agent.runs.run_wants import env_wants, policy_wants
 from rk_agent.runs.summary import RunSummary, summarize
 from rk_agent.runs.trajectory import Trajectory
 
@@ -133,6 +135,7 @@ def prepare_run(
     resume: str | Path | None = None,
     policy: Policy | None = None,
     placement: Mapping[str, Any] | None = None,
+    trust_run: bool = False,
 ) -> PreparedRun:
     """Check every input and build what the run needs; nothing is played yet.
 
@@ -144,6 +147,8 @@ def prepare_run(
         placement: with ``resume``, where the rest is played instead of what the run's
             config says: `rk_agent.runs.config.PLACEMENT_KEYS` (``concurrency``,
             ``workers``, 0 for this process, ``ray.*``), as dotted names.
+        trust_run: build what a run from elsewhere names (the run resumed, a fork's source)
+            even when it is not one rk-agent wrote here (`rk_agent.runs.run_trust`).
 
     The returned run holds the run directory's lock (a resumed run's from the start, so that
     what is done cannot change underneath); use it in a ``with`` block, or call
@@ -153,13 +158,15 @@ def prepare_run(
         ConfigError: unknown environment or reward (with did-you-mean), a missing API key,
             an unreadable dataset, a run directory that already holds a run, a fork
             (``config.fork``) whose environment's state the replay does not restore.
+        UntrustedRunError: the run resumed, or a fork's source, names files to import,
+            commands, URLs or variables, and is neither signed by this user's key nor trusted.
         RunLockedError: another process is writing that run directory (it is named).
         EndpointError: the model server cannot be reached, refuses the key, or answers neither
             ``GET <base-url>/models`` nor a one-token completion (a wrong ``--base-url`` or
             model); checked before the run directory is made.
     """
     if resume is None:
-        return _prepare(config, None, api_key, policy)
+        return _prepare(config, None, api_key, policy, trust_run)
     changed = {k: v for k, v in (placement or {}).items() if v is not None}
     if set(changed) - set(PLACEMENT_KEYS):
         raise ConfigError(
@@ -167,10 +174,11 @@ def prepare_run(
             f"once can change ({', '.join(PLACEMENT_KEYS)}), not "
             f"{', '.join(sorted(set(changed) - set(PLACEMENT_KEYS)))}."
         )
+    _check_resumable(resume, trust_run)  # before the lock: nothing is written to it unchecked
     # Locked: nobody else appends while we read what is done.
     run_dir = RunDir.resume(resume, changed or None)
     try:
-        prepared = _prepare(run_dir.config, run_dir, api_key, policy)
+        prepared = _prepare(run_dir.config, run_dir, api_key, policy, trust_run)
         run_dir.mark_running()
     except BaseException:
         run_dir.close()  # nothing was played: the run stays as it was
@@ -178,8 +186,20 @@ def prepare_run(
     return prepared
 
 
+def _check_resumable(path: str | Path, trust_run: bool) -> None:
+    """Refuse to resume a run that is not this user's own when its config (as saved, without
+    the placement given now) would import, start, connect to or read anything."""
+    saved = RunDir.open(path)
+    wants = env_wants(saved.config.env) + policy_wants(saved.config)
+    require_trust(path, wants, trust_run=trust_run, signed=saved.signed, doing="resuming it")
+
+
 def _prepare(
-    config: RolloutConfig, run_dir: RunDir | None, api_key: str | None, policy: Policy | None
+    config: RolloutConfig,
+    run_dir: RunDir | None,
+    api_key: str | None,
+    policy: Policy | None,
+    trust_run: bool,
 ) -> PreparedRun:
     if config.workers is not None:  # before anything is built or loaded
         from rk_agent.runs.workers import LOCAL_MODEL_REFUSED, import_ray
@@ -188,7 +208,7 @@ def _prepare(
         served = config.base_url or config.provider in ("fireworks", "openai", "solver")
         if policy is None and not served:
             raise ConfigError(LOCAL_MODEL_REFUSED)
-    config = fork_config(config)  # a fork plays the source run's environment, checked here
+    config = fork_config(config, trust_run=trust_run)  # a fork plays the source run's env
     done = {t.id for t in run_dir.read_trajectories()} if run_dir is not None else set()
     envs = _env_factory(config)
     uses_embedded = (
@@ -204,7 +224,10 @@ def _prepare(
         if run_dir is None:
             output = config.output or _default_output(envs.name)
             config = config.model_copy(update={"output": output})
-            run_dir = RunDir.create(output, config)
+            # A fork's run is signed when its source's is (or names nothing that runs): trust
+            # given by --trust-run is for one command, and does not carry over.
+            signed = config.fork is None or fork_vouched(config.fork)
+            run_dir = RunDir.create(output, config, signed=signed)
         run_dir.record_provenance(run_provenance(config, envs, policy), resumed_with=resumed_with)
     except BaseException:
         envs.close()

@@ -152,6 +152,8 @@ def load_rollout_config(
     path: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
     flags: Mapping[str, str] | None = None,
+    *,
+    rebase: bool = True,
 ) -> RolloutConfig:
     """Read a YAML config (optional) and apply overrides (flags that were given).
 
@@ -164,13 +166,19 @@ def load_rollout_config(
         flags: option -> the flag it was typed as, where the two differ
             (``{"episode_timeout_s": "--timeout"}``; others are ``--name-with-dashes``); with
             it, a bad value given on the command line is named by its flag and value.
+        rebase: read the file's relative paths from its folder when they are there
+            (`rk_agent.config_files.rebase_paths`). Off for a run's own ``config.yaml``
+            (`rk_agent.runs.run_dir.RunDir.open`): a file shipped inside a run folder is
+            never picked up; rk-agent writes a run's paths absolute.
 
     Raises:
         ConfigError: the file cannot be read or parsed, or an option is unknown or invalid
             (the message names the option, or the flag it was typed as).
     """
     data = {}
-    if path is not None:  # its relative paths are read from its folder
+    if path is not None and not rebase:
+        data = read_yaml_mapping(path)
+    elif path is not None:  # its relative paths are read from its folder
         data = rebase_paths(
             read_yaml_mapping(path), path, specs=("env", "rewards", "env.rewards"),
             files=("tasks", "env.tasks"),

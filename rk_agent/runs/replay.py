@@ -12,8 +12,11 @@ reason are what the run recorded, and reports the first difference of each turn
 `replay_trajectory` does the same into an environment the caller holds (``turns=K`` replays only
 the first K turns: what `rk-agent rollout --fork` uses to restore an environment's state).
 
+A run from elsewhere is replayed only when its environment is registered here, or with
+``trust_run`` (`env_setup`, `rk_agent.runs.run_trust`).
+
 Main names: `replay_episode`, `replay_trajectory`, `ReplayReport`, `TurnCheck`, `Difference`,
-`find_episode`, `replay_turn`, `reset_for`.
+`env_setup`, `source_env`, `find_episode`, `replay_turn`, `reset_for`.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ConfigError
 from rk_agent.runs.run_dir import CONFIG_FILE, RunDir, iter_trajectories
+from rk_agent.runs.run_trust import require_trust, signed_training_env
+from rk_agent.runs.run_wants import env_wants
 from rk_agent.runs.trajectory import Trajectory, Turn
 from rk_agent.types import EvaluateResult, StopReason
 
@@ -37,11 +42,13 @@ __all__ = [
     "Difference",
     "ReplayReport",
     "TurnCheck",
+    "env_setup",
     "find_episode",
     "replay_episode",
     "replay_trajectory",
     "replay_turn",
     "reset_for",
+    "source_env",
 ]
 
 _SHOWN = 80  # characters of a value a difference shows
@@ -126,7 +133,12 @@ class ReplayReport(BaseModel):
 
 
 def replay_episode(
-    run: str | Path, episode: str, *, turns: int | None = None, env: ChatEnv | None = None
+    run: str | Path,
+    episode: str,
+    *,
+    turns: int | None = None,
+    env: ChatEnv | None = None,
+    trust_run: bool = False,
 ) -> ReplayReport:
     """Replay episode ``episode`` of ``run`` into a fresh environment and compare.
 
@@ -137,9 +149,13 @@ def replay_episode(
         episode: the episode's id (``"<task index>-<sample>"``).
         turns: replay only the first ``turns`` turns (their end is then not compared).
         env: replay into this environment instead of building one (it is not closed).
+        trust_run: build the run's environment even when it names files, commands or URLs
+            and the run is not one rk-agent wrote here (`env_setup`).
 
     Raises:
         ConfigError: ``run`` is not a run, or has no such episode (some of its ids are named).
+        UntrustedRunError: building its environment would run what the run names, and it is
+            neither signed here nor trusted (`rk_agent.runs.run_trust`).
 
     Example:
         >>> report = replay_episode("runs/solver", "0-0")  # doctest: +SKIP
@@ -149,7 +165,7 @@ def replay_episode(
     trajectory = find_episode(run, episode)
     own = env is None
     if env is None:
-        env = env_setup(run, trajectory).make()
+        env = env_setup(run, trajectory, trust_run=trust_run).make()
     try:
         report = replay_trajectory(env, trajectory, turns=turns)
     finally:
@@ -158,12 +174,33 @@ def replay_episode(
     return report.model_copy(update={"run": str(run)})
 
 
-def env_setup(run: str | Path, trajectory: Trajectory) -> EnvSetup:
-    """The environment a run's episodes were played in: its config's, or the recorded name."""
+def env_setup(
+    run: str | Path, trajectory: Trajectory, *, trust_run: bool = False, doing: str = "replaying it"
+) -> EnvSetup:
+    """The environment a run's episodes were played in: its config's, or the recorded name;
+    checked first to be this user's own, or trusted (`source_env`).
+
+    Raises:
+        UntrustedRunError: building it would import a file, start a command, connect
+            somewhere or read a variable the run names (`rk_agent.runs.run_wants`), and the
+            run is neither signed by this user's key nor trusted (``trust_run``). ``doing``
+            says what the command does with the run, in the message.
+    """
+    setup, signed = source_env(run, trajectory)
+    require_trust(run, env_wants(setup), trust_run=trust_run, signed=signed, doing=doing)
+    return setup
+
+
+def source_env(run: str | Path, trajectory: Trajectory) -> tuple[EnvSetup, bool]:
+    """The environment of `env_setup`, unchecked, and whether this user's key vouches for it:
+    the run's config is signed (`rk_agent.runs.run_trust`), or, for a training run's folder
+    or a trajectories file, a signed training config names that environment."""
     folder = Path(run)
     if (folder / CONFIG_FILE).is_file():
-        return RunDir.open(folder).config.env
-    return EnvSetup(name=trajectory.env)
+        opened = RunDir.open(folder)
+        return opened.config.env, opened.signed
+    signed = folder.is_dir() and signed_training_env(folder, trajectory.env)
+    return EnvSetup(name=trajectory.env), signed
 
 
 def find_episode(run: str | Path, episode: str) -> Trajectory:

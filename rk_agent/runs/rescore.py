@@ -31,6 +31,11 @@ is only read. Episodes are read one line at a time and written a batch of lines 
 outcome only until its group is complete), so memory stays nearly flat however large the run
 (``benchmarks/bench_rescore.py``).
 
+**A run from elsewhere.** Success is the source environment's rule only when building that
+environment runs nothing the run names, or the run is one rk-agent wrote here, or the caller
+trusts it (``trust_run``; `rk_agent.runs.run_trust`); else the default rule, and
+``success_rule`` says why. The new run is signed as this user's only when its source was.
+
 **Where the work is done.** Each episode is scored by a `rk_agent.runs.rescorer.Rescorer`:
 in this process, or, for a source of at least `PARALLEL_BYTES`, on worker processes, one per
 core (`rk_agent.runs.rescore_workers`: chunks of lines scored in parallel and taken here in
@@ -46,6 +51,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import itertools
@@ -78,6 +84,8 @@ from rk_agent.runs.run_dir import (
     trajectories_file,
     unique_episodes,
 )
+from rk_agent.runs.run_trust import sign_config, signed_training_env
+from rk_agent.runs.run_wants import env_wants
 from rk_agent.runs.summary import RunSummary, SummaryBuilder
 from rk_agent.runs.trajectory import Trajectory
 
@@ -188,6 +196,7 @@ def rescore(
     workers: int | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    trust_run: bool = False,
 ) -> RescoreResult:
     """Score every episode of ``source`` again with ``reward`` and write a new run.
 
@@ -206,6 +215,9 @@ def rescore(
             rescored in this process (``workers`` must be 0 or unset).
         on_progress: called with the number of episodes rescored so far, as they are written
             (after each episode in this process, after each chunk from workers).
+        trust_run: build the source's environment for its success rule even when it names
+            files or commands and the source is not one rk-agent wrote here; without it, such
+            a source is rescored with the default rule (`rk_agent.runs.run_trust`).
 
     Returns:
         The new run's record, summary, and the change against the source.
@@ -226,8 +238,12 @@ def rescore(
         )
     episodes = iter_trajectories(src)  # refuses a folder that is not a run, before any work
     file = trajectories_file(src)
-    config = RunDir.open(src).config if (src / CONFIG_FILE).is_file() else None
-    spec = RescoreSpec(reward, dict(kwargs or {}), step_reward, config=config)
+    opened = RunDir.open(src) if (src / CONFIG_FILE).is_file() else None
+    config = opened.config if opened is not None else None
+    signed = opened is not None and opened.signed
+    spec = RescoreSpec(
+        reward, dict(kwargs or {}), step_reward, config=config, trusted=trust_run or signed
+    )
     scorer = Rescorer(spec)
     out = Path(output) if output is not None else _default_output(src, scorer.name)
     _check_output(out, src)
@@ -254,10 +270,14 @@ def rescore(
     try:
         with ExitStack() as stack:
             stack.callback(scorer.close)
-            run = RunDir.create(partial, _new_config(config, reward, out, first))
+            # Signed (for its final name) only at the end, when the source vouches for it.
+            run = RunDir.create(partial, _new_config(config, reward, out, first), signed=False)
             stack.callback(run.close)
             writer = _Writer(partial / TRAJECTORIES_FILE, config.group_size if config else None)
             if first is not None:
+                if config is None:  # a training run's episodes, vouched for by its config
+                    signed = src.is_dir() and signed_training_env(src, first.env)
+                    scorer.spec = dataclasses.replace(scorer.spec, trusted=trust_run or signed)
                 scorer.choose_success_rule(first.env)
                 record.success_rule = scorer.success_rule
             if count:
@@ -281,6 +301,8 @@ def rescore(
             if (src / PROVENANCE_FILE).is_file():  # what the model saw is the source's
                 shutil.copyfile(src / PROVENANCE_FILE, partial / PROVENANCE_FILE)
             run.finish(RunStatus.FINISHED)
+            if signed or not env_wants(run.config.env.model_copy(update={"rewards": []})):
+                sign_config(partial / CONFIG_FILE, folder=out)
         partial.rename(out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

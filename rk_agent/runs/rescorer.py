@@ -27,6 +27,7 @@ from rk_agent.envs.turn import ToolCallRecord
 from rk_agent.errors import RkAgentError
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import parse_trajectory_line, trajectory_bytes
+from rk_agent.runs.run_wants import env_wants
 from rk_agent.runs.summary import EpisodeFacts
 from rk_agent.runs.trajectory import Trajectory, Turn
 from rk_agent.types import EvaluateResult, StepOutput
@@ -34,6 +35,7 @@ from rk_agent.types import EvaluateResult, StepOutput
 __all__ = ["RescoreSpec", "RescoredLine", "Rescorer", "ScoreSide"]
 
 _ENV_METRICS = ("tool_calls", "tool_success", "parse_error")  # the env's own step metrics
+_DEFAULT_RULE = "the default rule (a valid score of at least 1.0)"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class RescoreSpec:
         env: the environment whose success rule decides success (the source's first episode's),
             when it is chosen (`Rescorer.choose_success_rule`).
         config: the source run's configuration, when it has one (the environment's settings).
+        trusted: the environment may be built even when it names a file or a command to run
+            (the source is this user's own run, or the caller trusts it); else it is built only
+            when it names nothing that runs (`rk_agent.runs.run_wants.env_wants`).
     """
 
     reward: str
@@ -54,6 +59,7 @@ class RescoreSpec:
     step_reward: str | None = None
     env: str | None = None
     config: RolloutConfig | None = None
+    trusted: bool = False
 
 
 class ScoreSide(NamedTuple):
@@ -173,11 +179,23 @@ class Rescorer:
     def choose_success_rule(self, env: str) -> None:
         """Success by the ``is_success`` of the environment ``env`` (the source's config's,
         built without its MCP servers or task file); the default rule when it cannot be
-        built. ``spec.env`` says which it was."""
+        built, or may not be (``spec.trusted``). ``spec.env`` says which it was."""
         self.spec = dataclasses.replace(self.spec, env=env)
         config = self.spec.config
         setup = config.env if config is not None else EnvSetup(name=env)
         setup = setup.model_copy(update={"mcp": None, "tasks": None, "rewards": []})
+        wants = [] if self.spec.trusted else env_wants(setup)
+        if wants:
+            from rk_agent.envs.base import ChatEnv
+
+            self._env = ChatEnv()
+            self.is_success = self._env.is_success
+            self.success_rule = (
+                f"{_DEFAULT_RULE}: the source is not a run rk-agent wrote here, and building its "
+                f"environment would {'; '.join(wants)} (rescore with --trust-run to use its "
+                "is_success)"
+            )
+            return
         try:
             self._env = setup.make()
         except (RkAgentError, OSError) as exc:
@@ -185,8 +203,7 @@ class Rescorer:
 
             self._env = ChatEnv()
             self.success_rule = (
-                f"the default rule (a valid score of at least 1.0): the environment "
-                f"{setup.name!r} could not be built ({exc})"
+                f"{_DEFAULT_RULE}: the environment {setup.name!r} could not be built ({exc})"
             )
         else:
             self.success_rule = f"the {setup.name!r} environment's is_success"

@@ -3,6 +3,7 @@
 ```text
 RUN_DIR/
 ├── config.yaml          the resolved configuration (no API keys)
+├── config.yaml.hmac     its signature by this user's key (`rk_agent.runs.run_trust`)
 ├── run.json             status, start time, seed, package versions (`RunRecord`)
 ├── provenance.json      what the model saw: model, tools, tool-call format, template, versions
 ├── run.lock             held by the process writing the run: its pid, host and command
@@ -77,6 +78,7 @@ from rk_agent.runs.run_record import (
     read_run_record,
     write_run_record,
 )
+from rk_agent.runs.run_trust import is_signed, sign_config
 from rk_agent.runs.summary import RunSummary
 from rk_agent.runs.trajectory import Trajectory
 from rk_agent.trusted_json import validate_trusted_json
@@ -152,10 +154,12 @@ class RunDir:
         self.config = config
         self.lock = lock
         self.provenance: RunProvenance | None = None
+        self.signed = True
 
     @classmethod
-    def create(cls, path: str | Path, config: RolloutConfig) -> RunDir:
-        """Make a new run directory, take its lock, and write its config and record.
+    def create(cls, path: str | Path, config: RolloutConfig, *, signed: bool = True) -> RunDir:
+        """Make a new run directory, take its lock, and write its config and record; the
+        config is signed unless ``signed`` is false (it holds what a run from elsewhere named).
 
         Raises:
             RunLockedError: another process is writing a run there.
@@ -177,6 +181,7 @@ class RunDir:
                 "another --output."
             )
         run = cls(path, config, lock)
+        run.signed = signed
         run._write_config()
         run._write_record(RunStatus.RUNNING, error=None, fresh=True)
         (path / TRAJECTORIES_FILE).touch()
@@ -187,7 +192,9 @@ class RunDir:
         """Open an existing run for reading (``rk-agent show``); no lock is taken.
 
         ``overrides`` change the loaded config (not ``config.yaml``), as flags do
-        (`rk_agent.runs.config.load_rollout_config`).
+        (`rk_agent.runs.config.load_rollout_config`). Its relative paths are left as
+        written (never read from the run's folder), and ``signed`` says whether the config
+        verifies (`rk_agent.runs.run_trust.is_signed`).
 
         Raises:
             ConfigError: there is no run there, or its config is unreadable.
@@ -201,7 +208,9 @@ class RunDir:
             )
         from rk_agent.runs.config import load_rollout_config
 
-        return cls(path, load_rollout_config(config_file, overrides))
+        run = cls(path, load_rollout_config(config_file, overrides, rebase=False))
+        run.signed = is_signed(config_file)
+        return run
 
     @classmethod
     def resume(cls, path: str | Path, overrides: dict[str, Any] | None = None) -> RunDir:
@@ -357,6 +366,8 @@ class RunDir:
             specs=("env", "rewards"), files=("tasks", "mcp"),
         )  # fmt: skip
         self._write_atomic(CONFIG_FILE, yaml.safe_dump(data, sort_keys=False))
+        if self.signed:  # this user's key vouches for it (rk_agent.runs.run_trust)
+            sign_config(self.path / CONFIG_FILE)
 
     def _write_record(self, status: RunStatus, error: str | None, fresh: bool = False) -> None:
         record = None if fresh else self.read_record()

@@ -54,6 +54,7 @@ from rk_agent.envs.env_setup import (
 )
 from rk_agent.errors import ConfigError, did_you_mean
 from rk_agent.runs.alarms import AlarmOptions
+from rk_agent.runs.run_trust import TRAINING_CONFIG_FILE, sign_config
 from rk_agent.secrets import redact, secret_values
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT
 from rk_agent.trainers.sft_filter import SFT_FILTER_FIELDS, SFTFilter
@@ -68,7 +69,7 @@ __all__ = [
     "save_train_config",
 ]
 
-CONFIG_FILE = "rk_agent_config.yaml"
+CONFIG_FILE = TRAINING_CONFIG_FILE
 """The name of the resolved configuration saved in a run's output directory."""
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -126,6 +127,9 @@ class TrainConfig(EnvConfig):
             register a format).
         trajectories: SFT's source: a rollout run directory or a trajectories JSONL file.
         sft_filter: which trajectories SFT keeps (`SFTFilter`).
+        trust_run: SFT: build the environment of ``trajectories`` to read its tools even when
+            it names code and the run is not one rk-agent wrote here
+            (`rk_agent.trainers.sft_data.check_tools_trust`; flag ``--trust-run``).
         output_dir: the run directory (default ``runs/train-<kind>-<env>-<timestamp>``, where
             SFT's ``<env>`` is the one its trajectories were played in).
         resume: ``"auto"`` resumes from the last checkpoint in ``output_dir`` if there is one;
@@ -148,6 +152,7 @@ class TrainConfig(EnvConfig):
     tool_call_format: str = DEFAULT_TOOL_CALL_FORMAT
     trajectories: str | None = None
     sft_filter: SFTFilter = Field(default_factory=SFTFilter)
+    trust_run: bool = False
     output_dir: str | None = None
     resume: bool | str = "auto"
     wandb: WandbSettings = Field(default_factory=WandbSettings)
@@ -305,7 +310,9 @@ def _check_names(data: dict[str, Any], known: list[str], prefix: str, where: str
 
 
 def save_train_config(config: TrainConfig, output_dir: str | Path | None = None) -> Path:
-    """Write the resolved config to ``<output_dir>/rk_agent_config.yaml``, secrets redacted.
+    """Write the resolved config to ``<output_dir>/rk_agent_config.yaml``, secrets redacted,
+    and sign it as this user's (`rk_agent.runs.run_trust.sign_config`: its episodes'
+    environment is then trusted by ``replay`` and ``rescore``).
 
     Settings named like credentials and the values of credential environment variables
     (`rk_agent.secrets.secret_values`) are replaced by ``***``.
@@ -321,6 +328,7 @@ def save_train_config(config: TrainConfig, output_dir: str | Path | None = None)
     path = folder / CONFIG_FILE
     header = f"# rk-agent train {config.kind}, as resolved; rerun with --config {path}\n"
     path.write_text(header + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    sign_config(path)
     return path
 
 

@@ -34,7 +34,9 @@ def check_train_inputs(config: TrainConfig) -> None:
     - ``tasks`` (GRPO): an existing file.
     - ``trajectories`` (SFT): a JSONL file, or a folder holding ``trajectories.jsonl``, with
       at least one trajectory that passes ``sft_filter``
-      (`rk_agent.trainers.sft_data.select_for_sft`).
+      (`rk_agent.trainers.sft_data.select_for_sft`); when its environment would be built to
+      read its tools and names code, a run rk-agent wrote here, or ``trust_run``
+      (`rk_agent.trainers.sft_data.check_tools_trust`).
     - ``model``: when it looks like a local path (``./m``, ``/m``, ``~/m``, ``runs/x/final``, or
       ``a/b`` where ``a`` is a local folder), an existing folder; anything else is a hub id.
     - ``resume``: a checkpoint folder that exists, or ``true`` with a checkpoint in
@@ -50,15 +52,19 @@ def check_train_inputs(config: TrainConfig) -> None:
         ConfigError: the first of these that fails, naming the option and how to fix it
             (`UnknownNameError` with "did you mean" for an unknown env, reward or tool-call
             format; `DataError`
-            for trajectories that cannot be read or that the filter leaves none of).
+            for trajectories that cannot be read or that the filter leaves none of;
+            `UntrustedRunError` for a run from elsewhere that names code).
     """
     if config.kind == "grpo" and config.env.tasks is not None:
         _check_tasks(config.env.tasks)
     if config.kind == "sft":
         _check_trajectories(str(config.trajectories))
-        from rk_agent.trainers.sft_data import select_for_sft
+        from rk_agent.trainers.sft_data import check_tools_trust, select_for_sft
 
-        select_for_sft(str(config.trajectories), config.sft_filter)  # some pass the filter
+        kept, _ = select_for_sft(str(config.trajectories), config.sft_filter)  # some pass it
+        # The tools are read from a run's environment: a run from elsewhere naming code is
+        # refused here, before anything heavy loads.
+        check_tools_trust(str(config.trajectories), kept, trust_run=config.trust_run)
     if config.model is not None:
         check_model_folder(config.model)
     resume_checkpoint(config)

@@ -291,7 +291,9 @@ def _sft(config: TrainConfig, args: Any, say: Callable[[str], None]) -> Any:
     from rk_agent.trainers.sft import build_sft_trainer
     from rk_agent.trainers.sft_data import build_sft_data
 
-    data = build_sft_data(str(config.trajectories), filter=config.sft_filter)
+    data = build_sft_data(
+        str(config.trajectories), filter=config.sft_filter, trust_run=config.trust_run
+    )
     say(f"SFT data: {data.report}")
     fit = "max_length" not in config.trl  # TRL's default (1024) would cut long episodes
     trainer = build_sft_trainer(

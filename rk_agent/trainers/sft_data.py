@@ -32,8 +32,9 @@ recorded it, a training run's episode log) the tools are read from the environme
 again with the run's arguments (MCP servers' tools cannot be: pass ``tools=``).
 
 Main names: `SFTFilter`, `DropReason`, `SelectionReport`, `SFTData`, `load_trajectories`,
-`select_trajectories`, `select_for_sft`, `training_messages`, `build_sft_data`, `sft_dataset`
-(`SFTFilter` is defined in `rk_agent.trainers.sft_filter`, a light module a train config reads).
+`select_trajectories`, `select_for_sft`, `training_messages`, `build_sft_data`, `sft_dataset`,
+`check_tools_trust` (`SFTFilter` is defined in `rk_agent.trainers.sft_filter`, a light module
+a train config reads).
 
 Example::
 
@@ -71,6 +72,7 @@ __all__ = [
     "SFTFilter",
     "SelectionReport",
     "build_sft_data",
+    "check_tools_trust",
     "load_trajectories",
     "select_for_sft",
     "select_trajectories",
@@ -157,6 +159,39 @@ def _run_config(path: Path) -> RolloutConfig | None:
     """The rollout config of the run a path belongs to, when there is one next to it."""
     folder = path if path.is_dir() else path.parent
     return RunDir.open(folder).config if (folder / CONFIG_FILE).is_file() else None
+
+
+def check_tools_trust(
+    source: str | os.PathLike[str], trajectories: Sequence[Trajectory], *, trust_run: bool
+) -> None:
+    """Refuse to build the environment whose tools `build_sft_data` reads when it names code
+    (a file or module: `rk_agent.runs.run_wants.env_wants`) and the source is not this
+    user's own run (`rk_agent.runs.run_trust`), unless ``trust_run``. Nothing is built
+    for a run that recorded what its episodes were offered (``provenance.json``).
+
+    Raises:
+        UntrustedRunError: it names code, and the source is neither signed nor trusted.
+    """
+    from rk_agent.envs.env_setup import EnvSetup
+    from rk_agent.runs.run_trust import require_trust, signed_training_env
+    from rk_agent.runs.run_wants import env_wants
+
+    path = Path(source)
+    if _run_provenance(path) is not None:
+        return
+    folder = path if path.is_dir() else path.parent
+    if (folder / CONFIG_FILE).is_file():
+        run = RunDir.open(folder)
+        setups = [EnvSetup(name=run.config.env.name, kwargs=run.config.env.kwargs)]
+        signed = run.signed
+    else:
+        names = sorted({t.env for t in trajectories})
+        setups = [EnvSetup(name=name) for name in names]
+        signed = all(signed_training_env(folder, name) for name in names)
+    wants = [want for setup in setups for want in env_wants(setup)]
+    require_trust(
+        path, wants, trust_run=trust_run, signed=signed, doing="reading its environment's tools"
+    )
 
 
 def _run_provenance(path: Path) -> RunProvenance | None:
@@ -261,6 +296,7 @@ def build_sft_data(
     *,
     filter: SFTFilter | None = None,
     tools: list[dict[str, Any]] | None = None,
+    trust_run: bool = False,
 ) -> SFTData:
     """Select trajectories and build the SFT dataset, with the selection's counts.
 
@@ -272,10 +308,14 @@ def build_sft_data(
             format included); for a run without that record, the environment's: the run's
             (its ``config.yaml`` names it and its arguments), else the one each trajectory
             names. Give them when neither is there; ``[]`` for none.
+        trust_run: build that environment even when it is a file or module and the source is
+            not a run rk-agent wrote here (`check_tools_trust`).
 
     Raises:
         ConfigError: the source does not exist, or an environment cannot be built to read
             its tools.
+        UntrustedRunError: the environment whose tools would be read names code, and the
+            source is neither this user's own run nor trusted.
         DataError: the source is unreadable or empty, or no trajectory passed the filter.
         NotAvailableError: the installed ``datasets`` is older than 4.7.
     """
@@ -285,6 +325,8 @@ def build_sft_data(
     if provenance is not None:
         return SFTData(dataset=_to_dataset(kept, _recorded(provenance)), report=report)
     config = _run_config(path) if path is not None else None
+    if path is not None and tools is None:
+        check_tools_trust(path, kept, trust_run=trust_run)
     by_env = _tool_lookup(kept, tools, config)
     return SFTData(dataset=_to_dataset(kept, lambda t: (by_env(t.env), None)), report=report)
 
@@ -347,9 +389,10 @@ def sft_dataset(
     *,
     filter: SFTFilter | None = None,
     tools: list[dict[str, Any]] | None = None,
+    trust_run: bool = False,
 ) -> Dataset:
     """The SFT dataset of `build_sft_data`, without the counts (same arguments and errors)."""
-    return build_sft_data(source, filter=filter, tools=tools).dataset
+    return build_sft_data(source, filter=filter, tools=tools, trust_run=trust_run).dataset
 
 
 def _tool_lookup(

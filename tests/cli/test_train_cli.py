@@ -307,8 +307,8 @@ def test_bad_input_is_one_line_before_torch_or_trl_is_imported(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]  # no run folder
 
 
-def _unsolved(env: str, count: int) -> str:
-    """``count`` unsolved one-turn trajectories of ``env``, as JSONL."""
+def _unsolved(env: str, count: int, *, success: bool = False) -> str:
+    """``count`` unsolved (or solved) one-turn trajectories of ``env``, as JSONL."""
     from rk_agent.runs.trajectory import Trajectory
 
     return "".join(
@@ -316,7 +316,7 @@ def _unsolved(env: str, count: int) -> str:
             "id": f"{i}-0", "task_index": i, "sample": 0, "env": env, "model": "m",
             "task": {"id": f"t{i}", "messages": [{"role": "user", "content": "q"}]},
             "turns": [{"index": 0, "assistant": {"role": "assistant", "content": "7"}}],
-            "success": False, "stop_reason": "answered",
+            "success": success, "stop_reason": "answered",
         }).model_dump_json() + "\n"
         for i in range(count)
     )  # fmt: skip
@@ -338,6 +338,35 @@ def test_sft_with_nothing_passing_its_filter_stops_before_loading_or_naming_a_ru
     )
     assert json.loads(run.stdout) == {"code": 2, "heavy": []}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.jsonl"]  # no run folder
+
+
+def test_sft_on_episodes_from_elsewhere_naming_code_needs_trust_run(tmp_path: Path) -> None:
+    """Their environment is built to read its tools: a file from elsewhere is not imported
+    without --trust-run; the refusal comes before anything heavy loads."""
+    (tmp_path / "episodes.jsonl").write_text(_unsolved("shop_env.py::ShopEnv", 2, success=True))
+    (tmp_path / "shop_env.py").write_text("raise SystemExit('imported')\n")
+    (tmp_path / "rollout-run").mkdir()
+    (tmp_path / "rollout-run" / "config.yaml").write_text("env: tools\n")
+
+    def train(*flags: str) -> subprocess.CompletedProcess[str]:
+        args = ["train", "sft", "-t", "episodes.jsonl", "--output-dir", "rollout-run", *flags]
+        return subprocess.run(
+            [sys.executable, "-c", ENTRY, json.dumps(args)], capture_output=True, text=True,
+            env=_env(tmp_path), cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+
+    refused = train()
+    assert refused.stderr == (
+        "error: episodes.jsonl is not a run rk-agent wrote on this machine (no valid signature "
+        "of its config by this user's key: it was made elsewhere or by hand, moved, or edited), "
+        "and reading its environment's tools would import shop_env.py (environment "
+        "shop_env.py::ShopEnv). If you trust this run, give --trust-run (trust_run=True in "
+        "Python).\n"
+    )
+    assert json.loads(refused.stdout) == {"code": 2, "heavy": []}
+    trusted = train("--trust-run")  # past that check: the next one stops it
+    assert trusted.stderr.startswith("error: output_dir: rollout-run holds a run of `rk-agent")
+    assert json.loads(trusted.stdout) == {"code": 2, "heavy": []}
 
 
 def _interrupt_when(line_starts: str, tmp_path: Path, model: Path, out: Path) -> tuple[int, str]:

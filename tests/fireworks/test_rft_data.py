@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from rk_agent.envs.task import Task
-from rk_agent.errors import ConfigError, DataError
+from rk_agent.errors import ConfigError, DataError, UntrustedRunError
 from rk_agent.fireworks.rft_data import rows_from_source, task_row
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import RunDir
 from rk_agent.runs.trajectory import Trajectory, Turn
 from rk_agent.types import Message, StopReason
+
+EVIL = """\
+from pathlib import Path
+
+Path({marker!r}).write_text("imported")
+
+from rk_agent.envs.tools_env import ToolsEnv
+
+
+class Env(ToolsEnv):
+    pass
+"""
 
 TOOL_NAMES = ["calculator", "convert_units", "days_between", "add_days", "weekday", "lookup"]
 
@@ -63,6 +76,30 @@ def test_a_trajectories_file_uses_the_config_next_to_it(tmp_path: Path) -> None:
     assert rows_from_source(copied).env == "tools"  # from the trajectories themselves
     bare = rows_from_source(copied, tools=False)
     assert bare.tools == [] and "tools" not in bare.rows[0]
+
+
+def test_a_run_from_elsewhere_naming_code_is_built_only_when_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RK_AGENT_CACHE", str(tmp_path / "cache"))
+    marker, evil = tmp_path / "IMPORTED", tmp_path / "evil.py"
+    evil.write_text(EVIL.format(marker=str(marker)))
+    mine = RunDir.create(tmp_path / "mine", RolloutConfig(env=f"{evil}::Env", n=2))
+    mine.append(make_run(tmp_path / "tools", tasks=1).read_trajectories()[0])
+    mine.close()
+    theirs = tmp_path / "theirs"
+    shutil.copytree(mine.path, theirs)  # a copy is not the run that was signed
+    wants = f"reading its environment's tools would import {evil} (environment {evil}::Env)."
+    for source in (theirs, theirs / "trajectories.jsonl"):
+        with pytest.raises(UntrustedRunError, match=re.escape(wants)):
+            rows_from_source(source)
+    assert not marker.exists()
+    assert rows_from_source(theirs, env="tools").env == "tools"  # named by the user
+    assert rows_from_source(theirs, tools=False).tools == []
+    assert not marker.exists()
+    trusted = rows_from_source(theirs, trust_run=True)
+    assert marker.exists() and [t["function"]["name"] for t in trusted.tools] == TOOL_NAMES
+    assert rows_from_source(mine.path).env == f"{evil}::Env"  # this user's own run
 
 
 def test_a_tasks_file(tmp_path: Path) -> None:

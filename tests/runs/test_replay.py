@@ -24,7 +24,7 @@ from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.tool_calls import LLAMA3_JSON
 from rk_agent.types import Message
 from tests.rollouts.runs import play_run
-from tests.rollouts.toy import AddEnv
+from tests.rollouts.toy import AddEnv, solver as add_solver
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -160,3 +160,30 @@ def test_the_opening_the_reset_made_is_recorded_and_compared(tmp_path: Path) -> 
     assert difference is not None and (difference.turn, difference.field, difference.recorded) == (
         None, "opening[0].content", '"Be brief."'
     )  # fmt: skip
+
+
+def test_a_training_runs_episodes_replay_when_its_signed_config_names_their_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training run's folder has no rollout config: its episodes name their environment, and
+    its signed ``rk_agent_config.yaml`` vouches for that name (`signed_training_env`)."""
+    from rk_agent.errors import UntrustedRunError
+    from rk_agent.runs.run_trust import sign_config
+
+    monkeypatch.setenv("RK_AGENT_CACHE", str(tmp_path / "cache"))
+    env = f"{REPO / 'tests' / 'rollouts' / 'toy.py'}::AddEnv"
+    played = play_run(tmp_path / "played", add_solver, env=env, n=1)
+    folder = tmp_path / "train"
+    folder.mkdir()
+    (folder / "trajectories.jsonl").write_text((played / "trajectories.jsonl").read_text())
+    config = folder / "rk_agent_config.yaml"
+    config.write_text(f"kind: grpo\nenv: {env}\n")
+    with pytest.raises(UntrustedRunError, match=re.escape(f"would import {REPO}/tests/rollouts")):
+        replay_episode(folder, "0-0")
+    sign_config(config)
+    assert replay_episode(folder, "0-0").matched
+    config.write_text("kind: grpo\nenv: tools\n")  # another env: it vouches for nothing else
+    sign_config(config)
+    with pytest.raises(UntrustedRunError):
+        replay_episode(folder, "0-0")
+    assert replay_episode(folder, "0-0", trust_run=True).matched

@@ -228,3 +228,35 @@ def test_a_partial_folder_left_by_a_killed_rescore_is_named(tmp_path: Path) -> N
         "run again."
     )):  # fmt: skip
         rescore(source, "format", output=tmp_path / "out")
+
+
+def test_success_is_the_envs_only_for_a_source_this_user_vouches_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A training run's folder (no rollout config: its episodes name the env) is vouched for by
+    its signed config; the rescored run is signed only when its source was."""
+    from rk_agent.runs.run_trust import is_signed, sign_config
+    from tests.rollouts.toy import solver
+
+    monkeypatch.setenv("RK_AGENT_CACHE", str(tmp_path / "cache"))
+    env = f"{Path(__file__).parent.parent / 'rollouts' / 'toy.py'}::AddEnv"
+    played = play_run(tmp_path / "played", solver, env=env, n=2)
+    folder = tmp_path / "train"
+    folder.mkdir()
+    (folder / "trajectories.jsonl").write_text((played / "trajectories.jsonl").read_text())
+    config = folder / "rk_agent_config.yaml"
+    config.write_text(f"kind: grpo\nenv: {env}\n")
+
+    refused = rescore(folder, "math", output=tmp_path / "a").record.success_rule
+    assert refused.startswith("the default rule (a valid score of at least 1.0): the source is")
+    assert f"would import {Path(__file__).parent.parent / 'rollouts' / 'toy.py'} (environment {env})" in refused
+    assert not is_signed(tmp_path / "a" / "config.yaml")
+    trusted = rescore(folder, "math", output=tmp_path / "b", trust_run=True)
+    assert trusted.record.success_rule == f"the {env!r} environment's is_success"
+    assert not is_signed(tmp_path / "b" / "config.yaml")  # --trust-run does not carry over
+    sign_config(config)
+    vouched = rescore(folder, "math", output=tmp_path / "c")
+    assert vouched.record.success_rule == f"the {env!r} environment's is_success"
+    assert is_signed(tmp_path / "c" / "config.yaml")
+    own = rescore(played, "math", output=tmp_path / "d")  # a rollout run written here
+    assert own.record.success_rule == f"the {env!r} environment's is_success"

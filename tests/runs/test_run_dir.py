@@ -314,3 +314,39 @@ def test_the_saved_config_names_its_files_wherever_a_resume_runs_from(
     assert saved.env.rewards == [f"{given / 'my_rewards.py'}::exact", "math"]
     assert saved.env.name == "tools"  # a name, not a path
     assert saved.env.mcp == "missing.json"  # no such file where it was given: left as typed
+
+
+def test_a_runs_relative_paths_are_never_read_from_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file shipped inside a run folder is never picked up: its paths stay as written."""
+    run = tmp_path / "downloaded"
+    run.mkdir()
+    for name in ("evil.py", "tasks.jsonl", "servers.json"):
+        (run / name).write_text("")
+    (run / "config.yaml").write_text(
+        "env: evil.py::Env\nrewards: [evil.py::r]\ntasks: tasks.jsonl\nmcp: servers.json\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    opened = RunDir.open(run)
+    assert opened.config.env.name == "evil.py::Env"
+    assert opened.config.env.rewards == ["evil.py::r"]
+    assert (opened.config.env.tasks, opened.config.env.mcp) == ("tasks.jsonl", "servers.json")
+    assert not opened.signed
+
+
+def test_a_run_rk_agent_writes_is_signed_until_its_config_is_edited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RK_AGENT_CACHE", str(tmp_path / "cache"))
+    with RunDir.create(tmp_path / "run", config()) as run:
+        assert run.signed
+    assert (tmp_path / "run" / "config.yaml.hmac").is_file()
+    assert RunDir.open(tmp_path / "run").signed
+    saved = tmp_path / "run" / "config.yaml"
+    saved.write_text(saved.read_text().replace("n: 3", "n: 4"))
+    assert not RunDir.open(tmp_path / "run").signed
+    with RunDir.create(tmp_path / "unsigned", config(), signed=False):
+        pass
+    assert not (tmp_path / "unsigned" / "config.yaml.hmac").exists()
+    assert not RunDir.open(tmp_path / "unsigned").signed

@@ -93,7 +93,7 @@ def test_output_dir_from_trl_moves_to_the_top(tmp_path: Path) -> None:
         ({"kind": "grpo", "n_taks": 3}, {}, "unknown train config option 'n_taks'. Did you mean "
          "'n_tasks'? Options are: kind, env, env_kwargs, tasks, rewards, max_turns, seed, mcp, "
          "model, multi_turn, loop, n_tasks, tool_call_format, trajectories, sft_filter, "
-         "output_dir, resume, wandb, watch, trl."),
+         "trust_run, output_dir, resume, wandb, watch, trl."),
         ({"kind": "grpo", "wandb.projet": "p"}, {}, "unknown train config option "
          "'wandb.projet'. Did you mean 'wandb.project'? Options are: wandb.enabled, "
          "wandb.project, wandb.mode."),
@@ -176,6 +176,18 @@ def test_saved_config_round_trips_without_secrets(
     again = load_train_config(path)
     assert again.model_dump(exclude={"env", "trl"}) == config.model_dump(exclude={"env", "trl"})
     assert again.env == config.env.model_copy(update={"kwargs": {"api_key": "***"}})
+
+
+def test_the_saved_config_is_signed_as_this_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rk_agent.runs.run_trust import is_signed
+
+    monkeypatch.setenv("RK_AGENT_CACHE", str(tmp_path / "cache"))
+    config = load_train_config(None, {"kind": "grpo", "output_dir": str(tmp_path / "run")})
+    path = save_train_config(config)
+    assert is_signed(path)
+    assert (tmp_path / "run" / "rk_agent_config.yaml.hmac").is_file()
 
 
 def _checkpoint(folder: Path, step: int, *, complete: bool = True) -> Path:

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from rk_agent.envs.registry import get_solver, make_env
-from rk_agent.errors import ConfigError, DataError, EndpointError
+from rk_agent.errors import ConfigError, DataError, EndpointError, UntrustedRunError
 from rk_agent.policies.function_policy import FunctionPolicy, tool_call
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.runs.config import RolloutConfig
@@ -229,6 +229,30 @@ def test_tools_come_from_the_trajectory_env_or_the_override(run: Path, tmp_path:
     with pytest.raises(ConfigError, match=re.escape("Pass tools= with the schemas the episodes")):
         sft_dataset(strange)
     assert len(sft_dataset(strange, tools=[])) == 4
+
+
+def test_the_tools_of_a_run_from_elsewhere_naming_code_need_trust(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RK_AGENT_CACHE", str(tmp_path / "cache"))
+    marker, evil = tmp_path / "IMPORTED", tmp_path / "evil.py"
+    evil.write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('imported')\n"
+        "from rk_agent.envs.tools_env import ToolsEnv as Env\n"
+    )
+    config = RolloutConfig(env=f"{evil}::Env", n=2, concurrency=1)
+    mine = tmp_path / "mine"
+    _play(config, FunctionPolicy(solve), RunDir.create(mine, config))
+    theirs = tmp_path / "theirs"
+    shutil.copytree(mine, theirs)  # a copy is not the run that was signed
+    wants = f"reading its environment's tools would import {evil} (environment {evil}::Env)."
+    with pytest.raises(UntrustedRunError, match=re.escape(wants)):
+        build_sft_data(theirs)
+    assert not marker.exists()
+    assert sft_dataset(theirs, tools=[])[0]["tools"] == []  # nothing to build
+    assert sft_dataset(theirs, trust_run=True)[0]["tools"] == make_env("tools").tool_schemas
+    assert marker.exists()
+    assert len(sft_dataset(mine)) == 2  # this user's own run
 
 
 def test_the_text_rendered_for_training_shows_the_tools(run: Path, embedded_tok: Any) -> None:
