@@ -547,3 +547,48 @@ def test_kv_reuse_is_on_for_a_loaded_folder_and_off_for_a_model_object(
     assert HFPolicy(tiny_folder)._kv_cache is not None
     assert HFPolicy(tiny, tokenizer=tokenizer)._kv_cache is None  # its weights may be training
     assert HFPolicy(tiny, tokenizer=tokenizer, reuse_kv=True)._kv_cache is not None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # about 30 generate calls of the embedded model: minutes when loaded
+def test_the_embedded_model_is_the_same_greedy_with_or_without_the_kv_cache() -> None:
+    """Greedy replies of the embedded model do not depend on KV reuse, token for token: five
+    tool conversations, re-rendered each turn as the engine sends them, in batches of up to
+    four where rows join late and leave early, a tool result appended after every reply."""
+    from rk_agent.envs.registry import make_env
+
+    env = make_env("tools", tool_names=["lookup", "calculator"])  # a shorter system prompt
+    tools = env.tool_schemas
+    openings = []
+    for seed in range(5):
+        env.reset(seed=seed)
+        openings.append(list(env.conversation))
+
+    def play(reuse: bool) -> tuple[list[list[list[int]]], HFPolicy]:
+        policy = HFPolicy(max_batch_size=4, max_wait_ms=100, reuse_kv=reuse)
+
+        async def episode(i: int) -> list[list[int]]:
+            await asyncio.sleep(0.4 * (i % 3))  # rows join batches already under way
+            conversation = list(openings[i])
+            replies = []
+            for turn in range(2 + i % 2):  # and leave them after 2 or 3 turns
+                sampling = SamplingParams(temperature=0, max_tokens=8 + 4 * (i % 2))
+                out = await policy.generate(conversation, tools, sampling)
+                replies.append(list(out.token_ids or []))
+                conversation.append(Message(role="assistant", content=out.message.text))
+                result = f"{1000 * (i + 1) + 37 * turn}" + " units" * (i % 4)
+                conversation.append(Message(role="tool", content=result, tool_call_id=f"c{turn}"))
+            return replies
+
+        async def run() -> list[list[list[int]]]:
+            try:
+                return list(await asyncio.gather(*(episode(i) for i in range(5))))
+            finally:
+                await policy.aclose()
+
+        return asyncio.run(run()), policy
+
+    (plain, off), (cached, on) = play(False), play(True)
+    assert off.stats.reused_tokens == 0 and on.stats.reused_tokens > 0
+    assert max(on.stats.sizes) > 1
+    assert cached == plain
