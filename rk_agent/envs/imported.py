@@ -166,11 +166,14 @@ class ImportedEnv(ChatEnv):
         env_name: the name it was made from (``"reasoning-gym:chain_sum"``).
         source_name: the source's scheme; the default episode reward is named after it.
         has_solver: whether its sessions know the reference answer (`Session.solve`).
+        no_solver_reason: why it has no reference solver, for the messages that need one
+            (``rk-agent check env``, ``--policy solver``).
     """
 
     env_name: ClassVar[str] = "imported"
     source_name: ClassVar[str] = "imported"
     has_solver: ClassVar[bool] = False
+    no_solver_reason: ClassVar[str | None] = None
     _solutions: ClassVar[_Solutions]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

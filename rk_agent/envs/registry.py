@@ -264,9 +264,12 @@ def get_solver(spec: EnvLike) -> Solver:
     cls = get_env_class(spec)
     solver = cls.reference_solver
     if solver is None:
+        why = getattr(cls, "no_solver_reason", None)  # an imported environment says why
         raise ConfigError(
-            f"environment {_label(spec)!r} ({cls.__name__}) has no reference solver. Give the "
-            "class one with `reference_solver = staticmethod(solve)`, where "
+            f"environment {_label(spec)!r} has no reference solver: {why}."
+            if why
+            else f"environment {_label(spec)!r} ({cls.__name__}) has no reference solver. Give "
+            "the class one with `reference_solver = staticmethod(solve)`, where "
             "`solve(messages, tools)` returns the assistant message."
         )
     return solver

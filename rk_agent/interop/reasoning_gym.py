@@ -307,8 +307,15 @@ class ReasoningGymSource(EnvSource):
                 )
         if len(set(names)) != len(names):
             raise ConfigError(f"reasoning-gym:{rest} names a generator twice; name each once.")
-        solvable = all(_dataset(n, 0, {})[0].get("answer") is not None for n in names)
+        unsolvable = [n for n in names if _dataset(n, 0, {})[0].get("answer") is None]
         label = f"reasoning-gym:{','.join(names)}"
+        why = (
+            f"reasoning-gym's {', '.join(unsolvable)} store{'s' if len(unsolvable) == 1 else ''} "
+            "no answer (answer=None) to answer with; score_answer checks a reply against the "
+            "puzzle itself"
+            if unsolvable
+            else None
+        )
         return type(
             "ReasoningGymEnv",
             (ReasoningGymEnv,),
@@ -318,7 +325,8 @@ class ReasoningGymSource(EnvSource):
                 "__doc__": ReasoningGymEnv.__doc__,
                 "generators": names,
                 "env_name": label,
-                "has_solver": solvable,
+                "has_solver": not unsolvable,
+                "no_solver_reason": why,
             },
         )
 

@@ -148,6 +148,7 @@ class EpisodeTokens:
     budget_hit: bool = False
     _seen: int = 0
     _last_reply: list[int] = field(default_factory=list)
+    _tools: list[dict[str, Any]] | None = None
     name: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
@@ -166,7 +167,15 @@ class EpisodeTokens:
         """
         if self.prompt_ids is None:
             self.prompt_ids = self.policy.encode(messages, tools)
+            self._tools = tools
         else:
+            if tools != self._tools:
+                raise ConfigError(
+                    "the environment changed its tools during an episode; a token-exact "
+                    "episode renders its prompt once, with the first turn's tools, so it cannot "
+                    "offer tools added later. Train on an environment whose tools change only "
+                    "between tasks (ChatEnv.tool_scope 'task')."
+                )
             suffix = self.renderer.suffix_ids(messages[self._seen :], tools, self._last_reply)
             if len(self.completion_ids) + len(suffix) >= self.budget:
                 raise self._spent()

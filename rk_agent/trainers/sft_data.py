@@ -14,7 +14,12 @@ Columns:
         plain system/user/assistant turns in that format.
     tools: the OpenAI tool schemas the episode offered (``[]`` for none, and for a text
         format, whose prompt already describes them); TRL passes them to the chat template,
-        which renders them into the system prompt.
+        which renders them into the system prompt. An episode whose tools changed between
+        its turns (an environment whose ``tool_scope`` is ``turn``) makes one row per run of
+        turns offered the same tools: the conversation up to that run's last reply, with
+        those tools, so each reply is rendered after the tools it was offered (under
+        assistant-only loss the earlier replies of a later row are trained again, there with
+        the later tools in the prompt).
     task_id, trajectory_id, env: where the row came from.
     episode_reward: the episode score (``None`` when it was missing or invalid).
 
@@ -27,7 +32,9 @@ unit off in its last digit).
 
 **What the model saw.** A run folder's ``provenance.json`` (`rk_agent.runs.provenance`)
 gives the tools each episode was offered, MCP servers' included, and the tool-call format it
-was played with; the rows render exactly that prompt. Without it (a run made before rk-agent
+was played with; the rows render exactly that prompt. An episode whose tools differ per task
+or change between turns carries its own record of them (``Trajectory.provenance``), read
+first, also in a training run's episode log. Without it (a run made before rk-agent
 recorded it, a training run's episode log) the tools are read from the environment, built
 again with the run's arguments (MCP servers' tools cannot be: pass ``tools=``).
 
@@ -464,18 +471,38 @@ def _to_dataset(trajectories: list[Trajectory], offered: _Offered) -> Dataset:
     # only 9 significant digits of a float; a JSON string is stored as it is.
     rows = []
     for t in trajectories:
-        tools, tool_call_format = offered(t)
-        messages = training_messages(t, tools, tool_call_format)
-        if tool_call_format not in (None, NATIVE):  # the system prompt describes them
-            tools = []
-        rows.append(
-            {
-                "messages": [json.dumps(m, ensure_ascii=False) for m in messages],
-                "tools": [json.dumps(s, ensure_ascii=False) for s in tools],
-                "task_id": t.task.id,
-                "trajectory_id": t.id,
-                "env": t.env,
-                "episode_reward": t.episode_reward,
-            }
-        )
+        first, tool_call_format = offered(t)
+        for part, tools in _tool_spans(t, first):
+            messages = training_messages(part, tools, tool_call_format)
+            if tool_call_format not in (None, NATIVE):  # the system prompt describes them
+                tools = []
+            rows.append(
+                {
+                    "messages": [json.dumps(m, ensure_ascii=False) for m in messages],
+                    "tools": [json.dumps(s, ensure_ascii=False) for s in tools],
+                    "task_id": t.task.id,
+                    "trajectory_id": t.id,
+                    "env": t.env,
+                    "episode_reward": t.episode_reward,
+                }
+            )
     return Dataset.from_list(rows, features=features)
+
+
+def _tool_spans(
+    trajectory: Trajectory, first: list[dict[str, Any]]
+) -> list[tuple[Trajectory, list[dict[str, Any]]]]:
+    """The episode cut where the tools it offered changed: for each run of turns offered the
+    same tools, the episode up to that run's last turn and those tools (one piece, the whole
+    episode, when they never changed)."""
+    pieces: list[tuple[Trajectory, list[dict[str, Any]]]] = []
+    turns = trajectory.turns
+    current = trajectory.offered_tools(0, first)
+    for turn in turns[1:]:
+        now = trajectory.offered_tools(turn.index, first)
+        if now != current:
+            cut = trajectory.model_copy(update={"turns": turns[: turn.index]})
+            pieces.append((cut, current))
+            current = now
+    pieces.append((trajectory, current))
+    return pieces
