@@ -15,7 +15,6 @@ app = typer.Typer(
 def list_environments() -> None:
     """List every registered environment (built-ins and installed packages), then the sources
     of environments from elsewhere (named SCHEME:REST), each with whether it is installed."""
-    from rich.markup import escape
     from rich.table import Table
 
     from rk_agent.cli.console import make_console
@@ -35,5 +34,5 @@ def list_environments() -> None:
     sources.add_column("description")
     for info in list_sources():
         installed = "yes" if info.installed else f"no: {info.install}"
-        sources.add_row(escape(info.form), escape(installed), escape(info.summary))
+        sources.add_row(info.form, installed, info.summary)
     console.print(sources)
