@@ -33,9 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.envs.registry import EnvLike, make_env
-from rk_agent.errors import ConfigError
+from rk_agent.policies.episode_tokens import check_fixed_tools
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
@@ -119,14 +118,8 @@ def grpo_trainer(
         named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
         env_kwargs["episode_rewards"] = dict(named)
     built = make_env(env, **env_kwargs)
-    if multi_turn and built.tool_scope is ToolScope.TURN:
-        raise ConfigError(
-            f"environment {env if isinstance(env, str) else env.__name__!r} changes its tools "
-            "between the turns of an episode (tool_scope 'turn'); rk-agent's GRPO loop trains "
-            "on one token sequence per episode, its prompt rendered once with the first turn's "
-            "tools, so it cannot show the model the tools a later turn adds. Train on an "
-            "environment whose tools change only between tasks (tool_scope 'task')."
-        )
+    if multi_turn:
+        check_fixed_tools(built, env if isinstance(env, str) else env.__name__)
     rows = task_rows(built, n_tasks, seed)
     rollout_func = drift_tools = drift_format = None
     if multi_turn:

@@ -35,7 +35,8 @@ def test_each_task_offers_its_own_tools_and_turn_2_adds_one() -> None:
     varying_tools.OFFERED.clear()
     played = play_with_solver(env, solve, seed=0)
     own = played.task.metadata["kind"]
-    assert varying_tools.OFFERED == [[own], [own], [own, "order"], [own, "order"]]
+    offered = varying_tools.OFFERED
+    assert offered == [[own], [own], [own, "order"], [own, "order"]]
     assert played.terminated and played.episode is not None and played.episode.score == 1.0
     assert [m.text for m in played.messages if m.role == "tool"][-1] == (
         f"ORDER-{played.task.metadata['item']}-1"

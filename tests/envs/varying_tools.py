@@ -73,7 +73,9 @@ class ShopEnv(ChatEnv):
         item = ITEMS[int(rng.integers(len(ITEMS)))]
         return Task(
             id=f"{kind}-{item}",
-            messages=[Message(role="user", content=f"Check the {kind} of the {item}, then order one.")],
+            messages=[
+                Message(role="user", content=f"Check the {kind} of the {item}, then order one.")
+            ],
             ground_truth=f"ORDER-{item}-1",
             metadata={"kind": kind, "item": item},
         )

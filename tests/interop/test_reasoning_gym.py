@@ -72,7 +72,8 @@ def test_the_line_answer_format_is_stated_and_read() -> None:
     env = make_env("reasoning-gym:chain_sum", answer_format="line")
     observation, info = env.reset(seed=1)
     assert "Answer: <your answer>" in observation[0]["content"]
-    episode = env.play_turn({"role": "assistant", "content": f"57\nAnswer: {info['task'].ground_truth}"}).episode
+    reply = f"57\nAnswer: {info['task'].ground_truth}"
+    episode = env.play_turn({"role": "assistant", "content": reply}).episode
     assert episode is not None and episode.score == 1.0
 
 
@@ -93,9 +94,7 @@ def test_several_generators_mix_by_seed() -> None:
     again = [env.reset(seed=seed)[1]["task"].metadata["generator"] for seed in range(24)]
     assert picked == again and set(picked) == {"chain_sum", "basic_arithmetic"}
     only = make_env("reasoning-gym:chain_sum,basic_arithmetic", weights={"chain_sum": 1})
-    assert {only.reset(seed=s)[1]["task"].metadata["generator"] for s in range(12)} == {
-        "chain_sum"
-    }
+    assert {only.reset(seed=s)[1]["task"].metadata["generator"] for s in range(12)} == {"chain_sum"}
 
 
 def test_options_reach_the_generator() -> None:
@@ -175,4 +174,5 @@ def test_without_the_extra_a_run_fails_in_one_line_naming_the_install() -> None:
     ]
     listed = without_the_package("envs", "list")
     assert listed.returncode == 0, listed.stderr
-    assert "reasoning-gym:NAME[,NAME...] │ no: pip install 'rk-agent[reasoning-gym]'" in listed.stdout
+    shown = "reasoning-gym:NAME[,NAME...] │ no: pip install 'rk-agent[reasoning-gym]'"
+    assert shown in listed.stdout
