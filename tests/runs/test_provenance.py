@@ -75,6 +75,7 @@ def test_a_run_records_what_the_model_saw_once(tmp_path: Path) -> None:
         "rewards": [],
         "max_turns": 4,
         "mcp_servers": None,
+        "tool_scope": None,  # the same tools in every episode
     }
     assert provenance.seed == 7
     assert provenance.sampling == RolloutConfig().sampling.model_dump(mode="json")
