@@ -194,7 +194,7 @@ def test_each_episode_renders_its_own_tools_and_a_change_mid_episode_is_refused(
     env = ShopEnv()
     _, info = env.reset(seed=SEED)
     own, item = info["task"].metadata["kind"], info["task"].metadata["item"]
-    call = f'<tool_call>\n{json.dumps({"name": own, "arguments": {"item": item}})}\n</tool_call>'
+    call = f"<tool_call>\n{json.dumps({'name': own, 'arguments': {'item': item}})}\n</tool_call>"
     policy = ScriptedTokens([call, call, "unused"], model=str(tiny_model_dir), device="cpu")
     tokens = EpisodeTokens(policy, SuffixRenderer(policy), budget=512)
     message = "the environment changed its tools during an episode; a token-exact episode"

@@ -13,6 +13,7 @@ import pytest
 
 from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.errors import ConfigError
+from rk_agent.rollouts.runner import prepare_run
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.provenance import (
     EpisodeProvenance,
@@ -21,7 +22,6 @@ from rk_agent.runs.provenance import (
     weights_fingerprint,
 )
 from rk_agent.runs.run_dir import read_provenance, read_trajectories
-from rk_agent.rollouts.runner import prepare_run
 from rk_agent.testing.stub_server import StubServer, call_first_tool_then_answer
 from tests.rollouts.served import (
     API_KEY,

@@ -20,9 +20,9 @@ from rk_agent.envs.registry import get_solver
 from rk_agent.errors import ConfigError
 from rk_agent.policies.chat_template import ChatTemplate, read_reply
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
+from rk_agent.rollouts.runner import prepare_run
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import RunStatus, read_trajectories
-from rk_agent.rollouts.runner import prepare_run
 from rk_agent.runs.token_drift import check_tokens
 from rk_agent.types import Message
 
