@@ -314,7 +314,9 @@ def build_sft_data(
             each episode was offered, as its run recorded it (``provenance.json``, tool-call
             format included); for a run without that record, the environment's: the run's
             (its ``config.yaml`` names it and its arguments), else the one each trajectory
-            names. Give them when neither is there; ``[]`` for none.
+            names; an episode that recorded its own (per-task or per-turn tools) is rendered
+            with those. Give them when neither is there; ``[]`` for none (given, they are
+            every row's, whatever the episodes recorded).
         trust_run: build that environment even when it is a file or module and the source is
             not a run rk-agent wrote here (`check_tools_trust`).
 
@@ -335,7 +337,8 @@ def build_sft_data(
     if path is not None and tools is None:
         check_tools_trust(path, kept, trust_run=trust_run)
     by_env = _tool_lookup(kept, tools, config)
-    return SFTData(dataset=_to_dataset(kept, lambda t: (by_env(t.env), None)), report=report)
+    dataset = _to_dataset(kept, lambda t: (by_env(t.env), None), recorded=tools is None)
+    return SFTData(dataset=dataset, report=report)
 
 
 def select_for_sft(
@@ -446,7 +449,11 @@ def _env_tools(name: str, env_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
         env.close()
 
 
-def _to_dataset(trajectories: list[Trajectory], offered: _Offered) -> Dataset:
+def _to_dataset(
+    trajectories: list[Trajectory], offered: _Offered, *, recorded: bool = True
+) -> Dataset:
+    """The rows; ``recorded``: an episode's own record of its tools (per turn) wins over
+    ``offered``'s (``False`` for the tools a caller gave)."""
     try:
         from datasets import Dataset, Features, Json, List, Value
     except ImportError as exc:  # datasets < 4.7 has no Json feature
@@ -472,7 +479,8 @@ def _to_dataset(trajectories: list[Trajectory], offered: _Offered) -> Dataset:
     rows = []
     for t in trajectories:
         first, tool_call_format = offered(t)
-        for part, tools in _tool_spans(t, first):
+        pieces = _tool_spans(t, first) if recorded else [(t, first)]
+        for part, tools in pieces:
             messages = training_messages(part, tools, tool_call_format)
             if tool_call_format not in (None, NATIVE):  # the system prompt describes them
                 tools = []
