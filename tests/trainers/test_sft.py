@@ -255,3 +255,80 @@ def test_fit_max_length_keeps_every_conversation_whole(
     assert trainer.args.max_length == max(kept) > 16
     assert short.max_length == 16  # the caller's settings are left as they were
     assert caplog.messages == []
+
+
+def _solver_rows(env_name: str, n: int) -> Any:
+    config = RolloutConfig(env=env_name, n=n, seed=0)
+    result = asyncio.run(
+        run_rollouts(
+            config,
+            policy=FunctionPolicy(get_solver(env_name)),
+            make_env=lambda: make_env(env_name),
+            env_name=env_name,
+        )
+    )
+    return result.trajectories, sft_dataset(result.trajectories)
+
+
+@pytest.mark.parametrize("env_name", ["tools", "mcp_tools"])
+def test_sft_trains_on_exactly_the_tokens_the_policy_is_sent(
+    tmp_path: Path, tiny_model_dir: Path, env_name: str
+) -> None:
+    """Each turn's prompt, as the policy renders it with the saved checkpoint's template, is a
+    prefix of the tokens SFT trains on for that episode; what is trained on is exactly each
+    reply: from the newline that ends the prompt (``<|im_start|>assistant`` + newline) through
+    the reply's ``<|im_end|>`` and the newline after it."""
+    from transformers import AutoTokenizer
+
+    from rk_agent.policies.hf_policy import HFPolicy
+
+    trajectories, data = _solver_rows(env_name, 3)
+    saved = AutoTokenizer.from_pretrained(tiny_model_dir)  # the template as the checkpoint has it
+    trainer = build_sft_trainer(tiny_model_dir, saved, data, _args(tmp_path))
+    policy = HFPolicy(tiny_model_dir, device="cpu")
+    try:
+        end = saved.convert_tokens_to_ids("<|im_end|>")
+        assert policy.native_tools  # the template renders tools: the rows carry them
+        tools = make_env(env_name).tool_schemas
+        by_id = {t.id: t for t in trajectories}
+        for row, trajectory_id in zip(trainer.train_dataset, data["trajectory_id"], strict=True):
+            ids, labels = row["input_ids"], row["labels"]
+            conversation = by_id[trajectory_id].conversation
+            expected: set[int] = set()
+            for k, message in enumerate(conversation):
+                if message.role != "assistant":
+                    continue
+                prompt = policy.encode(conversation[:k], tools)
+                assert ids[: len(prompt)] == prompt, (env_name, k)
+                reply_end = ids.index(end, len(prompt)) + 1
+                expected.update(range(len(prompt) - 1, reply_end + 1))
+            trained = {i for i, label in enumerate(labels) if label != -100}
+            assert expected and trained == expected
+    finally:
+        policy.close()
+
+
+@pytest.mark.slow
+def test_the_same_episodes_in_any_order_train_the_same_model(
+    tmp_path: Path, tiny_model_dir: Path, embedded_tok: Any
+) -> None:
+    """A run's file holds its episodes as they finished (threads, load); SFT must not depend on
+    that: the rows come in task order, so a seeded run trains the same weights."""
+    import torch
+    from safetensors.torch import load_file
+
+    trajectories, _ = _solver_rows("tools", 6)
+    orders = [sorted(trajectories, key=lambda t: t.task_index), trajectories[::-1]]
+    orders.append([orders[0][i] for i in (3, 0, 5, 1, 4, 2)])
+    weights = []
+    for index, episodes in enumerate(orders):
+        data = sft_dataset(episodes)
+        assert data["trajectory_id"] == [t.id for t in orders[0]]
+        args = _args(tmp_path / str(index), max_steps=3, per_device_train_batch_size=2)
+        trainer = build_sft_trainer(tiny_model_dir, embedded_tok, data, args)
+        trainer.train()
+        trainer.save_model(str(tmp_path / str(index) / "final"))
+        weights.append(load_file(str(tmp_path / str(index) / "final" / "model.safetensors")))
+    for other in weights[1:]:
+        assert other.keys() == weights[0].keys()
+        assert all(torch.equal(other[k], weights[0][k]) for k in weights[0])
