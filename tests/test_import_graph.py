@@ -181,6 +181,9 @@ LAYERS: list[set[str]] = [
     {"rk_agent.rewards"},
     {"rk_agent.envs"},
     {"rk_agent.mcp"},
+    # Environments from elsewhere (one module per outside source); envs reach them by entry
+    # points only (`rk_agent.env_sources`).
+    {"rk_agent.interop"},
     {"rk_agent.policies"},
     {"rk_agent.runs"},
     {"rk_agent.rollouts"},

@@ -80,7 +80,7 @@ def rollout(
             "(or a local model has no tool template): hermes (default) or llama3_json.",
         ),
     ] = None,
-    n: Annotated[int | None, typer.Option("--n", help="Number of tasks.")] = None,
+    n: Annotated[int | None, typer.Option("--n", "-n", help="Number of tasks.")] = None,
     group_size: Annotated[
         int | None, typer.Option("--group-size", help="Samples per task (GRPO groups, pass@k).")
     ] = None,

@@ -19,6 +19,11 @@ Main names:
     check_env, play_with_solver: check an environment; play one episode with a solver.
     ToolsEnv, MathEnv, CodeEnv, GuessEnv: the built-ins (``tools``, ``math``, ``code``,
         ``guess``), imported on first use.
+    ToolScope: whether an environment's tools differ per task or change between turns.
+    EnvSource, list_sources: environments from elsewhere, named ``SCHEME:REST``
+        (``reasoning-gym:chain_sum``), and the sources installed.
+    ImportedEnv, Session, BaseSession: the base of a source's environments, around one
+        session per episode.
 
 Example:
     >>> import gymnasium, rk_agent.envs

@@ -18,8 +18,16 @@ from rk_agent.envs.env_setup import (
 from rk_agent.envs.guess_env import (
     GuessEnv as GuessEnv,
 )
+from rk_agent.envs.imported import (
+    BaseSession as BaseSession,
+    ImportedEnv as ImportedEnv,
+    Session as Session,
+)
 from rk_agent.envs.math_env import (
     MathEnv as MathEnv,
+)
+from rk_agent.envs.offered_tools import (
+    ToolScope as ToolScope,
 )
 from rk_agent.envs.registry import (
     GYMNASIUM_IDS as GYMNASIUM_IDS,
@@ -30,6 +38,10 @@ from rk_agent.envs.registry import (
     register_env as register_env,
     register_gymnasium_envs as register_gymnasium_envs,
     unregister_env as unregister_env,
+)
+from rk_agent.envs.sources import (
+    EnvSource as EnvSource,
+    list_sources as list_sources,
 )
 from rk_agent.envs.spaces import (
     ConversationSpace as ConversationSpace,

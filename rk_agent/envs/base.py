@@ -4,7 +4,8 @@ The loop is fixed; subclasses override small hooks:
 
 - `ChatEnv.generate_task`: make a task from a seeded generator (or pass ``tasks=`` / a JSONL path);
 - `ChatEnv.tools`: the `Tool`s the model may call (``mcp=`` adds the tools of MCP servers, see
-  `rk_agent.mcp`);
+  `rk_agent.mcp`); `ChatEnv.episode_tools`: the tools of one episode, for environments whose
+  tools differ per task or change between turns (``tool_scope``, `rk_agent.envs.offered_tools`);
 - `ChatEnv.respond`: the environment's reply to an assistant message without tool calls
   (feedback for another turn, or ``None`` to end the episode: the final answer);
 - `ChatEnv.on_reset`: per-episode state (e.g. a game's secret);
@@ -12,9 +13,11 @@ The loop is fixed; subclasses override small hooks:
   both are decorated reward functions (or names / paths of them).
 
 ``reset(seed)`` returns the conversation so far (a list of OpenAI message dicts) and an ``info``
-holding the tool schemas and the task; ``step(assistant_message)`` runs its tool calls, returns
-the new conversation, the step reward (plus the episode reward on the last step), and ``info``
-with every `EvaluateResult`. The same seed gives the same task.
+holding the tool schemas and the task (`ChatEnv.tool_schemas` says what is offered now: read
+it again after every step of an environment whose ``tool_scope`` is ``turn``);
+``step(assistant_message)`` runs its tool calls, returns the new conversation, the step reward
+(plus the episode reward on the last step), and ``info`` with every `EvaluateResult`. The same
+seed gives the same task.
 
 Loops that play an environment (the rollout engine, TRL's tool loop, `check_env`) use the typed
 methods ``step`` wraps instead: `ChatEnv.play_turn` and `ChatEnv.reject_turn` return a
@@ -35,15 +38,15 @@ from typing import Any, ClassVar
 import gymnasium
 import numpy as np
 
+from rk_agent.envs.env_rewards import weighted_reward
+from rk_agent.envs.offered_tools import EpisodeTool, OfferedTools, ToolScope, offer
 from rk_agent.envs.spaces import ConversationSpace, MessageSpace
 from rk_agent.envs.task import Task, load_tasks
 from rk_agent.envs.tool import Tool, ToolResult
 from rk_agent.envs.tool_source import ToolSource, merge_tools
 from rk_agent.envs.turn import ToolCallRecord, TurnResult
 from rk_agent.errors import ConfigError, EnvError
-from rk_agent.rewards.compose import combine
-from rk_agent.rewards.decorator import RewardFn, is_reward_function
-from rk_agent.rewards.registry import RewardLike, get_reward_function
+from rk_agent.rewards.registry import RewardLike
 from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
 from rk_agent.trusted_json import build_trusted
 from rk_agent.types import EvaluateResult, Message, MetricResult, StepOutput, StopReason, ToolCall
@@ -102,6 +105,10 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     # False always on a thread (steps that wait on the network or may hang: MCP tools make an
     # environment False); True always on the loop.
     inline_steps: bool | None = None
+    # When the tools offered may change (`ToolScope`): ENV, the same in every episode; TASK, per
+    # task (`episode_tools` after reset); TURN, also between turns (after every turn too).
+    # Instances may set it in __init__, before calling ChatEnv's.
+    tool_scope: ToolScope = ToolScope.ENV
 
     def __init__(
         self,
@@ -133,13 +140,15 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             self.inline_steps = False  # its tools wait on servers
         outside = self._toolset.tools() if self._toolset is not None else []
         self._tools: dict[str, Tool] = merge_tools(self.tools(), outside, type(self).__name__)
-        self._step_reward = _weighted(
+        self._outside = outside
+        self._offering = OfferedTools(tuple(t.schema for t in self._tools.values()), self._tools)
+        self._step_reward = weighted_reward(
             step_rewards if step_rewards is not None else self.default_step_rewards, None, "step"
         )
         if episode_rewards is None:
             episode_rewards = self.default_episode_rewards
             episode_weights = episode_weights or self.default_episode_weights
-        self._episode_reward = _weighted(episode_rewards, episode_weights, "episode")
+        self._episode_reward = weighted_reward(episode_rewards, episode_weights, "episode")
         # Trainers log each component on its own (``rewards/<name>``).
         self.episode_reward_specs: dict[str, RewardLike] = dict(episode_rewards)
         self.episode_reward_weights: dict[str, float] = {
@@ -159,6 +168,17 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         """The tools the model may call (default: none)."""
         return []
 
+    def episode_tools(self, state: EpisodeState) -> Sequence[EpisodeTool] | None:
+        """The tools offered on the episode's next turn, for a ``tool_scope`` other than ENV.
+
+        Called after ``reset`` (after `on_reset`) and, with scope TURN, after every turn that
+        does not end the episode; never with scope ENV. The tools of MCP servers (``mcp=``)
+        are offered after these. A `Tool` is run by the default `call_tool`; a bare OpenAI
+        schema is offered only, and your `call_tool` runs it. ``None`` (the default): the
+        environment's own `tools`.
+        """
+        return None
+
     def on_reset(self, state: EpisodeState) -> None:
         """Set up per-episode state in ``state.scratch`` (default: nothing)."""
 
@@ -171,10 +191,22 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         return None
 
     def call_tool(self, call: ToolCall, state: EpisodeState) -> ToolResult:
-        """Run one tool call (default: the tool of that name from `tools`)."""
-        found = self._tools.get(call.function.name)
+        """Run one tool call (default: the offered `Tool` of that name).
+
+        Raises:
+            EnvError: the tool is offered as a bare schema (`episode_tools`) and this method
+                was not overridden to run it.
+        """
+        found = self._offering.runnable.get(call.function.name)
         if found is None:
-            known = ", ".join(sorted(self._tools)) or "none"
+            offered = [s["function"]["name"] for s in self._offering.schemas]
+            if call.function.name in offered:
+                raise EnvError(
+                    f"{type(self).__name__} offers {call.function.name!r} as a bare schema but "
+                    "does not run it: override call_tool to run the tools episode_tools offers "
+                    "as schemas, or offer Tool objects."
+                )
+            known = ", ".join(sorted(offered)) or "none"
             return ToolResult(
                 f"Error: there is no tool named {call.function.name!r}. Available: {known}.",
                 ok=False,
@@ -186,8 +218,10 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
 
     @property
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The OpenAI schemas of `tools` (what the model is offered)."""
-        return [t.schema for t in self._tools.values()]
+        """The OpenAI schemas of the tools the model is offered now (a new list): the
+        environment's own and its MCP servers'; during an episode of a ``tool_scope`` other
+        than ENV, the episode's (`episode_tools`), which may change after a turn (scope TURN)."""
+        return list(self._offering.schemas)
 
     @property
     def tool_origins(self) -> dict[str, str]:
@@ -222,6 +256,8 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             self._toolset.start_episode()
         self._state = EpisodeState(task=task, messages=[m.model_copy() for m in task.messages])
         self.on_reset(self._state)
+        if self.tool_scope is not ToolScope.ENV:
+            self._offer(self._state)
         info = {"tools": self.tool_schemas, "task": task}
         return self._observation(), info
 
@@ -440,6 +476,8 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
         step_result = self._score_step(state, records, parse_error)
         terminated = answered or state.done
         truncated = not terminated and state.turn >= self.max_turns
+        if self.tool_scope is ToolScope.TURN and not (terminated or truncated):
+            self._offer(state)  # what the next turn offers
         episode, stop = None, None
         if terminated or truncated:
             state.done = True
@@ -490,6 +528,15 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
                 index = int(self.np_random.integers(len(self.dataset)))
             return self.dataset[index % len(self.dataset)]
         return self.generate_task(self.np_random)
+
+    def _offer(self, state: EpisodeState) -> None:
+        tools = self.episode_tools(state)
+        if tools is None:
+            self._offering = OfferedTools(
+                tuple(t.schema for t in self._tools.values()), self._tools
+            )
+        else:
+            self._offering = offer(tools, self._outside, type(self).__name__)
 
     def _observation(self) -> list[dict[str, Any]]:
         return [m.to_openai() for m in self.state.messages]
@@ -543,43 +590,3 @@ def _as_assistant(action: Message | dict[str, Any]) -> Message:
     if message.role != "assistant":
         raise EnvError(f"the action must be an assistant message, got role {message.role!r}.")
     return message
-
-
-_combined: dict[tuple[Any, ...], tuple[tuple[Any, ...], RewardFn]] = {}
-_COMBINED_KEPT = 256
-
-
-def _weighted(
-    rewards: Mapping[str, RewardLike], weights: Mapping[str, float] | None, kind: str
-) -> RewardFn | None:
-    """The combined reward of one kind; one per set of decorated rewards and weights, shared
-    by the environments built with them (a rollout builds one per concurrent episode, and
-    combining took nine tenths of building one): a combined reward keeps no state of its own,
-    and its parts are the very objects given. Rewards named by a string are resolved (and so
-    made) anew for each environment, as a registry entry may make a fresh object each time."""
-    if not rewards:
-        return None
-    parts = tuple(rewards.values())
-    shared = all(is_reward_function(r) for r in parts)
-    key = (kind, tuple(rewards), tuple(map(id, parts)), tuple((weights or {}).items()))
-    if shared:
-        found = _combined.get(key)
-        if found is not None and all(a is b for a, b in zip(found[0], parts, strict=True)):
-            return found[1]
-    combined = _combine(rewards, weights, kind)
-    if shared and len(_combined) < _COMBINED_KEPT:
-        _combined[key] = (parts, combined)  # the parts kept alive: their ids stay theirs
-    return combined
-
-
-def _combine(
-    rewards: Mapping[str, RewardLike], weights: Mapping[str, float] | None, kind: str
-) -> RewardFn:
-    resolved = {name: get_reward_function(r) for name, r in rewards.items()}
-    if any(fn.reward_spec.is_async for fn in resolved.values()):
-        raise ConfigError(
-            f"{kind} rewards of an environment must be synchronous (environments step in a "
-            f"worker thread); async: {[n for n, f in resolved.items() if f.reward_spec.is_async]}"
-        )
-    combined = combine(resolved, weights=dict(weights) if weights else None, name=f"{kind}_reward")
-    return combined  # type: ignore[return-value]  # sync: no component is async

@@ -41,6 +41,7 @@ from pydantic import (
     model_validator,
 )
 
+from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.envs.tool_source import ToolServers, start_tool_servers
 
 if TYPE_CHECKING:
@@ -228,7 +229,9 @@ class EnvFactory:
         name: its registered name (`EnvSetup.registered_name`), recorded with trajectories.
         dataset_size: how many tasks its dataset holds (``None``: generated tasks).
         tool_schemas: the tool schemas its environments offer (their own and MCP servers'),
-            as the first one offers them.
+            as the first one offers them before any episode.
+        tool_scope: whether those differ per task or between turns (``ChatEnv.tool_scope``;
+            each episode then records its own, `rk_agent.runs.provenance`).
         tool_origins: where each tool that is not the environment's own comes from.
         max_turns: the turn limit of its episodes.
 
@@ -266,6 +269,7 @@ class EnvFactory:
         # What the model is offered, read once (a run records it: rk_agent.runs.provenance).
         self.tool_schemas: list[dict[str, Any]] = list(self._first.tool_schemas)
         self.tool_origins: dict[str, str] = self._first.tool_origins
+        self.tool_scope: ToolScope = self._first.tool_scope
         self.max_turns: int = self._first.max_turns
 
     def __call__(self) -> ChatEnv:

@@ -2,7 +2,9 @@
 
 Main names:
     get_env_class: resolve a short name (``"tools"``), a Gymnasium id (``"rk_agent/Tools-v0"``),
-        ``"package.module:Class"``, ``"path/to/file.py::Class"``, an entry-point name, or a class.
+        ``"package.module:Class"``, ``"path/to/file.py::Class"``, an entry-point name, an
+        environment from elsewhere (``"reasoning-gym:chain_sum"``, `rk_agent.envs.sources`), or
+        a class.
     make_env: build an environment from any of those, with keyword arguments checked first.
     list_envs: every known name with its one-line description.
     get_solver: an environment's reference solver (``(messages, tools) -> Message``).
@@ -12,7 +14,9 @@ Main names:
 
 Built-ins are listed as ``"module:Class"`` strings and imported only when asked for, and
 packages contribute environments through the ``rk_agent.envs`` entry-point group, also loaded
-lazily.
+lazily. Environments of outside sources are named ``SCHEME:REST``; the sources are entry
+points of the ``rk_agent.env_sources`` group (`rk_agent.envs.sources`, which also says which
+form wins when a name could be read two ways).
 
 Example:
     >>> env = make_env("guess", high=100)
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.sources import get_source, split_source_spec
 from rk_agent.errors import ConfigError, EnvLoadError, UnknownNameError, did_you_mean
 from rk_agent.loading import is_import_spec, load_object
 from rk_agent.registry import NameRegistry, is_entry_point
@@ -81,7 +86,8 @@ _BY_GYM_ID = {b.gym_id: name for name, b in _BUILTINS.items()}
 _GYM_ID = re.compile(r"^(?:[\w.-]+/)?[\w.:-]+-v\d+$")
 _HINT = (
     "Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "
-    "'package.module:Class' or 'path/to/file.py::Class'."
+    "'package.module:Class', 'path/to/file.py::Class' or SCHEME:REST of an environment source "
+    "(`rk-agent envs list` shows them)."
 )
 
 REGISTRY: NameRegistry[type[ChatEnv]] = NameRegistry(
@@ -155,13 +161,17 @@ def get_env_class(spec: EnvLike) -> type[ChatEnv]:
     Args:
         spec: a short name (``"tools"``), a Gymnasium id (``"rk_agent/Tools-v0"``, or any id
             registered with Gymnasium whose entry point is a `ChatEnv`), ``"package.module:Class"``,
-            ``"path/to/file.py::Class"``, the name of an ``rk_agent.envs`` entry point, or a
+            ``"path/to/file.py::Class"``, the name of an ``rk_agent.envs`` entry point,
+            ``"SCHEME:REST"`` of an environment source (`rk_agent.envs.sources`), or a
             `ChatEnv` subclass.
 
     Raises:
         UnknownNameError: no environment has that name (the message suggests the closest).
         EnvLoadError: the module or file cannot be loaded.
-        ConfigError: the object named is not a `ChatEnv` subclass.
+        ConfigError: the object named is not a `ChatEnv` subclass, or a source has nothing of
+            that name.
+        NotAvailableError: the source's package is not installed (the message names the
+            install command).
 
     Example:
         >>> get_env_class("rk_agent/Math-v0").__name__
@@ -174,6 +184,9 @@ def get_env_class(spec: EnvLike) -> type[ChatEnv]:
             f"an environment must be a name, a Gymnasium id, 'module:Class', 'file.py::Class' "
             f"or a ChatEnv subclass; got {type(spec).__name__}."
         )
+    source = split_source_spec(spec)
+    if source is not None:
+        return _check_class(get_source(source[0]).env_class(source[1]), spec)
     if is_import_spec(spec):
         return _check_class(load_object(spec, kind="environment"), spec)
     name = _BY_GYM_ID.get(spec, spec)
@@ -251,9 +264,12 @@ def get_solver(spec: EnvLike) -> Solver:
     cls = get_env_class(spec)
     solver = cls.reference_solver
     if solver is None:
+        why = getattr(cls, "no_solver_reason", None)  # an imported environment says why
         raise ConfigError(
-            f"environment {_label(spec)!r} ({cls.__name__}) has no reference solver. Give the "
-            "class one with `reference_solver = staticmethod(solve)`, where "
+            f"environment {_label(spec)!r} has no reference solver: {why}."
+            if why
+            else f"environment {_label(spec)!r} ({cls.__name__}) has no reference solver. Give "
+            "the class one with `reference_solver = staticmethod(solve)`, where "
             "`solve(messages, tools)` returns the assistant message."
         )
     return solver

@@ -14,7 +14,11 @@ or the environment did (0: tool results, feedback, the template's turn markers),
 episode (`ContextOverflowError`, which the episode loop records as truncated) once the
 completion budget (TRL's ``max_completion_length``) is spent: TRL does not truncate for you.
 
-Main names: `EpisodeTokens`, `SuffixRenderer`, `TokenPolicy`.
+The prompt is rendered once, with the tools of the episode's first turn: an environment whose
+tools differ per task is trained as any other, one whose tools change between turns
+(``ChatEnv.tool_scope`` ``turn``) cannot be (`check_fixed_tools`).
+
+Main names: `EpisodeTokens`, `SuffixRenderer`, `TokenPolicy`, `check_fixed_tools`.
 """
 
 from __future__ import annotations
@@ -22,13 +26,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.errors import ConfigError, ContextOverflowError
 from rk_agent.policies.policy import PolicyOutput, SamplingParams
 from rk_agent.types import Message
 
-__all__ = ["EpisodeTokens", "SuffixRenderer", "TokenPolicy"]
+__all__ = ["EpisodeTokens", "SuffixRenderer", "TokenPolicy", "check_fixed_tools"]
 
 _PROBE = "rk-agent-probe-reply"
+
+
+def check_fixed_tools(env: ChatEnv | type[ChatEnv], name: str) -> None:
+    """Raise `ConfigError` when ``env``'s tools change between the turns of an episode: a
+    token-exact episode renders its prompt once (see the module docstring).
+
+    Args:
+        env: the environment, or its class (whose ``tool_scope`` an instance may change).
+        name: how the user named it, for the message.
+    """
+    if env.tool_scope is ToolScope.TURN:
+        raise ConfigError(
+            f"environment {name!r} changes its tools between the turns of an episode "
+            "(tool_scope 'turn'); rk-agent's GRPO loop trains on one token sequence per "
+            "episode, its prompt rendered once with the first turn's tools, so it cannot show "
+            "the model the tools a later turn adds. Train on an environment whose tools change "
+            "only between tasks (tool_scope 'task')."
+        )
 
 
 class TokenPolicy(Protocol):
@@ -148,6 +172,7 @@ class EpisodeTokens:
     budget_hit: bool = False
     _seen: int = 0
     _last_reply: list[int] = field(default_factory=list)
+    _tools: list[dict[str, Any]] | None = None
     name: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
@@ -166,7 +191,15 @@ class EpisodeTokens:
         """
         if self.prompt_ids is None:
             self.prompt_ids = self.policy.encode(messages, tools)
+            self._tools = tools
         else:
+            if tools != self._tools:
+                raise ConfigError(
+                    "the environment changed its tools during an episode; a token-exact "
+                    "episode renders its prompt once, with the first turn's tools, so it cannot "
+                    "offer tools added later. Train on an environment whose tools change only "
+                    "between tasks (ChatEnv.tool_scope 'task')."
+                )
             suffix = self.renderer.suffix_ids(messages[self._seen :], tools, self._last_reply)
             if len(self.completion_ids) + len(suffix) >= self.budget:
                 raise self._spent()

@@ -2,7 +2,11 @@
 
 `play_episode` is the whole loop in one readable function: reset, then ask the policy, play the
 turn (``ChatEnv.play_turn``, or ``ChatEnv.reject_turn`` for a reply that could not be parsed),
-record it, until the environment says the episode is over. The loop reads only what the
+record it, until the environment says the episode is over. The tools the policy is offered
+are read from the environment after the reset and again after every turn; an environment
+whose tools differ per task or change between turns (``ChatEnv.tool_scope``) gets each
+episode's tools and their changes recorded on its trajectory (``provenance``, also when
+``record_provenance`` is off: `rk_agent.runs.provenance.ToolChange`). The loop reads only what the
 environment returns (a typed `rk_agent.envs.turn.TurnResult`) and its public methods; it writes
 no feedback and scores nothing itself. Environment code (tools, feedback, rewards) starts in a
 worker thread, off the event loop (a daemon thread, `rk_agent.daemon_threads`: a step that
@@ -27,12 +31,13 @@ from typing import Any
 
 from rk_agent.daemon_threads import DaemonThreads
 from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.envs.task import Task
 from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ContextOverflowError, EndpointError, EnvError, ToolServerError
 from rk_agent.inline_budget import InlineBudget
 from rk_agent.policies.policy import Policy, PolicyOutput, SamplingParams, Usage
-from rk_agent.runs.provenance import episode_provenance, turn_tool_call_format
+from rk_agent.runs.provenance import ToolChange, episode_provenance, turn_tool_call_format
 from rk_agent.runs.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
 from rk_agent.types import EvaluateResult, FailureKind, FailureSite, Message, StopReason
 
@@ -70,7 +75,8 @@ class _Recorder:
     stop_reason: StopReason | None = None
     failure: Failure | None = None
     opening: list[Message] | None = None  # set when the reset changed the task's messages
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None  # the first turn's
+    changes: list[ToolChange] = field(default_factory=list)  # and each later change
     formats: list[str | None] = field(default_factory=list)
     served: list[Any] = field(default_factory=list)
 
@@ -100,6 +106,7 @@ async def play_episode(
         record_provenance: set the trajectory's ``provenance`` to what the model saw, in full
             (the tools offered, the tool-call format, the model the server answered as); a
             run directory trims it to what differs from the run's record as it appends it.
+            An environment whose ``tool_scope`` is not ``env`` always records it.
     """
     started = time.perf_counter()
     record = _Recorder()
@@ -144,8 +151,8 @@ async def play_episode(
         wall_time_s=time.perf_counter() - started,
         attempt=attempt,
         provenance=(
-            episode_provenance(record.tools, record.formats, record.served)
-            if record_provenance
+            episode_provenance(record.tools, record.formats, record.served, record.changes)
+            if record_provenance or env.tool_scope is not ToolScope.ENV
             else None
         ),
     )
@@ -170,6 +177,7 @@ async def _loop(
             record.failure = env_failure(exc, "step")
             return
         record.turns.append(recorded)
+        tools = _offered(env, tools, record)
     while True:
         model_started = time.perf_counter()
         try:
@@ -209,6 +217,17 @@ async def _loop(
             record.episode = result.episode
             record.stop_reason = result.stop_reason
             return
+        tools = _offered(env, tools, record)
+
+
+def _offered(
+    env: ChatEnv, tools: list[dict[str, Any]] | None, record: _Recorder
+) -> list[dict[str, Any]] | None:
+    """The tools the next turn offers, read from the environment; a change is recorded."""
+    now = env.tool_schemas or None
+    if now != tools:
+        record.changes.append(ToolChange(turn=len(record.turns), tools=now or []))
+    return now
 
 
 async def _play(env: ChatEnv, output: PolicyOutput) -> TurnResult:

@@ -13,8 +13,15 @@ the server refuses it, the tool-call format; the first episode that knows them f
 An episode records an `EpisodeProvenance` (``Trajectory.provenance``) only where it saw
 something else than the run's record: other tool schemas, another tool-call format (a server
 that refused native tools mid-run), another served model (a load balancer in front of two
-deployments). The engine records every episode's in full (`episode_provenance`) and the run
-directory trims it against the run's (`RunProvenance.absorb`) as it appends the episode.
+deployments). An environment whose tools differ per task or change between turns
+(``ChatEnv.tool_scope``) records in each episode the tools of its first turn and each change
+after it (`ToolChange`: from that turn on, these tools), also outside a rollout run (a training
+run's episodes), so that every reader renders each turn with the tools it offered
+(`EpisodeProvenance.tools_at`); the run's record then says ``tool_scope`` and holds the tools
+the environment offers before any episode. Files written before this load as they were: no
+changes, the same tools on every turn. The engine records every episode's in full
+(`episode_provenance`) and the run directory trims it against the run's
+(`RunProvenance.absorb`) as it appends the episode.
 
 Nothing secret goes in: URLs and arguments are redacted (`rk_agent.secrets`), and of an MCP
 server's ``env`` and ``headers`` only the names are kept.
@@ -24,7 +31,8 @@ weight file's name, size, first and last MiB (``*.safetensors``, ``*.bin``), and
 ``config.json``. Two checkpoints that differ only in the middle of a file would share it; a full
 hash of a 16 GB model takes a minute where this takes milliseconds.
 
-Main names: `RunProvenance`, `ModelRecord`, `EnvRecord`, `EpisodeProvenance`, `run_provenance`,
+Main names: `RunProvenance`, `ModelRecord`, `EnvRecord`, `EpisodeProvenance`, `ToolChange`,
+`run_provenance`,
 `episode_provenance`, `turn_tool_call_format`, `weights_fingerprint`, `template_sha256`,
 `package_versions`, `PROVENANCE_FILE`.
 """
@@ -60,6 +68,7 @@ __all__ = [
     "ModelRecord",
     "ResumeRecord",
     "RunProvenance",
+    "ToolChange",
     "episode_provenance",
     "package_versions",
     "policy_tool_call_format",
@@ -121,6 +130,8 @@ class EnvRecord(BaseModel):
         max_turns: the turn limit of each episode.
         mcp_servers: the MCP servers whose tools it offered: transport, command and arguments
             or URL (redacted), and only the names of ``env`` variables and ``headers``.
+        tool_scope: ``"task"`` or ``"turn"`` when its tools differ per task or change between
+            turns (each episode then records its own); ``None``: the same in every episode.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -133,6 +144,19 @@ class EnvRecord(BaseModel):
     rewards: list[str] = Field(default_factory=list)
     max_turns: int | None = None
     mcp_servers: dict[str, dict[str, Any]] | None = None
+    tool_scope: str | None = None
+
+
+class ToolChange(BaseModel):
+    """The tools an episode offered from one of its turns on, where they changed.
+
+    Attributes:
+        turn: the index of the first turn offered them.
+        tools: the tool schemas offered from that turn on.
+    """
+
+    turn: int
+    tools: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class EpisodeProvenance(BaseModel):
@@ -145,11 +169,31 @@ class EpisodeProvenance(BaseModel):
         tool_call_format: ``"native"`` or the text format's name (``"hermes"``); the last
             turn's when they changed within the episode.
         served_model: the ``model`` the server answered with (the first turn's).
+        tool_changes: the turns after the first on which the tools offered changed, in order
+            (``None``: none); ``tools`` are the first turn's.
     """
 
     tools: list[dict[str, Any]] | None = None
     tool_call_format: str | None = None
     served_model: str | None = None
+    tool_changes: list[ToolChange] | None = None
+
+    def tools_at(self, turn: int, default: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The tool schemas offered on turn ``turn``: the first turn's (``tools``, else
+        ``default``, the run's), then each change up to that turn.
+
+        Example:
+            >>> seen = EpisodeProvenance(tools=[{"n": 1}], tool_changes=[ToolChange(turn=2,
+            ...     tools=[{"n": 1}, {"n": 2}])])
+            >>> len(seen.tools_at(1, [])), len(seen.tools_at(2, [])), len(seen.tools_at(5, []))
+            (1, 2, 2)
+        """
+        offered = self.tools if self.tools is not None else default
+        for change in self.tool_changes or ():
+            if change.turn > turn:
+                break
+            offered = change.tools
+        return offered
 
 
 class ResumeRecord(BaseModel):
@@ -226,6 +270,7 @@ class RunProvenance(BaseModel):
             tools=seen.tools if seen.tools is not None and seen.tools != self.tools else None,
             tool_call_format=_unless(seen.tool_call_format, self.tool_call_format),
             served_model=_unless(seen.served_model, self.model.served_model),
+            tool_changes=seen.tool_changes or None,
         )
         kept = differs if differs.model_dump(exclude_none=True) else None
         return kept, changed
@@ -235,6 +280,11 @@ class RunProvenance(BaseModel):
         if episode is not None and episode.tools is not None:
             return episode.tools
         return self.tools
+
+    def turn_tools(self, episode: EpisodeProvenance | None, turn: int) -> list[dict[str, Any]]:
+        """The tool schemas an episode was offered on turn ``turn`` (its own record, else the
+        run's)."""
+        return episode.tools_at(turn, self.tools) if episode is not None else self.tools
 
     def episode_format(self, episode: EpisodeProvenance | None) -> str | None:
         """The tool-call format an episode was played with (its own record, else the run's)."""
@@ -289,7 +339,13 @@ class RunProvenance(BaseModel):
             f"weights      {_short(model.weights_sha256)} (fingerprint); chat template "
             f"{_short(model.chat_template_sha256)} (sha256)",
             f"tool calls   {self.tool_call_format or '-'}",
-            f"tools        {len(names)}{self._origins(names)}: {', '.join(names) or '-'}",
+            f"tools        {len(names)}{self._origins(names)}: {', '.join(names) or '-'}"
+            + (
+                f" (before any episode; they differ per {self.env.tool_scope}: each episode "
+                "records its own)"
+                if self.env.tool_scope
+                else ""
+            ),
             f"sampling     {sampling}; seed {self.seed} (task i: seed + i)",
             f"env          {self.env.name} ({self.env.env_class}"
             + (f", version {self.env.version}" if self.env.version else "")
@@ -345,6 +401,7 @@ def run_provenance(config: RolloutConfig, envs: EnvFactory, policy: Policy) -> R
             rewards=list(spec.rewards),
             max_turns=envs.max_turns,
             mcp_servers=_mcp_servers(spec.mcp) if spec.mcp is not None else None,
+            tool_scope=envs.tool_scope.value if envs.tool_scope.value != "env" else None,
         ),
         sampling=config.sampling.model_dump(mode="json"),
         seed=spec.seed,
@@ -389,18 +446,22 @@ def turn_tool_call_format(policy: Policy, output: PolicyOutput) -> str | None:
 
 
 def episode_provenance(
-    tools: list[dict[str, Any]] | None, formats: Iterable[str | None], served: Iterable[Any]
+    tools: list[dict[str, Any]] | None,
+    formats: Iterable[str | None],
+    served: Iterable[Any],
+    changes: list[ToolChange] | None = None,
 ) -> EpisodeProvenance:
-    """An episode's full record: its tools, its turns' tool-call formats (the last one counts)
-    and the models its answers named (the first counts)."""
+    """An episode's full record: its first turn's tools and their changes, its turns' tool-call
+    formats (the last one counts) and the models its answers named (the first counts)."""
     last_format = None
     for fmt in formats:
         last_format = fmt or last_format
     first_served = next((s for s in served if isinstance(s, str) and s), None)
     return EpisodeProvenance(
         tools=list(tools or []),
-        tool_call_format=last_format if tools else None,
+        tool_call_format=last_format if tools or changes else None,
         served_model=first_served,
+        tool_changes=list(changes) if changes else None,
     )
 
 

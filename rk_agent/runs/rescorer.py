@@ -153,7 +153,7 @@ class Rescorer:
         self.reward_fn = get_reward_function(spec.reward)
         check_options(self.reward_fn, spec.kwargs)
         self.bound = dict(spec.kwargs)
-        # As ChatEnv builds its episode reward from `rewards` (envs.base._weighted).
+        # As ChatEnv builds its episode reward from `rewards` (envs.env_rewards.weighted_reward).
         self.episode = combine({self.name: self.reward_fn}, name="episode_reward")
         self.step_fn = get_reward_function(spec.step_reward) if spec.step_reward else None
         self.step = (

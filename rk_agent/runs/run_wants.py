@@ -79,9 +79,19 @@ def policy_wants(config: RolloutConfig) -> list[str]:
 def _code(spec: str, kind: str) -> list[str]:
     """``import FILE (kind SPEC)`` for a ``file.py::name`` or ``module:name`` that no
     registered name stands for; nothing for a registered one. A plain name that is not
-    registered is refused by the registry before anything is imported."""
+    registered is refused by the registry before anything is imported. An environment of an
+    installed source (``reasoning-gym:chain_sum``) wants what its source says
+    (`rk_agent.envs.sources.EnvSource.wants`: a URL it connects to, a module it imports)."""
     if _registered(spec, kind):
         return []
+    if kind == "environment":
+        from rk_agent.envs.sources import get_source, split_source_spec
+
+        source = split_source_spec(spec)
+        if source is not None:
+            return [
+                f"{want} (environment {spec})" for want in get_source(source[0]).wants(source[1])
+            ]
     if "::" in spec:
         return [f"import {spec.partition('::')[0]} ({kind} {spec})"]
     if ":" in spec:

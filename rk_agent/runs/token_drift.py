@@ -342,7 +342,10 @@ def episode_drift(
     saw and generated. Those are the turn's recorded ids (``prompt_token_ids``, else the re-rendered
     prompt, then ``token_ids``; turns without ``token_ids`` are not checked), or, with ``trained``,
     the whole sequence trained on (prompt and completion, as TRL's tool loop builds it) over the
-    length of the turn's re-rendering, every turn checked.
+    length of the turn's re-rendering, every turn checked. Each turn is rendered with the tools
+    it offered: ``tools`` (the episode's), or what the trajectory recorded for that turn when
+    its environment's tools differ per task or change between turns
+    (`rk_agent.runs.trajectory.Trajectory.offered_tools`).
 
     Example:
         >>> renderer = TemplateRenderer(tokenizer)  # doctest: +SKIP
@@ -355,12 +358,13 @@ def episode_drift(
         through = [*before, turn.assistant]
         if trained is not None or turn.token_ids:
             checked += 1
-            again = renderer.ids(through, tools, prompt=False)
+            offered = trajectory.offered_tools(turn.index, tools)
+            again = renderer.ids(through, offered, prompt=False)
             if trained is None:
-                prompt = turn.prompt_token_ids or renderer.ids(before, tools, prompt=True)
+                prompt = turn.prompt_token_ids or renderer.ids(before, offered, prompt=True)
                 seen = [*prompt, *(turn.token_ids or [])]
             else:
-                prompt = trained[: len(renderer.ids(before, tools, prompt=True))]
+                prompt = trained[: len(renderer.ids(before, offered, prompt=True))]
                 seen = trained[: len(again)]
             at = _first_difference(seen, again)
             if at is not None:

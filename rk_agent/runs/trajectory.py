@@ -166,6 +166,13 @@ class Trajectory(BaseModel):
         """
         return list(self.task.messages if self.opening is None else self.opening)
 
+    def offered_tools(self, turn: int, default: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The tool schemas the model was offered on turn ``turn``: what the episode recorded
+        (`EpisodeProvenance.tools_at`: its first turn's tools and each change up to ``turn``),
+        else ``default`` (the run's, or the environment's)."""
+        seen = self.provenance
+        return seen.tools_at(turn, default) if seen is not None else default
+
     @property
     def conversation(self) -> list[Message]:
         """The whole conversation as the model saw it: `opening_messages`, then every turn's

@@ -207,8 +207,13 @@ def _probe_env(
 ) -> SoundnessReport:
     solver = env.reference_solver
     if solver is None:
+        why = getattr(env, "no_solver_reason", None)  # an imported environment says why
         raise ConfigError(
             f"check_env(adversarial=True) needs the environment's reference solver for its "
+            f"baselines; {label} has none: {why}. Check its contract alone with "
+            "rk_agent.envs.check_env."
+            if why
+            else f"check_env(adversarial=True) needs the environment's reference solver for its "
             f"baselines; {type(env).__name__} has none. Give the class one with "
             "`reference_solver = staticmethod(solve)`."
         )

@@ -81,7 +81,8 @@ class DriftMeter:
 
     Args:
         tokenizer: the trainer's tokenizer; its chat template re-renders the episodes.
-        tools: the tool schemas the episodes were offered.
+        tools: the tool schemas the episodes were offered (an episode that recorded its own,
+            from an environment whose tools differ per task, is rendered with those).
         tool_call_format: how the policy offered the tools (`TemplateRenderer`): ``"native"``
             for TRL's loop, ``None`` (as ``tool_format="auto"``) for the rk loop's policy.
 
@@ -114,7 +115,8 @@ class DriftMeter:
             if not any(turn.token_ids for turn in trajectory.turns):
                 if completion_ids is None or row >= len(completion_ids) or not trajectory.turns:
                     continue
-                prompt = self.renderer.ids(trajectory.opening_messages, self.tools, prompt=True)
+                offered = trajectory.offered_tools(0, self.tools)
+                prompt = self.renderer.ids(trajectory.opening_messages, offered, prompt=True)
                 trained = [*prompt, *completion_ids[row]]
             drifts, turns = episode_drift(trajectory, self.renderer, self.tools, trained)
             if not turns:

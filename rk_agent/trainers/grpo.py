@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
+from rk_agent.policies.episode_tokens import check_fixed_tools
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
@@ -99,10 +100,15 @@ def grpo_trainer(
             a malformed call is its note), as `rk_agent.trainers.trl_env.trl_grpo_trainer`
             checks replies in it.
 
+    An environment whose tools differ per task (``tool_scope`` ``task``) trains as any other:
+    each episode's prompt is rendered with its own tools, and the drift check reads each
+    episode's record of them.
+
     Raises:
         ConfigError: an option is invalid (e.g. ``reward_weights`` of the wrong length, an
             unknown ``tool_call_format``, or multi-turn with ``use_vllm`` in ``colocate``
-            mode).
+            mode), or multi-turn on an environment whose tools change between turns
+            (``tool_scope`` ``turn``).
     """
     tool_format = get_tool_call_format(tool_call_format)  # an unknown name: before any load
     if multi_turn and server_url is None:
@@ -112,6 +118,8 @@ def grpo_trainer(
         named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
         env_kwargs["episode_rewards"] = dict(named)
     built = make_env(env, **env_kwargs)
+    if multi_turn:
+        check_fixed_tools(built, env if isinstance(env, str) else env.__name__)
     rows = task_rows(built, n_tasks, seed)
     rollout_func = drift_tools = drift_format = None
     if multi_turn:

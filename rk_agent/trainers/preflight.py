@@ -42,7 +42,9 @@ def check_train_inputs(config: TrainConfig) -> None:
     - ``resume``: a checkpoint folder that exists, or ``true`` with a checkpoint in
       ``output_dir`` (`rk_agent.trainers.config.resume_checkpoint`).
     - ``rewards`` and ``env`` (GRPO): names the registries know, or code that loads; with
-      ``loop: trl``, an environment TRL's tool loop can play (tools, no replies of its own).
+      ``loop: trl``, an environment TRL's tool loop can play (tools, no replies of its own,
+      the same tools in every episode); with ``loop: rk``, one whose tools do not change
+      between turns.
     - ``tool_call_format`` (GRPO): a registered format (`rk_agent.tool_calls`), once the
       environment's code, which may register one, has loaded.
     - ``output_dir``: not a run directory of ``rk-agent rollout`` (training would replace its
@@ -110,9 +112,13 @@ def _check_rewards_and_env(config: TrainConfig) -> None:
 
     for reward in config.env.rewards:
         get_reward_function(reward)
-    get_env_class(config.env.name)
+    env_class = get_env_class(config.env.name)
     get_tool_call_format(config.tool_call_format)
     if config.loop == "trl" and config.multi_turn:
         from rk_agent.trainers.trl_tool_env import check_trl_compatible
 
         check_trl_compatible(config.env.make(), config.env.name)
+    elif config.multi_turn:  # the class's scope: nothing is built (grpo_trainer checks the env)
+        from rk_agent.policies.episode_tokens import check_fixed_tools
+
+        check_fixed_tools(env_class, config.env.name)

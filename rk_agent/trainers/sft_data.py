@@ -14,7 +14,12 @@ Columns:
         plain system/user/assistant turns in that format.
     tools: the OpenAI tool schemas the episode offered (``[]`` for none, and for a text
         format, whose prompt already describes them); TRL passes them to the chat template,
-        which renders them into the system prompt.
+        which renders them into the system prompt. An episode whose tools changed between
+        its turns (an environment whose ``tool_scope`` is ``turn``) makes one row per run of
+        turns offered the same tools: the conversation up to that run's last reply, with
+        those tools, so each reply is rendered after the tools it was offered (under
+        assistant-only loss the earlier replies of a later row are trained again, there with
+        the later tools in the prompt).
     task_id, trajectory_id, env: where the row came from.
     episode_reward: the episode score (``None`` when it was missing or invalid).
 
@@ -30,7 +35,9 @@ unit off in its last digit).
 
 **What the model saw.** A run folder's ``provenance.json`` (`rk_agent.runs.provenance`)
 gives the tools each episode was offered, MCP servers' included, and the tool-call format it
-was played with; the rows render exactly that prompt. Without it (a run made before rk-agent
+was played with; the rows render exactly that prompt. An episode whose tools differ per task
+or change between turns carries its own record of them (``Trajectory.provenance``), read
+first, also in a training run's episode log. Without it (a run made before rk-agent
 recorded it, a training run's episode log) the tools are read from the environment, built
 again with the run's arguments (MCP servers' tools cannot be: pass ``tools=``).
 
@@ -310,7 +317,9 @@ def build_sft_data(
             each episode was offered, as its run recorded it (``provenance.json``, tool-call
             format included); for a run without that record, the environment's: the run's
             (its ``config.yaml`` names it and its arguments), else the one each trajectory
-            names. Give them when neither is there; ``[]`` for none.
+            names; an episode that recorded its own (per-task or per-turn tools) is rendered
+            with those. Give them when neither is there; ``[]`` for none (given, they are
+            every row's, whatever the episodes recorded).
         trust_run: build that environment even when it is a file or module and the source is
             not a run rk-agent wrote here (`check_tools_trust`).
 
@@ -331,7 +340,8 @@ def build_sft_data(
     if path is not None and tools is None:
         check_tools_trust(path, kept, trust_run=trust_run)
     by_env = _tool_lookup(kept, tools, config)
-    return SFTData(dataset=_to_dataset(kept, lambda t: (by_env(t.env), None)), report=report)
+    dataset = _to_dataset(kept, lambda t: (by_env(t.env), None), recorded=tools is None)
+    return SFTData(dataset=dataset, report=report)
 
 
 def select_for_sft(
@@ -454,7 +464,11 @@ def _task_order(trajectories: list[Trajectory]) -> list[Trajectory]:
     return sorted(trajectories, key=lambda t: (t.task_index, t.sample, t.id))
 
 
-def _to_dataset(trajectories: list[Trajectory], offered: _Offered) -> Dataset:
+def _to_dataset(
+    trajectories: list[Trajectory], offered: _Offered, *, recorded: bool = True
+) -> Dataset:
+    """The rows; ``recorded``: an episode's own record of its tools (per turn) wins over
+    ``offered``'s (``False`` for the tools a caller gave)."""
     try:
         from datasets import Dataset, Features, Json, List, Value
     except ImportError as exc:  # datasets < 4.7 has no Json feature
@@ -479,18 +493,39 @@ def _to_dataset(trajectories: list[Trajectory], offered: _Offered) -> Dataset:
     # only 9 significant digits of a float; a JSON string is stored as it is.
     rows = []
     for t in _task_order(trajectories):
-        tools, tool_call_format = offered(t)
-        messages = training_messages(t, tools, tool_call_format)
-        if tool_call_format not in (None, NATIVE):  # the system prompt describes them
-            tools = []
-        rows.append(
-            {
-                "messages": [json.dumps(m, ensure_ascii=False) for m in messages],
-                "tools": [json.dumps(s, ensure_ascii=False) for s in tools],
-                "task_id": t.task.id,
-                "trajectory_id": t.id,
-                "env": t.env,
-                "episode_reward": t.episode_reward,
-            }
-        )
+        first, tool_call_format = offered(t)
+        pieces = _tool_spans(t, first) if recorded else [(t, first)]
+        for part, tools in pieces:
+            messages = training_messages(part, tools, tool_call_format)
+            if tool_call_format not in (None, NATIVE):  # the system prompt describes them
+                tools = []
+            rows.append(
+                {
+                    "messages": [json.dumps(m, ensure_ascii=False) for m in messages],
+                    "tools": [json.dumps(s, ensure_ascii=False) for s in tools],
+                    "task_id": t.task.id,
+                    "trajectory_id": t.id,
+                    "env": t.env,
+                    "episode_reward": t.episode_reward,
+                }
+            )
     return Dataset.from_list(rows, features=features)
+
+
+def _tool_spans(
+    trajectory: Trajectory, first: list[dict[str, Any]]
+) -> list[tuple[Trajectory, list[dict[str, Any]]]]:
+    """The episode cut where the tools it offered changed: for each run of turns offered the
+    same tools, the episode up to that run's last turn and those tools (one piece, the whole
+    episode, when they never changed)."""
+    pieces: list[tuple[Trajectory, list[dict[str, Any]]]] = []
+    turns = trajectory.turns
+    current = trajectory.offered_tools(0, first)
+    for turn in turns[1:]:
+        now = trajectory.offered_tools(turn.index, first)
+        if now != current:
+            cut = trajectory.model_copy(update={"turns": turns[: turn.index]})
+            pieces.append((cut, current))
+            current = now
+    pieces.append((trajectory, current))
+    return pieces

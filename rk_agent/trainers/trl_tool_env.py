@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.envs.task import Task
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import ConfigError, DataError
@@ -69,12 +70,23 @@ def check_trl_compatible(env: ChatEnv, name: str) -> None:
 
     TRL ends an episode at the first reply without a tool call and only ever answers with tool
     results, so an environment must offer tools and must not talk back with messages of its
-    own (``ChatEnv.respond``).
+    own (``ChatEnv.respond``); and it offers every rollout the tools of one class, so an
+    environment's tools must not differ per task nor change between turns
+    (``ChatEnv.tool_scope``).
 
     Args:
         env: an instance of the environment.
         name: how the user named it, for the message.
     """
+    if env.tool_scope is not ToolScope.ENV:
+        varies = "differ per task" if env.tool_scope is ToolScope.TASK else "change between turns"
+        raise ConfigError(
+            f"environment {name!r} cannot train with TRL's tool loop (--loop trl): its tools "
+            f"{varies} (tool_scope {env.tool_scope.value!r}), and TRL 1.16's "
+            "environment_factory offers every rollout the same tools, the methods of one class "
+            "read once when the trainer starts. Train it with rk-agent's episode loop instead: "
+            "--loop rk (rk_agent.grpo_trainer in a script)."
+        )
     reasons = []
     if type(env).respond is not ChatEnv.respond:
         reasons.append(

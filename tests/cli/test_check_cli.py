@@ -93,3 +93,22 @@ def test_check_env_prints_json_for_ci() -> None:
     report = json.loads(done.stdout)
     assert report["checked"] == "env" and report["flags"] == []
     assert [row["name"] for row in report["rows"]][:2] == ["reference", "wrong"]
+
+
+def test_check_env_plays_a_reasoning_gym_env_and_says_which_have_no_solver() -> None:
+    out = check("env", "reasoning-gym:chain_sum", "--episodes", "3", "--json")
+    report = json.loads(out.stdout)
+    assert report["target"] == "reasoning-gym:chain_sum"
+    rows = {row["name"]: row for row in report["rows"]}
+    assert rows["reference"]["mean"] == 1.0 and rows["wrong"]["mean"] == 0.0
+    # reasoning-gym's default scorer gives partial credit to an answer that holds the right
+    # one: the check says so (exit 1).
+    assert out.returncode == 1 and rows["two_answers"]["mean"] > 0
+    none = check("env", "reasoning-gym:rubiks_cube", "--episodes", "3")
+    assert none.returncode == 2
+    assert none.stderr.strip() == (
+        "error: check_env(adversarial=True) needs the environment's reference solver for its "
+        "baselines; reasoning-gym:rubiks_cube has none: reasoning-gym's rubiks_cube stores no "
+        "answer (answer=None) to answer with; score_answer checks a reply against the puzzle "
+        "itself. Check its contract alone with rk_agent.envs.check_env."
+    )

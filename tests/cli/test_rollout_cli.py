@@ -352,6 +352,21 @@ def test_envs_list() -> None:
     assert out.returncode == 0
     for name in ("tools", "math", "code", "guess"):
         assert name in out.stdout
+    assert "Environments from elsewhere (--env SCHEME:REST)" in out.stdout
+    assert "│ reasoning-gym:NAME[,NAME...] │ yes       │ reasoning-gym's procedural" in out.stdout
+
+
+def test_a_reasoning_gym_env_is_played_by_its_solver(tmp_path: Path) -> None:
+    out = rk("rollout", "--env", "reasoning-gym:chain_sum", "--policy", "solver", "-n", "8",
+             "--output", str(tmp_path / "run"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    episodes = lines(tmp_path / "run")
+    assert len(episodes) == 8 and all(t["success"] for t in episodes)
+    assert {t["env"] for t in episodes} == {"reasoning-gym:chain_sum"}
+    assert all(t["episode"]["metrics"]["reasoning_gym"]["score"] == 1.0 for t in episodes)
+    assert {t["task"]["metadata"]["generator"] for t in episodes} == {"chain_sum"}
+    config = (tmp_path / "run" / "config.yaml").read_text()
+    assert "env: reasoning-gym:chain_sum" in config
 
 
 @pytest.mark.parametrize("mode", ["bwrap", "process"])

@@ -261,7 +261,8 @@ BAD_INPUT = [
     (("grpo", "--env", "toolz"),
      "unknown environment 'toolz'. Did you mean 'tools'? Known environments: code, guess, math, "
      "mcp_tools, tools. Give a registered name, a Gymnasium id such as 'rk_agent/Tools-v0', "
-     "'package.module:Class' or 'path/to/file.py::Class'."),
+     "'package.module:Class', 'path/to/file.py::Class' or SCHEME:REST of an environment source "
+     "(`rk-agent envs list` shows them)."),
     (("grpo", "--n-tasks", "0"), "--n-tasks 0: Input should be greater than or equal to 1."),
     (("grpo", "--loop", "tlr"), "--loop tlr: Input should be 'rk' or 'trl'."),
     (("grpo", "--tool-call-format", "llama"),

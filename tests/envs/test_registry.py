@@ -116,7 +116,8 @@ def test_unknown_name_suggests_the_closest() -> None:
     message = (
         "unknown environment 'tool'. Did you mean 'tools'? Known environments: code, guess, "
         "math, mcp_tools, tools. Give a registered name, a Gymnasium id such as "
-        "'rk_agent/Tools-v0', 'package.module:Class' or 'path/to/file.py::Class'."
+        "'rk_agent/Tools-v0', 'package.module:Class', 'path/to/file.py::Class' or SCHEME:REST "
+        "of an environment source (`rk-agent envs list` shows them)."
     )
     with pytest.raises(UnknownNameError, match=re.escape(message)):
         make_env("tool")

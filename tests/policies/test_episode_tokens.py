@@ -180,3 +180,29 @@ def test_a_template_that_rewrites_history_is_refused(tiny_model_dir: Path) -> No
     with pytest.raises(ConfigError, match="does not keep a conversation's rendering as a prefix"):
         renderer.suffix_ids([Message(role="user", content="more")], None, reply_ids=[1])
     policy.close()
+
+
+def test_each_episode_renders_its_own_tools_and_a_change_mid_episode_is_refused(
+    tiny_model_dir: Path,
+) -> None:
+    import json
+    import re
+
+    from rk_agent.errors import ConfigError
+    from tests.envs.varying_tools import ShopEnv
+
+    env = ShopEnv()
+    _, info = env.reset(seed=SEED)
+    own, item = info["task"].metadata["kind"], info["task"].metadata["item"]
+    call = f"<tool_call>\n{json.dumps({'name': own, 'arguments': {'item': item}})}\n</tool_call>"
+    policy = ScriptedTokens([call, call, "unused"], model=str(tiny_model_dir), device="cpu")
+    tokens = EpisodeTokens(policy, SuffixRenderer(policy), budget=512)
+    message = "the environment changed its tools during an episode; a token-exact episode"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        asyncio.run(
+            play_episode(ShopEnv(), tokens, EpisodeSlot(0, 0, SEED),
+                         sampling=SamplingParams(max_tokens=64), env_name="shop")
+        )  # fmt: skip
+    assert len(policy.prompts) == 2  # turns 0 and 1; turn 2 offered `order` as well
+    prompt = policy.tokenizer.decode(policy.prompts[0])
+    assert f'"name": "{own}"' in prompt and '"name": "order"' not in prompt

@@ -146,3 +146,30 @@ def test_the_opening_is_recorded_where_the_reset_changed_the_tasks_messages() ->
     assert play(task).opening is None  # the task's messages, as they were
     added = play(bare)
     assert (added.task, added.opening) == (bare, task.messages)  # the system prompt added
+
+
+def test_an_episode_records_the_tools_of_each_turn_outside_a_run_too() -> None:
+    from rk_agent.envs.offered_tools import ToolScope
+    from rk_agent.policies.function_policy import FunctionPolicy
+    from tests.envs import varying_tools
+
+    varying_tools.OFFERED.clear()
+    slot = EpisodeSlot(0, 0, 5)
+    env = varying_tools.ShopEnv()
+    trajectory = asyncio.run(
+        play_episode(env, FunctionPolicy(varying_tools.solve), slot, sampling=SamplingParams(),
+                     env_name="shop")
+    )  # fmt: skip
+    assert trajectory.success and len(trajectory.turns) == 4
+    seen = trajectory.provenance  # recorded although record_provenance is off
+    assert seen is not None and env.tool_scope is ToolScope.TURN
+    per_turn = [
+        [t["function"]["name"] for t in trajectory.offered_tools(turn.index, [])]
+        for turn in trajectory.turns
+    ]
+    assert per_turn == varying_tools.OFFERED
+    fixed = asyncio.run(
+        play_episode(make_env("tools"), ScriptedPolicy(["Answer: 1"]), slot,
+                     sampling=SamplingParams(), env_name="tools")
+    )  # fmt: skip
+    assert fixed.provenance is None  # the same tools as every episode: nothing to record

@@ -13,6 +13,7 @@ import pytest
 
 from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.errors import ConfigError
+from rk_agent.rollouts.runner import prepare_run
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.provenance import (
     EpisodeProvenance,
@@ -21,7 +22,6 @@ from rk_agent.runs.provenance import (
     weights_fingerprint,
 )
 from rk_agent.runs.run_dir import read_provenance, read_trajectories
-from rk_agent.rollouts.runner import prepare_run
 from rk_agent.testing.stub_server import StubServer, call_first_tool_then_answer
 from tests.rollouts.served import (
     API_KEY,
@@ -75,6 +75,7 @@ def test_a_run_records_what_the_model_saw_once(tmp_path: Path) -> None:
         "rewards": [],
         "max_turns": 4,
         "mcp_servers": None,
+        "tool_scope": None,  # the same tools in every episode
     }
     assert provenance.seed == 7
     assert provenance.sampling == RolloutConfig().sampling.model_dump(mode="json")
@@ -271,3 +272,49 @@ def test_docstring_examples_run() -> None:
 
     result = doctest.testmod(provenance)
     assert result.attempted > 0 and result.failed == 0
+
+
+SHOP = "tests/envs/varying_tools.py::ShopEnv"
+
+
+def _names(tools: list[dict[str, Any]] | None) -> list[str]:
+    return [t["function"]["name"] for t in tools or []]
+
+
+def test_tools_that_vary_are_sent_and_recorded_turn_by_turn(tmp_path: Path) -> None:
+    from rk_agent.runs.provenance import ToolChange
+
+    reply = call_first_tool_then_answer("done", tool_turns=3)
+    with StubServer(reply, api_key=API_KEY) as server:
+        run = play_served(tmp_path / "run", server, env=SHOP, n=4, max_turns=5)
+        sent = [_names(request.body.get("tools")) for request in server.chat_requests]
+    provenance = read_provenance(run)
+    assert provenance is not None
+    assert (provenance.env.tool_scope, provenance.tools) == ("turn", [])
+    assert any("they differ per turn: each episode records its own" in line
+               for line in provenance.describe())  # fmt: skip
+    episodes = sorted(read_trajectories(run), key=lambda t: t.task_index)
+    assert len(sent) == 4 * len(episodes)  # one request per turn, episodes one after the other
+    for index, trajectory in enumerate(episodes):
+        own = trajectory.task.metadata["kind"]
+        assert sent[4 * index : 4 * index + 4] == [[own], [own], [own, "order"], [own, "order"]]
+        seen = trajectory.provenance
+        assert seen is not None and _names(seen.tools) == [own]
+        assert seen.tool_changes is not None and len(seen.tool_changes) == 1
+        assert seen.tool_changes[0].turn == 2 and _names(seen.tool_changes[0].tools) == [
+            own, "order",
+        ]  # fmt: skip
+        offered = [_names(trajectory.offered_tools(t.index, provenance.tools))
+                   for t in trajectory.turns]  # fmt: skip
+        assert offered == sent[4 * index : 4 * index + 4]
+        assert isinstance(seen.tool_changes[0], ToolChange)
+
+
+def test_an_episode_record_without_tool_changes_still_loads() -> None:
+    old = EpisodeProvenance.model_validate({"tools": [{"type": "function", "function": {
+        "name": "a"}}], "tool_call_format": "native"})  # fmt: skip
+    assert old.tool_changes is None
+    assert _names(old.tools_at(3, [])) == ["a"]
+    assert EpisodeProvenance().tools_at(2, [{"function": {"name": "b"}}]) == [
+        {"function": {"name": "b"}}
+    ]

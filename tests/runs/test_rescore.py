@@ -249,7 +249,8 @@ def test_success_is_the_envs_only_for_a_source_this_user_vouches_for(
 
     refused = rescore(folder, "math", output=tmp_path / "a").record.success_rule
     assert refused.startswith("the default rule (a valid score of at least 1.0): the source is")
-    assert f"would import {Path(__file__).parent.parent / 'rollouts' / 'toy.py'} (environment {env})" in refused
+    toy = Path(__file__).parent.parent / "rollouts" / "toy.py"
+    assert f"would import {toy} (environment {env})" in refused
     assert not is_signed(tmp_path / "a" / "config.yaml")
     trusted = rescore(folder, "math", output=tmp_path / "b", trust_run=True)
     assert trusted.record.success_rule == f"the {env!r} environment's is_success"

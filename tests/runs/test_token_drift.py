@@ -20,9 +20,9 @@ from rk_agent.envs.registry import get_solver
 from rk_agent.errors import ConfigError
 from rk_agent.policies.chat_template import ChatTemplate, read_reply
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
+from rk_agent.rollouts.runner import prepare_run
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import RunStatus, read_trajectories
-from rk_agent.rollouts.runner import prepare_run
 from rk_agent.runs.token_drift import check_tokens
 from rk_agent.types import Message
 
@@ -237,3 +237,32 @@ def test_a_real_run_of_the_embedded_model_has_no_drift(tmp_path: Path) -> None:
     assert report.episodes_checked == 2
     assert report.turns_checked >= 2
     assert report.drifts == []
+
+
+def test_each_turn_is_checked_with_the_tools_it_offered(
+    tmp_path: Path, embedded_tok: Any, tok_dir: Path
+) -> None:
+    from rk_agent.runs.token_drift import TemplateRenderer, episode_drift
+    from tests.envs import varying_tools
+
+    policy = TokenizingPolicy(embedded_tok, tok_dir, SPACED)
+    policy.solver = varying_tools.solve  # tools per task, one more from turn 2 on
+    config = RolloutConfig.model_validate(
+        {"env": "tests/envs/varying_tools.py::ShopEnv", "n": 2, "concurrency": 2,
+         "output": str(tmp_path / "run")}
+    )  # fmt: skip
+    with prepare_run(config, policy=policy) as run:
+        asyncio.run(run.play())
+        run.finish(RunStatus.FINISHED)
+    report = check_tokens(tmp_path / "run")
+    assert (report.episodes_checked, report.turns_checked, report.drifts) == (2, 8, [])
+    # Checked with the first turn's tools throughout, turn 2's prompt would drift: it was
+    # rendered with the tool added there.
+    trajectory = read_trajectories(tmp_path / "run")[0]
+    assert trajectory.provenance is not None
+    stale = trajectory.model_copy(
+        update={"provenance": trajectory.provenance.model_copy(update={"tool_changes": None})}
+    )
+    first = trajectory.offered_tools(0, [])
+    drifts, checked = episode_drift(stale, TemplateRenderer(embedded_tok), first)
+    assert checked == 4 and [(d.turn, d.part) for d in drifts] == [(2, "prompt"), (3, "prompt")]

@@ -73,8 +73,8 @@ def test_zero_workers_is_this_process() -> None:
 
 
 def test_a_resumed_run_may_change_only_where_it_plays(tmp_path: Path) -> None:
-    from rk_agent.runs.run_dir import RunDir
     from rk_agent.rollouts.runner import prepare_run
+    from rk_agent.runs.run_dir import RunDir
 
     config = load_rollout_config(None, {"env": "tools", "n": 2, "provider": "solver"})
     RunDir.create(tmp_path / "run", config).close()
@@ -116,8 +116,8 @@ def test_lost_workers_are_counted_in_the_summary(tmp_path: Path) -> None:
 
 def test_a_model_loaded_in_this_process_is_refused_before_it_loads(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="the check comes after Ray's")
-    from rk_agent.runs.config import RolloutConfig
     from rk_agent.rollouts.runner import prepare_run
+    from rk_agent.runs.config import RolloutConfig
     from rk_agent.runs.workers import LOCAL_MODEL_REFUSED
 
     config = RolloutConfig(env="guess", n=2, workers=2, output=str(tmp_path / "run"))

@@ -174,3 +174,23 @@ def test_a_rollout_runs_folder_is_no_output_dir(tmp_path: Path) -> None:
     (run / "run.json").unlink()
     (run / "config.yaml").write_text("env: tools\n")  # a rollout run, its record lost
     fails(grpo(tmp_path), message)
+
+
+def test_tools_that_vary_are_refused_where_a_loop_cannot_offer_them(tmp_path: Path) -> None:
+    shop = "tests/envs/varying_tools.py::ShopEnv"
+    fails(
+        grpo(tmp_path, env=shop, loop="trl"),
+        f"environment {shop!r} cannot train with TRL's tool loop (--loop trl): its tools change "
+        "between turns (tool_scope 'turn'), and TRL 1.16's environment_factory offers every "
+        "rollout the same tools, the methods of one class read once when the trainer starts. "
+        "Train it with rk-agent's episode loop instead: --loop rk (rk_agent.grpo_trainer in a "
+        "script).",
+    )
+    fails(
+        grpo(tmp_path, env=shop, loop="rk"),
+        f"environment {shop!r} changes its tools between the turns of an episode (tool_scope "
+        "'turn'); rk-agent's GRPO loop trains on one token sequence per episode, its prompt "
+        "rendered once with the first turn's tools, so it cannot show the model the tools a "
+        "later turn adds. Train on an environment whose tools change only between tasks "
+        "(tool_scope 'task').",
+    )

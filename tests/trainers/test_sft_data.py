@@ -461,3 +461,38 @@ def test_sft_renders_what_the_local_model_was_prompted_with(tmp_path: Path) -> N
     assert provenance is not None and provenance.tool_call_format == "native"
     assert provenance.model.weights_sha256 is not None
     assert provenance.model.chat_template_sha256 == template_sha256(policy.tokenizer.chat_template)
+
+
+def test_each_turn_is_rendered_after_the_tools_it_was_offered(
+    tmp_path: Path, embedded_tok: Any
+) -> None:
+    from rk_agent.rollouts.runner import prepare_run
+    from rk_agent.runs.run_dir import RunStatus
+    from tests.envs import varying_tools
+
+    config = RolloutConfig.model_validate(
+        {"env": "tests/envs/varying_tools.py::ShopEnv", "n": 3, "concurrency": 1,
+         "output": str(tmp_path / "run")}
+    )  # fmt: skip
+    with prepare_run(config, policy=FunctionPolicy(varying_tools.solve)) as played:
+        asyncio.run(played.play())
+        played.finish(RunStatus.FINISHED)
+    data = build_sft_data(tmp_path / "run")
+    assert str(data.report) == "kept 3 of 3 trajectories"
+    rows = list(data.dataset)
+    assert len(rows) == 6  # two per episode: the tools grew on turn 2
+    for first, second in zip(rows[::2], rows[1::2], strict=True):
+        assert first["trajectory_id"] == second["trajectory_id"]
+        own = "price" if "price" in first["messages"][0]["content"] else "stock"
+        assert [t["function"]["name"] for t in first["tools"]] == [own]
+        assert [t["function"]["name"] for t in second["tools"]] == [own, "order"]
+        assert sum(m["role"] == "assistant" for m in first["messages"]) == 2  # turns 0 and 1
+        assert sum(m["role"] == "assistant" for m in second["messages"]) == 4
+        texts = [
+            embedded_tok.apply_chat_template(row["messages"], tools=row["tools"], tokenize=False)
+            for row in (first, second)
+        ]
+        blocks = [text[text.index("<tools>\n") : text.index("\n</tools>")] for text in texts]
+        assert f'"name": "{own}"' in blocks[0] and '"name": "order"' not in blocks[0]
+        assert f'"name": "{own}"' in blocks[1] and '"name": "order"' in blocks[1]
+        assert '<tool_call>\n{"name": "order"' in texts[1]

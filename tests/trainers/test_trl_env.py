@@ -524,3 +524,19 @@ def test_an_unknown_tool_call_format_is_refused_before_anything_loads() -> None:
     message = "unknown tool-call format 'llama'. Did you mean 'llama3_json'?"
     with pytest.raises(ConfigError, match=re.escape(message)):
         trl_environment("tools", n_tasks=1, tool_call_format="llama")
+
+
+def test_an_env_whose_tools_differ_per_task_is_refused_by_trls_loop() -> None:
+    from rk_agent.envs.offered_tools import ToolScope
+    from tests.envs.varying_tools import ShopEnv
+
+    class PerTask(ShopEnv):
+        tool_scope = ToolScope.TASK
+
+    message = (
+        "environment 'PerTask' cannot train with TRL's tool loop (--loop trl): its tools differ "
+        "per task (tool_scope 'task'), and TRL 1.16's environment_factory offers every rollout "
+        "the same tools"
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        trl_environment(PerTask, n_tasks=2)

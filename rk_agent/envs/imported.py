@@ -1,0 +1,261 @@
+"""`ImportedEnv`: the base of environments from elsewhere, around one `Session` per episode.
+
+An outside ecosystem's episode (a reasoning-gym entry, a BFCL task and its API instances, an
+OpenEnv WebSocket session) is a `Session`: the tools it offers now, how it runs a tool call,
+how it answers a reply without tool calls, how it scores the episode, and how it is closed. A
+source (`rk_agent.envs.sources`) subclasses `ImportedEnv`, makes tasks (``generate_task``, or
+``tasks=``) and implements one hook, `ImportedEnv.open_session`; the base maps the rest onto
+`ChatEnv`'s hooks:
+
+- ``on_reset`` closes the last episode's session and opens the task's (kept in
+  ``state.scratch["session"]``); `Session.opening` may replace the opening messages;
+- ``episode_tools`` is `Session.tools` (set ``tool_scope`` to TASK or TURN when they vary);
+- ``call_tool`` is `Session.call_tool`, ``respond`` is `Session.respond`;
+- the default episode reward, named after the source, is `Session.verify` (its metrics are the
+  components; an invalid result is an invalid score, never a 0);
+- ``close`` closes the session.
+
+**The reference solver.** A session may know the answer (`Session.solve`). The class's
+``reference_solver`` (``solve(messages, tools)``, what ``--policy solver`` and
+``rk-agent check env`` play) looks the episode up by its opening messages among the sessions
+its environments opened in this process (the last 10,000), and asks that session: a solver sees
+only the conversation, and the answer lives with the task. A class whose sessions cannot solve
+(``has_solver = False``) has no reference solver.
+
+Main names: `ImportedEnv`, `Session`, `BaseSession`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from rk_agent.envs.base import ChatEnv, EpisodeState
+from rk_agent.envs.offered_tools import EpisodeTool
+from rk_agent.envs.task import Task
+from rk_agent.envs.tool import ToolResult
+from rk_agent.errors import EnvError
+from rk_agent.rewards.decorator import RewardFn, reward_function
+from rk_agent.types import EvaluateResult, Message, ToolCall
+
+__all__ = ["BaseSession", "ImportedEnv", "Session"]
+
+_SOLUTIONS_KEPT = 10_000
+_SESSION = "session"
+
+
+@runtime_checkable
+class Session(Protocol):
+    """One episode of an outside environment (see the module docstring)."""
+
+    def opening(self) -> list[Message] | None:
+        """The opening messages, when they are not the task's (``None``: the task's)."""
+        ...
+
+    def tools(self) -> Sequence[EpisodeTool] | None:
+        """The tools offered now (``None``: none); read after the reset and, with
+        ``tool_scope`` TURN, after every turn."""
+        ...
+
+    def call_tool(self, call: ToolCall) -> ToolResult:
+        """Run one tool call; a failure is a ``ToolResult(ok=False)``, never an exception."""
+        ...
+
+    def respond(self, reply: Message) -> list[Message] | None:
+        """The answer to a reply without tool calls: messages for another turn, or ``None``
+        (the reply ends the episode)."""
+        ...
+
+    def verify(self, messages: list[Message]) -> EvaluateResult:
+        """The episode's score, with its components as metrics; ``EvaluateResult.invalid``
+        when it cannot be scored."""
+        ...
+
+    def solve(self, messages: list[Message], tools: Any) -> Message | None:
+        """The reference answer to the conversation so far (``None``: none known)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the episode holds."""
+        ...
+
+
+class BaseSession:
+    """A `Session` with defaults: no tools, a reply ends the episode, nothing to solve or
+    close. Subclasses implement `verify` and what else they need."""
+
+    def opening(self) -> list[Message] | None:
+        """The task's messages."""
+        return None
+
+    def tools(self) -> Sequence[EpisodeTool] | None:
+        """No tools."""
+        return None
+
+    def call_tool(self, call: ToolCall) -> ToolResult:
+        """No tool exists."""
+        return ToolResult(
+            f"Error: there is no tool named {call.function.name!r}. Available: none.",
+            ok=False,
+            error_kind="unknown_tool",
+        )
+
+    def respond(self, reply: Message) -> list[Message] | None:
+        """The reply is the final answer."""
+        return None
+
+    def verify(self, messages: list[Message]) -> EvaluateResult:
+        """Score the episode (required)."""
+        raise NotImplementedError
+
+    def solve(self, messages: list[Message], tools: Any) -> Message | None:
+        """No reference answer."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class _Solutions:
+    """The sessions of one class's episodes by opening, for its reference solver."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._sessions: OrderedDict[tuple[tuple[str, str], ...], Session] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, opening: list[Message], session: Session) -> None:
+        key = _key(opening)
+        with self._lock:
+            self._sessions[key] = session
+            self._sessions.move_to_end(key)
+            while len(self._sessions) > _SOLUTIONS_KEPT:
+                self._sessions.popitem(last=False)
+
+    def solve(self, messages: list[Message], tools: Any = None) -> Message:
+        with self._lock:
+            session = self._sessions.get(_key(messages))
+        reply = session.solve(messages, tools) if session is not None else None
+        if reply is None:
+            raise EnvError(
+                f"the reference solver of {self.label} knows no answer to this conversation: "
+                "it answers the tasks its environments opened in this process (reset them "
+                "first), and only those whose source stores an answer."
+            )
+        return reply
+
+
+def _key(messages: Sequence[Message]) -> tuple[tuple[str, str], ...]:
+    """The messages up to the first user message: what identifies an episode's task."""
+    out = []
+    for message in messages:
+        out.append((message.role, message.text))
+        if message.role == "user":
+            break
+    return tuple(out)
+
+
+class ImportedEnv(ChatEnv):
+    """Base of environments from elsewhere (see the module docstring).
+
+    Class attributes a source sets on the class it builds:
+
+    Attributes:
+        env_name: the name it was made from (``"reasoning-gym:chain_sum"``).
+        source_name: the source's scheme; the default episode reward is named after it.
+        has_solver: whether its sessions know the reference answer (`Session.solve`).
+        no_solver_reason: why it has no reference solver, for the messages that need one
+            (``rk-agent check env``, ``--policy solver``).
+    """
+
+    env_name: ClassVar[str] = "imported"
+    source_name: ClassVar[str] = "imported"
+    has_solver: ClassVar[bool] = False
+    no_solver_reason: ClassVar[str | None] = None
+    _solutions: ClassVar[_Solutions]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._solutions = _Solutions(cls.env_name)
+        cls.reference_solver = staticmethod(cls._solutions.solve) if cls.has_solver else None
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._episode_session: Session | None = None
+        if kwargs.get("episode_rewards") is None:
+            kwargs["episode_rewards"] = {self.reward_name(): self._verify_reward()}
+        super().__init__(**kwargs)
+
+    @classmethod
+    def reward_name(cls) -> str:
+        """The default episode reward's name: the source's scheme as an identifier."""
+        return cls.source_name.replace("-", "_")
+
+    def open_session(self, task: Task) -> Session:
+        """The session of one episode of ``task`` (required)."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- ChatEnv's hooks
+
+    def on_reset(self, state: EpisodeState) -> None:
+        """Close the last session and open this episode's."""
+        self._close_session()
+        session = self._episode_session = self.open_session(state.task)
+        state.scratch[_SESSION] = session
+        opening = session.opening()
+        if opening is not None:
+            state.messages = [m.model_copy() for m in opening]
+        if self.has_solver:
+            self._solutions.remember(state.messages, session)
+
+    def episode_tools(self, state: EpisodeState) -> Sequence[EpisodeTool] | None:
+        """The session's tools."""
+        return _session(state).tools() or []
+
+    def call_tool(self, call: ToolCall, state: EpisodeState) -> ToolResult:
+        """Run the call in the session."""
+        return _session(state).call_tool(call)
+
+    def respond(self, action: Message, state: EpisodeState) -> list[Message] | None:
+        """The session's answer to a reply without tool calls."""
+        return _session(state).respond(action)
+
+    def close(self) -> None:
+        """Close the episode's session, then the environment."""
+        self._close_session()
+        super().close()
+
+    # ---------------------------------------------------------------- internals
+
+    def _close_session(self) -> None:
+        session = getattr(self, "_session", None)  # None too when __init__ failed early
+        self._episode_session = None
+        if session is not None:
+            session.close()
+
+    def _verify_reward(self) -> RewardFn:
+        label = self.env_name
+
+        @reward_function(
+            name=self.reward_name(),
+            description=f"the score {label} gives the episode",
+        )
+        def verify(messages: list[Message]) -> EvaluateResult:
+            state = self._state
+            session = state.scratch.get(_SESSION) if state is not None else None
+            if session is None:
+                return EvaluateResult.invalid(
+                    f"{label} scores an episode in the session that played it; there is none "
+                    "here (score it with the environment that played it)"
+                )
+            return session.verify(list(messages))
+
+        return verify
+
+
+def _session(state: EpisodeState) -> Session:
+    session = state.scratch.get(_SESSION)
+    if session is None:
+        raise EnvError("the episode has no session: call reset() first.")
+    return session

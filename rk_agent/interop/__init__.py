@@ -1,0 +1,10 @@
+"""Environments from elsewhere: one module per outside source, each behind its own extra.
+
+Each module defines an `rk_agent.envs.sources.EnvSource` (``SOURCE``) that rk-agent's package
+metadata lists in the ``rk_agent.env_sources`` entry-point group, and imports its foreign
+package only when an environment of it is built, so that ``rk-agent envs list`` can say whether
+it is installed without importing it.
+
+- `rk_agent.interop.reasoning_gym`: ``reasoning-gym:NAME[,NAME...]``, the procedural
+  generators of reasoning-gym (``pip install 'rk-agent[reasoning-gym]'``).
+"""
