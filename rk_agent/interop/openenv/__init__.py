@@ -1,0 +1,17 @@
+"""OpenEnv: its environments played as rk-agent's (import), and rk-agent's served to it (export).
+
+rk-agent speaks OpenEnv's documented protocol itself (the WebSocket sessions of ``/ws``, and
+``/schema``, ``/reset``, ``/step``, ``/state``, ``/health`` and ``POST /mcp``, as openenv 0.10.0
+serves them) instead of importing the ``openenv`` package, whose fastmcp pins ``mcp<2`` where
+rk-agent uses mcp 2.x: OpenEnv's servers and clients run in environments of their own, and the
+two meet on the wire.
+
+- `rk_agent.interop.openenv.wire`: the protocol's shapes: URLs, what an action schema offers
+  (tools, a text field), observations as messages, tool lists and tool results.
+- `rk_agent.interop.openenv.connection`: one WebSocket session on an event loop of its own,
+  and the server's failures as rk-agent's errors.
+- `rk_agent.interop.openenv.source`: the ``openenv:URL`` source (``OpenEnvEnv``, one session
+  per episode).
+- `rk_agent.interop.openenv.server`: any rk-agent environment as an OpenEnv server
+  (``rk-agent openenv serve``).
+"""
