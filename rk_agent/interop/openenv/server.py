@@ -17,10 +17,11 @@
 - the observation holds ``messages`` (what the environment added, OpenAI chat messages; at the
   reset, the opening), ``prompt`` (at the reset, the opening as text), and for tool calls
   MCP's ``tool_name``, ``result`` (``content``, ``data``, ``is_error``) and ``error``;
-- ``GET /schema``, ``/health``, ``/metadata``, ``/state``; ``POST /reset`` (an opening, from
-  a fresh environment); ``POST /step`` answers 409: as in OpenEnv, each HTTP request would get a
-  fresh environment, so episodes are played over ``/ws``; ``POST /mcp`` (JSON-RPC: ``tools/list``,
-  ``tools/call``, ``openenv/session/create`` and ``openenv/session/close``).
+- ``GET /schema``, ``/health`` (with the sessions open, made so far and allowed), ``/metadata``,
+  ``/state``; ``POST /reset`` (an opening, from a fresh environment); ``POST /step`` answers 409:
+  as in OpenEnv, each HTTP request would get a fresh environment, so episodes are played over
+  ``/ws``; ``POST /mcp`` (JSON-RPC: ``tools/list``, ``tools/call``, ``openenv/session/create``
+  and ``openenv/session/close``).
 
 Sessions are bounded: at most ``max_sessions`` at once (one more is refused with OpenEnv's
 ``CAPACITY_REACHED``), and one idle for ``idle_timeout_s`` is closed (its socket too). Where the
@@ -335,7 +336,8 @@ class OpenEnvApp:
     # ---------------------------------------------------------------- HTTP
 
     async def _health(self, request: Any) -> Any:
-        return _json({"status": "healthy"})
+        sessions = {"active": len(self.sessions), "opened": self.opened, "max": self.max_sessions}
+        return _json({"status": "healthy", "sessions": sessions})
 
     async def _metadata(self, request: Any) -> Any:
         from rk_agent import __version__
