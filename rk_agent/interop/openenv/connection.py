@@ -8,8 +8,9 @@ handed over with ``run_coroutine_threadsafe``. Never ``asyncio.run`` per step: a
 made on one loop cannot be used from the next.
 
 `Connection` is one session of ``/ws``: `Connection.open` connects (sending ``Authorization:
-Bearer <token>`` when there is one), `Connection.request` sends one message and reads its
-answer, `Connection.close` says ``{"type": "close"}`` and closes the socket. Failures are
+Bearer <token>`` when there is one), `Connection.start` connects and sends the episode's first
+messages (one hand-off to the loop), `Connection.request` sends one message and reads its answer,
+`Connection.close` closes the socket (which ends the session). Failures are
 rk-agent's errors, so that an episode that met one fails instead of scoring 0:
 
 - the server cannot be reached, refuses the handshake (401/403: ``auth``), is at capacity, drops
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import threading
 from collections.abc import Coroutine, Mapping
@@ -50,6 +52,7 @@ class EventLoopThread:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._pending: set[concurrent.futures.Future[Any]] = set()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         """Run ``coro`` on the loop and wait for it (at most ``timeout_s``: then it is
@@ -68,9 +71,28 @@ class EventLoopThread:
             future.cancel()
             raise
 
-    def stop(self) -> None:
-        """Stop the loop (what is still scheduled on it is dropped); a later `run` starts a
-        new one."""
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` on the loop without waiting for it (`drain` or `stop` waits)."""
+        future = asyncio.run_coroutine_threadsafe(coro, self._started())
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def drain(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) for what `spawn` started."""
+        with self._lock:
+            pending = list(self._pending)
+        if pending and _running_loop() is not self._loop:
+            concurrent.futures.wait(pending, timeout=timeout_s)
+
+    def stop(self, timeout_s: float = 0.0) -> None:
+        """Stop the loop once what `spawn` started is done (at most ``timeout_s``; what is still
+        scheduled then is dropped); a later `run` starts a new one."""
+        self.drain(timeout_s)
         with self._lock:
             loop, self._loop = self._loop, None
         if loop is not None and not loop.is_closed():
@@ -163,6 +185,15 @@ class Connection:
             why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
             raise self._error(f"cannot connect ({why}); is it running?", retryable=True) from None
 
+    async def start(self, messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """`open`, then each of ``messages`` in turn: the answers' data (what an episode's start
+        needs, the reset and the tool list, in one hand-off to the loop). Not sent all at
+        once: a server that refuses the session answers with an error and closes, and a message
+        that arrives after its close is answered with a reset that can drop the error unread.
+        """
+        await self.open()
+        return [await self.request(message) for message in messages]
+
     async def request(self, message: Mapping[str, Any]) -> dict[str, Any]:
         """Send ``message`` and return the ``data`` of its answer.
 
@@ -177,7 +208,9 @@ class Connection:
         if self._ws is None:
             raise EnvError(f"the session with {self.ends.ws} is not open.")
         try:
-            await self._ws.send(json.dumps(message, ensure_ascii=False))
+            # A refused session's error frame may still be there to read, below.
+            with contextlib.suppress(ConnectionClosed):
+                await self._ws.send(json.dumps(message, ensure_ascii=False))
             async with asyncio.timeout(self.timeout_s):
                 raw = await self._ws.recv()
         except TimeoutError:
@@ -189,13 +222,13 @@ class Connection:
         return self._answer(raw)
 
     async def close(self) -> None:
-        """Say goodbye and close the socket (once; failures to do so are ignored)."""
+        """Close the socket, which ends the session on the server (once; failures to do so are
+        ignored). OpenEnv's own client also sends ``{"type": "close"}`` first; the server ends
+        the session on either, and the close frame alone costs one message less."""
         ws, self._ws = self._ws, None
         if ws is None:
             return
         try:
-            if self._failure is None:
-                await ws.send('{"type": "close"}')
             await ws.close()
         except Exception:  # a socket that is already gone is closed
             return

@@ -44,9 +44,19 @@ from typing import Any
 from rk_agent.daemon_threads import DaemonThreads
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.tool import ToolResult
-from rk_agent.envs.turn import TurnResult
 from rk_agent.inline_budget import InlineBudget
-from rk_agent.types import EvaluateResult, FunctionCall, Message, ToolCall
+from rk_agent.interop.openenv.answers import (
+    SCHEMA,
+    error_frame,
+    observation_frame,
+    opening,
+    rpc_error,
+    state_of,
+    tool_result_payload,
+    tools_of,
+    turn_answer,
+)
+from rk_agent.types import FunctionCall, Message, ToolCall
 
 __all__ = ["OpenEnvApp"]
 
@@ -100,7 +110,7 @@ class OpenEnvApp:
         idle_timeout_s: float = 600.0,
     ) -> None:
         from starlette.applications import Starlette
-        from starlette.routing import Route, WebSocketRoute
+        from starlette.routing import Route
 
         self.make_env = make_env
         self.name = name
@@ -110,7 +120,6 @@ class OpenEnvApp:
         self.opened = 0  # sessions made so far (closed = opened - len(sessions))
         self._reaper: asyncio.Task[None] | None = None
         routes = [
-            WebSocketRoute("/ws", self._ws),
             Route("/health", self._health, methods=["GET"]),
             Route("/schema", self._schema, methods=["GET"]),
             Route("/metadata", self._metadata, methods=["GET"]),
@@ -122,6 +131,9 @@ class OpenEnvApp:
         self.app = Starlette(routes=routes, lifespan=self._lifespan)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and scope.get("path") == "/ws":
+            await self._ws(_Socket(scope, receive, send))  # bare ASGI: the hot path
+            return
         await self.app(scope, receive, send)
 
     # ---------------------------------------------------------------- sessions
@@ -146,7 +158,7 @@ class OpenEnvApp:
         session = _Session(id=str(uuid.uuid4()), env=None)  # type: ignore[arg-type]
         self.sessions[session.id] = session  # the slot is taken while the env is built
         try:
-            session.env = await _threads.run(self.make_env)
+            session.env = await _build(self.make_env)
         except Exception as exc:
             self.sessions.pop(session.id, None)
             raise _Refused("FACTORY_ERROR", f"could not build the environment: {exc}") from exc
@@ -158,10 +170,9 @@ class OpenEnvApp:
         if session is None or session.env is None:
             return
         if session.socket is not None:
-            with contextlib.suppress(Exception):
-                await session.socket.close(code=1001, reason="session closed")
+            await session.socket.close(code=1001, reason="session closed")
         with contextlib.suppress(Exception):
-            await _threads.run(session.env.close)
+            await _env_call(session.env, "close")
 
     async def _reap(self) -> None:
         interval = max(0.05, min(self.idle_timeout_s / 4, 30.0))
@@ -175,56 +186,51 @@ class OpenEnvApp:
 
     # ---------------------------------------------------------------- /ws
 
-    async def _ws(self, websocket: Any) -> None:
-        from starlette.websockets import WebSocketDisconnect
-
-        await websocket.accept()
-        attach = websocket.query_params.get("session_id")
+    async def _ws(self, socket: _Socket) -> None:
+        if not await socket.accept():
+            return
+        attach = socket.query.get("session_id")
         owned = not attach
         try:
-            session = await self._create() if owned else self._find(attach)
+            session = await self._create() if owned else self._find(str(attach))
             if session.socket is not None:
                 raise _Refused("SESSION_ERROR", f"session {attach} already has a WebSocket")
         except _Refused as exc:
-            await _send_error(websocket, exc.code, str(exc))
-            await websocket.close(code=1013 if exc.code == "CAPACITY_REACHED" else 1008)
+            await socket.send_text(error_frame(exc.code, str(exc)))
+            await socket.close(code=1013 if exc.code == "CAPACITY_REACHED" else 1008)
             return
-        session.socket = websocket
+        session.socket = socket
         try:
-            while True:
-                raw = await websocket.receive_text()
+            while (raw := await socket.receive_text()) is not None:
                 session.last_active = time.monotonic()
                 try:
                     message = json.loads(raw)
                     if not isinstance(message, dict):
                         raise ValueError("not an object")
                 except ValueError as exc:
-                    await _send_error(websocket, "INVALID_JSON", f"Invalid JSON: {exc}")
+                    await socket.send_text(error_frame("INVALID_JSON", f"Invalid JSON: {exc}"))
                     continue
                 if message.get("type") == "close":
                     break
                 async with session.lock:
                     reply = await self._answer(session, message)
                 session.last_active = time.monotonic()
-                await websocket.send_text(json.dumps(reply, ensure_ascii=False))
-        except WebSocketDisconnect:
-            pass
+                await socket.send_text(json.dumps(reply, ensure_ascii=False))
         finally:
             session.socket = None
             if owned:
                 await self._destroy(session.id)
-            with contextlib.suppress(Exception):
-                await websocket.close()
+            await socket.close()
 
     async def _answer(self, session: _Session, message: dict[str, Any]) -> dict[str, Any]:
         kind, data = message.get("type"), message.get("data")
         try:
             if kind == "reset":
-                return _observation(await self._do_reset(session, data))
+                return observation_frame(await self._do_reset(session, data))
             if kind == "step":
                 if not isinstance(data, dict):
                     raise _Refused("VALIDATION_ERROR", f"a step's data is an action: {_ACTIONS}")
-                return _observation(await self._do_step(session, data))
+                return observation_frame(await self._do_step(session, data))
             if kind == "state":
                 return {"type": "state", "data": _state_of(session)}
             if kind == "mcp":
@@ -246,33 +252,33 @@ class OpenEnvApp:
         await _env_call(session.env, "reset", seed=seed, options=options)
         session.episode_id = str(data.get("episode_id") or uuid.uuid4())
         session.steps = 0
-        return _opening(session.env)
+        return opening(session.env)
 
     async def _do_step(self, session: _Session, action: dict[str, Any]) -> dict[str, Any]:
         env = session.env
         kind = action.get("type")
         if kind == "list_tools":
-            return {"observation": {"tools": _tools(env), "metadata": {}}, "reward": None}
+            return {"observation": {"tools": tools_of(env), "metadata": {}}, "reward": None}
         if kind == "call_tool":
             name, arguments = action.get("tool_name"), action.get("arguments", {})
             if not isinstance(name, str) or not isinstance(arguments, dict):
                 raise _Refused(
                     "VALIDATION_ERROR", f"call_tool needs a tool_name and arguments: {_ACTIONS}"
                 )
-            if name not in {t["name"] for t in _tools(env)}:
+            if name not in {t["name"] for t in tools_of(env)}:
                 error = {"error_type": "tool_not_found", "message": f"Unknown tool: {name!r}"}
                 return {"observation": {"tool_name": name, "result": None, "error": error}}
             call = ToolCall(id=f"call_{session.steps}", function=FunctionCall(
                 name=name, arguments=json.dumps(arguments, ensure_ascii=False)))  # fmt: skip
             turn = await _env_call(env, "play_turn", Message(role="assistant", tool_calls=[call]))
             session.steps += 1
-            return _turn(session, turn, call_of=name)
+            return turn_answer(session.env, turn, call_of=name)
         if "message" in action and isinstance(action["message"], str):
             turn = await _env_call(
                 env, "play_turn", Message(role="assistant", content=action["message"])
             )
             session.steps += 1
-            return _turn(session, turn)
+            return turn_answer(session.env, turn)
         raise _Refused("VALIDATION_ERROR", f"unknown action {json.dumps(action)[:200]}: {_ACTIONS}")
 
     # ---------------------------------------------------------------- MCP (JSON-RPC)
@@ -280,24 +286,24 @@ class OpenEnvApp:
     async def _rpc(self, request: Any, session: _Session | None) -> dict[str, Any]:
         rid = request.get("id") if isinstance(request, dict) else None
         if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-            return _rpc_error(rid, -32600, "Invalid Request: a JSON-RPC 2.0 object with a method")
+            return rpc_error(rid, -32600, "Invalid Request: a JSON-RPC 2.0 object with a method")
         method, params = request["method"], request.get("params") or {}
         if not isinstance(params, dict):
-            return _rpc_error(rid, -32602, "Params must be an object")
+            return rpc_error(rid, -32602, "Params must be an object")
         if method == "openenv/session/create":
             try:
                 created = session or await self._create()
             except _Refused as exc:
-                return _rpc_error(rid, -32000, str(exc))
+                return rpc_error(rid, -32000, str(exc))
             return {"jsonrpc": "2.0", "id": rid, "result": {"session_id": created.id}}
         if method == "openenv/session/close":
             target = params.get("session_id")
             if target not in self.sessions:
-                return _rpc_error(rid, -32602, f"Unknown session_id: {target}")
+                return rpc_error(rid, -32602, f"Unknown session_id: {target}")
             await self._destroy(target)
             return {"jsonrpc": "2.0", "id": rid, "result": {"session_id": target, "closed": True}}
         if method not in ("tools/list", "tools/call"):
-            return _rpc_error(rid, -32601, f"Method not found: {method}")
+            return rpc_error(rid, -32601, f"Method not found: {method}")
         fresh = None
         try:
             if session is None and params.get("session_id"):
@@ -307,20 +313,24 @@ class OpenEnvApp:
             )
             if method == "tools/list":
                 tools = [{"name": t["name"], "description": t["description"],
-                          "inputSchema": t["input_schema"]} for t in _tools(env)]  # fmt: skip
+                          "inputSchema": t["input_schema"]} for t in tools_of(env)]  # fmt: skip
                 return {"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}}
             name, arguments = params.get("name"), params.get("arguments") or {}
             if not isinstance(name, str) or not isinstance(arguments, dict):
-                return _rpc_error(rid, -32602, "tools/call needs a name and object arguments")
+                return rpc_error(rid, -32602, "tools/call needs a name and object arguments")
             call = ToolCall(
                 id="mcp", function=FunctionCall(name=name, arguments=json.dumps(arguments))
             )
             result = await _threads.run(_call_tool, env, call)
-            return {"jsonrpc": "2.0", "id": rid, "result": _result(result.content, result.ok)}
+            return {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": tool_result_payload(result.content, result.ok),
+            }
         except _Refused as exc:
-            return _rpc_error(rid, -32602, str(exc))
+            return rpc_error(rid, -32602, str(exc))
         except Exception as exc:
-            return _rpc_error(rid, -32603, f"{type(exc).__name__}: {exc}")
+            return rpc_error(rid, -32603, f"{type(exc).__name__}: {exc}")
         finally:
             if session is not None:
                 session.last_active = time.monotonic()
@@ -379,56 +389,6 @@ class OpenEnvApp:
         return _json(await self._rpc(body, None))
 
 
-# ---------------------------------------------------------------- shapes
-
-
-SCHEMA: dict[str, Any] = {
-    "action": {
-        "anyOf": [
-            {"title": "MessageAction", "type": "object", "additionalProperties": False,
-             "properties": {"message": {"type": "string", "description": "a reply without "
-                                        "tool calls"}, "metadata": {"type": "object"}},
-             "required": ["message"]},
-            {"title": "CallToolAction", "type": "object", "additionalProperties": False,
-             "properties": {"type": {"const": "call_tool", "default": "call_tool",
-                                     "type": "string"},
-                            "tool_name": {"type": "string"}, "arguments": {"type": "object"},
-                            "metadata": {"type": "object"}},
-             "required": ["tool_name"]},
-            {"title": "ListToolsAction", "type": "object", "additionalProperties": False,
-             "properties": {"type": {"const": "list_tools", "default": "list_tools",
-                                     "type": "string"}, "metadata": {"type": "object"}}},
-        ]
-    },
-    "observation": {
-        "title": "RkObservation", "type": "object",
-        "properties": {
-            "done": {"type": "boolean"}, "reward": {"type": ["number", "null"]},
-            "metadata": {"type": "object"},
-            "messages": {"type": "array", "items": {"type": "object"}},
-            "prompt": {"type": "string"}, "tools": {"type": "array"},
-            "tool_name": {"type": "string"}, "result": {}, "error": {},
-        },
-    },
-    "state": {
-        "title": "RkState", "type": "object",
-        "properties": {"episode_id": {"type": ["string", "null"]},
-                       "step_count": {"type": "integer", "minimum": 0},
-                       "turn": {"type": "integer"}, "done": {"type": "boolean"},
-                       "task_id": {"type": ["string", "null"]}},
-    },
-}  # fmt: skip
-"""What ``GET /schema`` answers: the actions, the observation and the state."""
-
-
-def _tools(env: ChatEnv) -> list[dict[str, Any]]:
-    return [
-        {"name": f["name"], "description": f.get("description", ""),
-         "input_schema": f.get("parameters") or {"type": "object", "properties": {}}}
-        for f in (s["function"] for s in env.tool_schemas)
-    ]  # fmt: skip
-
-
 def _call_tool(env: ChatEnv, call: ToolCall) -> ToolResult:
     """A tool call made over MCP, outside the episode's turns: in the episode when one was
     started (its tools), else one of the environment's own tools."""
@@ -442,83 +402,55 @@ def _call_tool(env: ChatEnv, call: ToolCall) -> ToolResult:
     return found.run(call.function.arguments)
 
 
-def _opening(env: ChatEnv) -> dict[str, Any]:
-    messages = env.conversation
-    prompt = "\n\n".join(m.text for m in messages if m.role in ("system", "user"))
-    task = env.task
-    return {
-        "observation": {"messages": [m.to_openai() for m in messages], "prompt": prompt,
-                        "metadata": {"task_id": task.id}},
-        "reward": None, "done": False, "metadata": {"task_id": task.id},
-    }  # fmt: skip
-
-
-def _turn(session: _Session, turn: TurnResult, call_of: str | None = None) -> dict[str, Any]:
-    """One turn's observation, reward and metadata."""
-    added = [m.to_openai() for m in turn.messages]
-    observation: dict[str, Any] = {"messages": added, "metadata": {}}
-    if call_of is not None:
-        record = turn.tool_calls[0] if turn.tool_calls else None
-        content = record.result.content if record is not None else ""
-        observation.update(
-            tool_name=call_of, result=_result(content, record is None or record.result.ok),
-            error=None,
-        )  # fmt: skip
-    step = turn.step
-    metadata: dict[str, Any] = {
-        "turn": session.env.state.turn,
-        "step_reward": step.score if step.is_score_valid else None,
-    }
-    reward: float | None = turn.reward
-    if turn.done and turn.episode is not None:
-        metadata.update(episode=_episode(turn.episode), stop_reason=turn.stop_reason)
-        if not turn.episode.is_score_valid:
-            reward = None
-            metadata.update(reward_valid=False, error=turn.episode.error or turn.episode.reason)
-    return {"observation": observation, "reward": reward, "done": turn.done, "metadata": metadata}
-
-
-def _episode(episode: EvaluateResult) -> dict[str, Any]:
-    return {
-        "score": episode.score if episode.is_score_valid else None,
-        "valid": episode.is_score_valid,
-        "reason": episode.reason,
-        "metrics": {k: m.score if m.is_score_valid else None for k, m in episode.metrics.items()},
-    }
-
-
-def _result(text: str, ok: bool) -> dict[str, Any]:
-    """A tool's result in the shape of FastMCP's ``CallToolResult`` (what OpenEnv sends)."""
-    return {"content": [{"type": "text", "text": text}], "structured_content": None,
-            "data": text, "is_error": not ok}  # fmt: skip
-
-
-def _observation(data: dict[str, Any]) -> dict[str, Any]:
-    data.setdefault("reward", None)
-    data.setdefault("done", False)
-    return {"type": "observation", "data": data}
-
-
 def _state_of(session: _Session) -> dict[str, Any]:
-    env = session.env
-    state = env._state
-    return {
-        "episode_id": session.episode_id, "step_count": session.steps,
-        "turn": state.turn if state is not None else 0,
-        "done": state.done if state is not None else False,
-        "task_id": state.task.id if state is not None else None,
-    }  # fmt: skip
+    return state_of(session.env, session.episode_id, session.steps)
 
 
-def _rpc_error(rid: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
+class _Socket:
+    """One ASGI WebSocket connection, bare (Starlette's wrapper costs more than it gives on
+    the path every step takes)."""
 
+    def __init__(self, scope: Any, receive: Any, send: Any) -> None:
+        from urllib.parse import parse_qs
 
-async def _send_error(websocket: Any, code: str, message: str) -> None:
-    with contextlib.suppress(Exception):
-        await websocket.send_text(
-            json.dumps({"type": "error", "data": {"message": message, "code": code}})
-        )
+        self._receive, self._send = receive, send
+        query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
+        self.query = {k: v[-1] for k, v in query.items()}
+        self.closed = False
+
+    async def accept(self) -> bool:
+        """Accept the handshake; ``False`` when the client left before it."""
+        if (await self._receive())["type"] != "websocket.connect":
+            self.closed = True
+            return False
+        await self._send({"type": "websocket.accept"})
+        return True
+
+    async def receive_text(self) -> str | None:
+        """The next text message (bytes are decoded); ``None`` once the client is gone."""
+        while not self.closed:
+            message = await self._receive()
+            if message["type"] == "websocket.disconnect":
+                self.closed = True
+                return None
+            if message.get("text") is not None:
+                return str(message["text"])
+            if message.get("bytes") is not None:
+                return bytes(message["bytes"]).decode("utf-8", "replace")
+        return None
+
+    async def send_text(self, text: str) -> None:
+        if not self.closed:
+            try:
+                await self._send({"type": "websocket.send", "text": text})
+            except Exception:  # the client is gone: the next receive says so
+                self.closed = True
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(Exception):
+                await self._send({"type": "websocket.close", "code": code, "reason": reason})
 
 
 async def _body(request: Any) -> Any:
@@ -532,6 +464,17 @@ def _json(data: Any, status: int = 200) -> Any:
     from starlette.responses import JSONResponse
 
     return JSONResponse(data, status_code=status)
+
+
+_factory_budgets: dict[Any, InlineBudget] = {}
+
+
+async def _build(make_env: Callable[[], ChatEnv]) -> ChatEnv:
+    """``make_env()``, on a thread until it has shown it is quick (most builds are)."""
+    budget = _factory_budgets.get(make_env) or _factory_budgets.setdefault(make_env, InlineBudget())
+    if budget.inline:
+        return budget.call(make_env)
+    return await _threads.run(budget.off_thread, make_env)
 
 
 async def _env_call(env: ChatEnv, method: str, *args: Any, **kwargs: Any) -> Any:

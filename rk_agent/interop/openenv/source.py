@@ -7,7 +7,8 @@ at once as it has workers, each in its own session:
 
 - the task is a seed (``generate_task``; or ``tasks=`` whose metadata holds ``seed`` and
   ``reset``, more arguments of the reset), and the reset's observation is the opening
-  (`rk_agent.interop.openenv.wire.observation_messages`), after ``system_prompt`` if given;
+  (`rk_agent.interop.openenv.wire.observation_messages`), after ``system_prompt`` if given; a
+  generated task records that opening as its messages;
 - tools: when the server's action schema (``GET /schema``, read once per URL) takes MCP tool
   calls, each episode lists its tools (``list_tools``, so they may differ per task: scope
   ``task``) and every tool call is a ``call_tool`` step;
@@ -103,12 +104,15 @@ class _Session(BaseSession):
         except BaseException as exc:
             self.close()
             if isinstance(exc, TimeoutError):
-                raise ToolServerError(
-                    f"OpenEnv server {self.env.ends.ws} sent no answer in "
-                    f"{self.env.timeout_s:g} s.",
-                    server=f"openenv:{self.env.ends.url}", retryable=True, url=self.env.ends.ws,
-                ) from None  # fmt: skip
+                raise self._late() from None
             raise
+
+    def _late(self) -> ToolServerError:
+        ends = self.env.ends
+        return ToolServerError(
+            f"OpenEnv server {ends.ws} sent no answer in {self.env.timeout_s:g} s.",
+            server=f"openenv:{ends.url}", retryable=True, url=ends.ws,
+        )  # fmt: skip
 
     def _step(self, action: Mapping[str, Any]) -> dict[str, Any]:
         data = self._call({"type": "step", "data": dict(action)})
@@ -126,21 +130,26 @@ class _Session(BaseSession):
             self.done = True
 
     def open(self, reset: Mapping[str, Any]) -> None:
-        """Connect and reset: the episode's opening."""
+        """Connect, reset and list the tools (one hand-off to the loop): the episode's opening."""
+        messages: list[Mapping[str, Any]] = [{"type": "reset", "data": dict(reset)}]
+        if self.env.action.tools:
+            messages.append({"type": "step", "data": {"type": "list_tools"}})
+        timeout = self.env.connect_timeout_s + len(messages) * self.env.timeout_s + _MARGIN_S
         try:
-            self.env.loop.run(self.connection.open(), self.env.connect_timeout_s + _MARGIN_S)
-        except BaseException:
+            answers = self.env.loop.run(self.connection.start(messages), timeout)
+        except BaseException as exc:
             self.close()
+            if isinstance(exc, TimeoutError):
+                raise self._late() from None
             raise
-        data = self._call({"type": "reset", "data": dict(reset)})
-        self._record(data)
+        self._record(answers[0])
         self.rewards.clear()  # a reset's reward is not the episode's
         system = [Message(role="system", content=self.env.system_prompt)]
         self._opening = (system if self.env.system_prompt else []) + observation_messages(
-            data, self.env.observation_field
+            answers[0], self.env.observation_field
         )
-        if self.env.action.tools:
-            self._tools = tool_schemas(self._call({"type": "step", "data": {"type": "list_tools"}}))
+        if len(answers) > 1:
+            self._tools = tool_schemas(answers[1])
 
     # ------------------------------------------------------------------ Session
 
@@ -243,8 +252,7 @@ class OpenEnvEnv(ImportedEnv):
     source_name: ClassVar[str] = "openenv"
     default_max_turns: ClassVar[int] = 20
     no_solver_reason: ClassVar[str | None] = (
-        "an OpenEnv server keeps its answers to itself: there is no reference solver (rk-agent "
-        "check env runs its probes without one)"
+        "an OpenEnv server keeps its answers to itself, so there is no reference solver to play"
     )
     tool_scope = ToolScope.TASK
     inline_steps = False  # every step waits on the server
@@ -317,6 +325,20 @@ class OpenEnvEnv(ImportedEnv):
         return session
 
     # ---------------------------------------------------------------- ChatEnv's hooks
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Start an episode: a session of the server, reset with the task's seed. A generated
+        task (a seed) gets the server's opening as its messages, so that it can prompt a model
+        as any task does (a training set's rows)."""
+        observation, info = super().reset(seed=seed, options=options)
+        state = self.state
+        if not state.task.messages:
+            opening = [m.model_copy() for m in state.messages]
+            state.task = state.task.model_copy(update={"messages": opening})
+        info["task"] = state.task
+        return observation, info
 
     def call_tool(self, call: ToolCall, state: EpisodeState) -> ToolResult:
         """Run the call as a ``call_tool`` step; the server's ``done`` ends the episode."""
@@ -397,15 +419,16 @@ class _Live:
         connection, self.connection = self.connection, None
         if connection is not None:
             _close(self.loop, connection)
-        self.loop.stop()
+        self.loop.stop(timeout_s=_MARGIN_S)  # after the closes it started
 
 
 def _close(loop: EventLoopThread, connection: Connection) -> None:
+    """Close a session without waiting for the server's side of it (the loop does)."""
     if connection.closed:
         return
     try:
-        loop.run(connection.close(), _MARGIN_S)
-    except Exception:  # the loop is gone, or the server is: the socket goes with the process
+        loop.spawn(connection.close())
+    except RuntimeError:  # the loop is stopping: the socket goes with it
         return
 
 

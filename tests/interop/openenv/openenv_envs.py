@@ -36,6 +36,7 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
 from openenv.core.env_server.types import Action, Observation, State
+from pydantic import Field
 
 WORDS = ["crane", "slate", "pious", "mango", "light", "quart", "dwarf", "brick", "vivid", "nymph"]
 
@@ -100,9 +101,9 @@ class GuessEnv(MCPEnvironment):
             await asyncio.sleep(SLOW["s"])
         observation = await super().step_async(action, timeout_s=timeout_s, **kw)
         self._state.step_count += 1
-        if isinstance(action, ListToolsAction) and self.record["seed"] is not None:
-            if self.record["seed"] % 2 == 0:
-                observation.tools = [t for t in observation.tools if t.name != "parity"]
+        seed = self.record["seed"]
+        if isinstance(action, ListToolsAction) and seed is not None and seed % 2 == 0:
+            observation.tools = [t for t in observation.tools if t.name != "parity"]
         if isinstance(action, CallToolAction) and action.tool_name == "guess":
             observation.reward = 1.0 if self.done else -0.1
             observation.done = self.done
@@ -123,7 +124,7 @@ class WordAction(Action):
 
 class WordObservation(Observation):
     prompt: str = ""
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class WordsEnv(Environment):
@@ -145,8 +146,9 @@ class WordsEnv(Environment):
             "Guess the five-letter word. Write your guess in brackets, e.g. [crane]. "
             f"Words: {', '.join(WORDS)}."
         )
-        return WordObservation(prompt=prompt, messages=[{"sender_id": -1, "content": prompt,
-                                                          "category": "PROMPT"}])
+        return WordObservation(
+            prompt=prompt, messages=[{"sender_id": -1, "content": prompt, "category": "PROMPT"}]
+        )
 
     def step(self, action: Any, timeout_s: float | None = None, **kw: Any) -> Any:
         if SLOW["s"]:
@@ -186,7 +188,9 @@ def main() -> None:
     args = parser.parse_args()
     SLOW["s"] = args.slow
     if args.env == "guess":
-        app = create_app(GuessEnv, CallToolAction, Observation, max_concurrent_envs=args.max_sessions)
+        app = create_app(
+            GuessEnv, CallToolAction, Observation, max_concurrent_envs=args.max_sessions
+        )
     else:
         app = create_app(WordsEnv, WordAction, WordObservation,
                          max_concurrent_envs=args.max_sessions)  # fmt: skip

@@ -50,15 +50,16 @@ def openenv_python() -> Path:
     if uv is None:
         pytest.skip(f"no {OPENENV} environment: set RK_OPENENV_VENV, or install uv to make one")
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / "openenv.lock", "w") as lock:
+    with (venv.parent / "openenv.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist's workers make it once
         if not _has_openenv(python):
             environ = {**os.environ, "VIRTUAL_ENV": str(venv)}
             try:
-                subprocess.run([uv, "venv", "-q", "--allow-existing", "-p", sys.executable,
-                                str(venv)], check=True, capture_output=True, timeout=_MADE_S)  # fmt: skip
-                subprocess.run([uv, "pip", "install", "-q", OPENENV], check=True,
-                               capture_output=True, timeout=_MADE_S, env=environ)  # fmt: skip
+                made = [uv, "venv", "-q", "--allow-existing", "-p", sys.executable, str(venv)]
+                subprocess.run(made, check=True, capture_output=True, timeout=_MADE_S)
+                installed = [uv, "pip", "install", "-q", OPENENV]
+                subprocess.run(installed, check=True, capture_output=True, timeout=_MADE_S,
+                               env=environ)  # fmt: skip
             except (subprocess.SubprocessError, OSError) as exc:
                 detail = getattr(exc, "stderr", b"") or b""
                 pytest.skip(f"could not make an environment with {OPENENV}: {exc} "

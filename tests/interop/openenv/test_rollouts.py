@@ -69,7 +69,7 @@ def test_sixteen_sessions_at_once_score_right_without_cross_talk_and_all_close(
             "--model", "stub", "--n", "32", "--concurrency", "16", "--max-turns", "12",
             "--output", str(run_dir),
         )  # fmt: skip
-        stdout, stderr = process.communicate(timeout=240)
+        _stdout, stderr = process.communicate(timeout=240)
     assert process.returncode == 0, stderr[-3000:]
     after = counts(guess_url)
     trajectories = lines(run_dir)
@@ -94,7 +94,7 @@ def test_a_text_action_environment_rolls_out(words_url: str, tmp_path: Path) -> 
             "--env", f"openenv:{words_url}", "--base-url", model.base_url, "--model", "stub",
             "--n", "6", "--concurrency", "3", "--max-turns", "8", "--output", str(tmp_path / "r"),
         )  # fmt: skip
-        stdout, stderr = process.communicate(timeout=240)
+        _stdout, stderr = process.communicate(timeout=240)
     assert process.returncode == 0, stderr[-3000:]
     trajectories = lines(tmp_path / "r")
     assert [t["episode"]["score"] for t in trajectories] == [1.0] * 6
@@ -114,7 +114,7 @@ def test_ctrl_c_closes_every_session(tmp_path: Path) -> None:
             assert wait_for(lambda: counts(url)["built"] - counts(url)["closed"] >= 16, 120)
         finally:
             process.send_signal(signal.SIGINT)
-            stdout, stderr = process.communicate(timeout=120)
+            _stdout, stderr = process.communicate(timeout=120)
         assert process.returncode == 130, stderr[-3000:]
         assert wait_for(lambda: counts(url)["built"] == counts(url)["closed"], 15), counts(url)
         assert counts(url)["built"] >= 16
@@ -132,7 +132,7 @@ def test_a_server_killed_mid_run_fails_the_episodes_it_leaves(tmp_path: Path) ->
         assert wait_for(lambda: len(lines(run_dir)) >= 4, 120)
         os.killpg(server.pid, signal.SIGKILL)
         killed_at = time.monotonic()
-        stdout, stderr = process.communicate(timeout=240)
+        _stdout, stderr = process.communicate(timeout=240)
     assert process.returncode == 0, stderr[-3000:]
     assert time.monotonic() - killed_at < 120
     trajectories = lines(run_dir)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -81,7 +82,9 @@ def actions_of(played: Any) -> list[dict[str, Any]]:
             continue
         for call in message.tool_calls or []:
             arguments = json.loads(call.function.arguments)
-            out.append({"type": "call_tool", "tool_name": call.function.name, "arguments": arguments})
+            out.append(
+                {"type": "call_tool", "tool_name": call.function.name, "arguments": arguments}
+            )
         if not message.tool_calls:
             out.append({"message": message.text})
     return out
@@ -103,7 +106,7 @@ def test_openenvs_generic_client_plays_a_served_episode_as_in_process(tools_url:
     assert [s["observation"]["result"]["data"] for s in calls] == tool_texts
     assert all(s["observation"]["result"]["is_error"] is False for s in calls)
     step_scores = [o.reward for o in local.episode.step_outputs]  # the tools env's tool shaping
-    assert [s["reward"] for s in steps] == step_scores[:-1] + [step_scores[-1] + 1.0]
+    assert [s["reward"] for s in steps] == [*step_scores[:-1], step_scores[-1] + 1.0]
     assert [s["done"] for s in steps] == [False] * (len(steps) - 1) + [True]
     last = steps[-1]
     assert local.episode.score == 1.0
@@ -156,8 +159,8 @@ def test_http_endpoints_answer_as_openenvs(tools_url: str) -> None:
     assert reset["observation"]["messages"][1]["content"] == solved_locally(3).messages[1].text
     step = httpx.post(f"{tools_url}/step", json={"action": {"message": "hi"}}, trust_env=False)
     assert step.status_code == 409 and "play episodes over the /ws WebSocket" in step.text
-    listed = httpx.post(f"{tools_url}/mcp", trust_env=False,
-                        json={"jsonrpc": "2.0", "method": "tools/list", "id": 7}).json()  # fmt: skip
+    rpc = {"jsonrpc": "2.0", "method": "tools/list", "id": 7}
+    listed = httpx.post(f"{tools_url}/mcp", json=rpc, trust_env=False).json()
     assert listed["id"] == 7 and "calculator" in {t["name"] for t in listed["result"]["tools"]}
     called = httpx.post(f"{tools_url}/mcp", trust_env=False, json={
         "jsonrpc": "2.0", "method": "tools/call", "id": 8,
@@ -219,7 +222,9 @@ def test_off_loopback_a_token_is_required(monkeypatch: pytest.MonkeyPatch) -> No
         finally:
             env.close()
         monkeypatch.delenv("OPENENV_TOKEN")
-        with pytest.raises(ToolServerError, match="HTTP 401 .set OPENENV_TOKEN") as caught:
+        with pytest.raises(
+            ToolServerError, match=re.escape("HTTP 401 (set OPENENV_TOKEN")
+        ) as caught:
             make_env(f"openenv:{url.replace('127.0.0.1', 'localhost')}")
         assert caught.value.auth
 
