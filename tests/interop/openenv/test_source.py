@@ -89,11 +89,11 @@ def test_an_mcp_environment_plays_with_its_tools_per_episode_and_its_rewards(
             assert all(s.reward == 0.0 for s in episode.step_outputs)  # recorded, not counted
             tool_messages = [m.text for m in env.conversation if m.role == "tool"]
             assert tool_messages[-1] == "correct" and set(tool_messages[:-1]) <= {"higher", "lower"}
+        # Each session was closed when its episode ended, the environment still open.
+        assert wait_for(lambda: counts(guess_url)["closed"] - before["closed"] == 4, 10)
     finally:
         env.close()
-    after = counts(guess_url)
-    assert after["built"] - before["built"] == 4
-    assert after["closed"] - before["closed"] == 4  # each closed when its episode ended
+    assert counts(guess_url)["built"] - before["built"] == 4
 
 
 def test_the_sum_of_the_rewards_and_step_rewards_are_options(guess_url: str) -> None:
