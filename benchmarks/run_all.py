@@ -53,6 +53,10 @@ BENCHES = (
     Bench("bench_grpo_overhead", quick=("--tiny",)),
     Bench("bench_watch", args=("--tiny",)),
     Bench("bench_mcp"),
+    Bench(
+        "bench_openenv",
+        quick=("--episodes", "64", "--runs", "1", "--steps", "200", "--sessions", "50"),
+    ),
 )
 
 

@@ -7,4 +7,6 @@ it is installed without importing it.
 
 - `rk_agent.interop.reasoning_gym`: ``reasoning-gym:NAME[,NAME...]``, the procedural
   generators of reasoning-gym (``pip install 'rk-agent[reasoning-gym]'``).
+- `rk_agent.interop.openenv`: ``openenv:URL``, an OpenEnv server's environment, and
+  ``rk-agent openenv serve`` (``pip install 'rk-agent[openenv]'``).
 """
