@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from figures import figure  # noqa: E402
+from figures import figure
 
 _MARKS = (100, 320, 1000)
 _GB = 1e9
