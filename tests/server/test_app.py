@@ -662,6 +662,43 @@ def test_health_reports_stuck_threads_and_turns_unhealthy_when_none_can_score() 
     assert scored.json()["score"] == 1.0
 
 
+@reward_function
+def napping(response: str, ground_truth: str) -> float:
+    """Sleeps ``ground_truth`` seconds; ``"slow"`` blocks until the test releases it."""
+    if ground_truth == "slow":
+        RELEASE_SLOW.wait(timeout=30)
+    else:
+        threading.Event().wait(float(ground_truth))
+    return 1.0
+
+
+def test_a_stuck_thread_does_not_make_the_server_refuse_work_its_free_threads_can_do() -> None:
+    # Issue 38: the stuck thread's age counted in the expected wait, so once it was a few
+    # seconds old a sample the free threads could soon take got 503, and more so as it aged.
+    RELEASE_SLOW.clear()
+    sample = {"messages": CHAT, "ground_truth": "0.3"}
+
+    async def burst(url: str) -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            first = [asyncio.create_task(client.post("/evaluate", json=sample)) for _ in range(3)]
+            await asyncio.sleep(0.1)  # the three free threads are busy: the next one waits
+            last = await client.post("/evaluate", json=sample)
+            return [*(await asyncio.gather(*first)), last]
+
+    try:
+        with serving(napping, timeout_s=0.8, threads=4, max_wait_s=1.0) as url:
+            assert post(url + "/evaluate", sample).json()["score"] == 1.0  # 0.3 s a call
+            post(url + "/evaluate", {**sample, "ground_truth": "slow"})  # its thread hangs
+            threading.Event().wait(3.0)  # the stuck call is ~4 s old, 4 times --max-wait
+            health = httpx.get(url + "/health").json()
+            answers = asyncio.run(burst(url))  # the last waits ~0.2 s for a thread
+    finally:
+        RELEASE_SLOW.set()
+    assert (health["status"], health["stuck"]) == ("degraded", 1)
+    assert [a.status_code for a in answers] == [200] * 4
+    assert [a.json()["score"] for a in answers] == [1.0] * 4
+
+
 def test_the_defaults_shed_nothing_a_trivial_reward_serves_at_256_connections() -> None:
     body = json.dumps({"messages": CHAT, "ground_truth": "4"}).encode()
 
