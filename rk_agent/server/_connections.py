@@ -235,12 +235,17 @@ class _Guard:
 
     def on_response_complete(self) -> None:
         closing = self.transport.is_closing()
-        if not closing:
-            self._disarm()
-            self._arm(head=True)  # the next request's head
-        super().on_response_complete()  # type: ignore[misc]
-        if not closing and self._armed_for is not self.cycle:
-            self._disarm()  # a pipelined request was waiting: its head is in already
+        super().on_response_complete()  # type: ignore[misc]  # starts a pipelined request
+        if closing or self.transport.is_closing():
+            return
+        self._disarm()
+        cycle: Any = self.cycle
+        if cycle is None or cycle.response_complete:
+            self._arm(head=True)  # nothing pipelined: the next request's head
+        elif not self.pipeline and cycle.more_body:  # type: ignore[attr-defined]
+            # A pipelined request, started now: its head was in already (its deadline met
+            # when it came), its body's deadline starts now that reading has resumed.
+            self._arm(head=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

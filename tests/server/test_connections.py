@@ -7,6 +7,7 @@ import contextlib
 import json
 import select
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -199,5 +200,25 @@ def test_every_kind_of_answer_arrives_whole_on_one_kept_alive_connection() -> No
     assert b"transfer-encoding: chunked" in streamed and b"second" in streamed
     assert continued == b"HTTP/1.1 100 Continue\r\n\r\n"
     for answer in (answered, again):
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b'{"score":1.0,' in answer
+    assert rest == b""
+
+
+@reward_function
+def slow_exact(response: str, ground_truth: str) -> float:
+    """``exact``, after 0.8 s."""
+    threading.Event().wait(0.8)
+    return float(response.strip() == ground_truth)
+
+
+def test_a_pipelined_request_whose_reward_outlasts_the_head_deadline_is_answered() -> None:
+    # Issue 38: the second of two pipelined requests was watched for a head it had already
+    # sent once the first was answered, and cut with "request head did not arrive" (408)
+    # while its reward ran past --header-timeout.
+    with serving(slow_exact, header_timeout_s=0.3) as url, raw(url) as (sock,):
+        sock.sendall((head(len(BODY)) + BODY) * 2)
+        first, rest = read_until(sock, b'"weights":null}')
+        second, rest = read_until(sock, b'"weights":null}', rest)  # not a 408 and a close
+    for answer in (first, second):
         assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b'{"score":1.0,' in answer
     assert rest == b""
