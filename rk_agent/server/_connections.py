@@ -3,7 +3,7 @@
 uvicorn (0.54) sets no deadline on a request head or body: a client that connects and sends
 part of a head holds its socket, and its file descriptor, for as long as it likes, and
 ``limit_concurrency`` only answers 503 once a whole head has arrived.
-`GuardedHttpToolsProtocol` (uvicorn's httptools protocol with three additions) closes that gap:
+`GuardedHttpToolsProtocol` (uvicorn's httptools protocol with these additions) closes that gap:
 
 - a deadline for each request: its head must arrive within ``header_timeout_s`` of the
   connection opening (or of the previous answer on a kept-alive connection), and its body
@@ -12,6 +12,8 @@ part of a head holds its socket, and its file descriptor, for as long as it like
   limit): a new connection past it takes the place of the oldest one that has not sent a
   complete head (a slow client, or an idle kept-alive one), or, when every connection is busy
   with a request, is answered 503 with ``Retry-After`` and closed;
+- a cap on each request head, counted as it arrives, and chunked trailers that never count
+  as headers (`rk_agent.server._heads.HeadLimit`): 431 past it;
 - the lines it logs go through `rk_agent.server._logs.RateLimited` (one line per cause per
   interval, with a count of the rest);
 - an answer with a ``Content-Length`` leaves in one write, its head held until its body's
@@ -43,6 +45,8 @@ from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from rk_agent.server._heads import MAX_HEAD_BYTES, MAX_HEADERS, HeadLimit
 
 __all__ = [
     "BACKLOG",
@@ -109,11 +113,19 @@ class ConnectionLimits:
     """
 
     def __init__(
-        self, *, header_timeout_s: float, body_timeout_s: float, max_connections: int
+        self,
+        *,
+        header_timeout_s: float,
+        body_timeout_s: float,
+        max_connections: int,
+        max_head_bytes: int = MAX_HEAD_BYTES,
+        max_headers: int = MAX_HEADERS,
     ) -> None:
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
+        self.max_head_bytes = max_head_bytes  # read by `HeadLimit`
+        self.max_headers = max_headers
         self.tick_s = min(1.0, max(0.01, min(header_timeout_s, body_timeout_s) / 10))
         # Connections waiting for a request head, and for a request body: when the wait
         # began, oldest first (dicts keep insertion order).
@@ -322,5 +334,6 @@ class _OneWrite:
         return self._transport.is_closing()
 
 
-class GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):  # type: ignore[misc]
-    """uvicorn's httptools protocol with request deadlines and a connection cap."""
+class GuardedHttpToolsProtocol(_Guard, HeadLimit, HttpToolsProtocol):  # type: ignore[misc]
+    """uvicorn's httptools protocol with request deadlines, a connection cap and a head cap
+    (`rk_agent.server._heads`)."""
