@@ -233,8 +233,8 @@ def test_connections_in_their_tls_handshake_count_and_make_room_for_real_clients
     # (1,100 of them took every descriptor; 1 of 5 clients with a certificate got through).
     # Now each counts from its accept, and the oldest makes room, as a plain one does.
     limit = 20
-    with serving("format", tls_cert=pki.server_cert, tls_key=pki.server_key,
-                 client_ca=pki.client_ca, max_connections=limit, header_timeout_s=60) as url:  # fmt: skip
+    tls = {"tls_cert": pki.server_cert, "tls_key": pki.server_key, "client_ca": pki.client_ca}
+    with serving("format", max_connections=limit, header_timeout_s=60, **tls) as url:
         host, port = url.removeprefix("https://").rsplit(":", 1)
         idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(3 * limit)]
         try:
