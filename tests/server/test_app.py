@@ -27,6 +27,7 @@ from rk_agent.types import EvaluateResult
 
 SECRET = "rk-server-SECRET-0123456789abcdef"
 CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+JSON = {"content-type": "application/json"}
 
 
 @reward_function
@@ -198,7 +199,7 @@ def test_bad_input_gets_422_naming_the_field(url: str) -> None:
     assert error["msg"].startswith("Input should be 'system', 'developer', 'user'")
     in_batch = post(url + "/batch", {"samples": [{"messages": CHAT}, {"messages": "hi"}]})
     assert in_batch.json()["detail"][0]["loc"] == ["body", "samples", 1, "messages"]
-    not_json = httpx.post(url + "/evaluate", content=b"{not json", timeout=10)
+    not_json = httpx.post(url + "/evaluate", content=b"{not json", headers=JSON, timeout=10)
     assert not_json.status_code == 422
     assert not_json.json()["detail"][0]["type"] == "json_invalid"
 
@@ -491,9 +492,7 @@ def test_two_authorization_headers_are_refused_whichever_comes_last() -> None:
 def test_a_body_that_is_not_utf8_gets_a_400_that_says_so(path: str) -> None:
     body = b'{"messages": [{"role": "user", "content": "\xff\xfe"}], "ground_truth": "4"}'
     with serving(exact) as url:
-        response = httpx.post(
-            url + path, content=body, headers={"content-type": "application/json"}, timeout=10
-        )
+        response = httpx.post(url + path, content=body, headers=JSON, timeout=10)
     assert response.status_code == 400  # a 4xx: the remote client does not retry it
     assert response.json() == {
         "detail": "request body is not valid UTF-8: byte 0xff at offset 43 (invalid start "
@@ -511,10 +510,11 @@ def test_body_size_limit() -> None:
             data = json.dumps(big).encode()
             yield from (data[i : i + 500] for i in range(0, len(data), 500))
 
-        streamed = httpx.post(url + "/evaluate", content=chunks(), timeout=10)
+        streamed = httpx.post(url + "/evaluate", content=chunks(), headers=JSON, timeout=10)
         small_streamed = httpx.post(
-            url + "/evaluate", content=iter([json.dumps({"messages": CHAT}).encode()]), timeout=10
-        )
+            url + "/evaluate", content=iter([json.dumps({"messages": CHAT}).encode()]),
+            headers=JSON, timeout=10,
+        )  # fmt: skip
     assert small.status_code == 200
     assert declared.status_code == 413
     length = len(declared.request.content)
@@ -707,8 +707,8 @@ def test_the_defaults_shed_nothing_a_trivial_reward_serves_at_256_connections() 
         codes = []
         for _ in range(2):  # two requests on one kept-alive connection
             writer.write(
-                b"POST /evaluate HTTP/1.1\r\nHost: rk\r\nContent-Length: %d\r\n\r\n%s"
-                % (len(body), body)
+                b"POST /evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
             )
             head = await reader.readuntil(b"\r\n\r\n")
             length = int(re.search(rb"content-length: (\d+)", head, re.I)[1])  # type: ignore[index]
