@@ -29,12 +29,15 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """chromium, whose resolver points ``attacker.test`` at ``127.0.0.1``: where DNS rebinding
+    ends, a page of the attacker's site whose name now reaches the viewer."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--host-resolver-rules=MAP attacker.test 127.0.0.1"],
+        )  # fmt: skip
         yield launched
         launched.close()
 
@@ -283,21 +286,6 @@ def test_markup_in_charts_alarms_and_task_names_runs_nothing(
     assert page.evaluate("typeof window.__rk_xss") == "undefined"
 
 
-@pytest.fixture(scope="module")
-def rebinding_browser() -> Iterator[Any]:
-    """chromium whose resolver points ``attacker.test`` at ``127.0.0.1``: where DNS rebinding
-    ends, a page of the attacker's site whose name now reaches the viewer."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--host-resolver-rules=MAP attacker.test 127.0.0.1"],
-        )  # fmt: skip
-        yield launched
-        launched.close()
-
-
 @contextlib.contextmanager
 def rk_agent_view(paths: list[Path]) -> Iterator[int]:
     """``rk-agent view PATHS`` as a real process on a free loopback port: the port."""
@@ -317,11 +305,11 @@ def rk_agent_view(paths: list[Path]) -> Iterator[int]:
 
 
 def test_dns_rebinding_reads_no_runs_or_scores_from_view(
-    rebinding_browser: Any, runs_root: Path, tmp_path: Path
+    browser: Any, runs_root: Path, tmp_path: Path
 ) -> None:
     # Issue 38: a page whose own name DNS rebinding points at 127.0.0.1 read the runs page and
     # whole runs from `rk-agent view` (same origin, as far as the browser knows).
-    context = rebinding_browser.new_context()
+    context = browser.new_context()
     page = context.new_page()
     with rk_agent_view([runs_root]) as port:
         front = page.goto(f"http://attacker.test:{port}/")
