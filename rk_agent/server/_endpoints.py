@@ -15,6 +15,7 @@ Main names (private to `rk_agent.server`, which documents the behaviour):
     EvaluateRequest, BatchRequest, BatchResponse: the wire models.
     RewardEndpoints: the ASGI layer.
     RewardApp: the FastAPI app with `RewardEndpoints` in front.
+    openapi_schema: the OpenAPI schema, with the endpoints `RewardEndpoints` answers.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ from rk_agent.server._reward_caller import Misuse, RewardCaller, Saturated
 from rk_agent.trusted_json import validate_trusted_json
 from rk_agent.types import EvaluateResult, Message
 
-__all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardApp", "RewardEndpoints"]
+__all__ = [
+    "BatchRequest",
+    "BatchResponse",
+    "EvaluateRequest",
+    "RewardApp",
+    "RewardEndpoints",
+    "openapi_schema",
+]
 
 logger = logging.getLogger("rk_agent.server")
 
@@ -338,6 +346,46 @@ class RewardEndpoints:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def openapi_schema(app: FastAPI, name: str) -> dict[str, Any]:
+    """The schema, with the three endpoints that `RewardEndpoints` answers before FastAPI."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+    from fastapi.routing import APIRoute
+
+    async def evaluate(sample: EvaluateRequest) -> EvaluateResult:  # pragma: no cover - docs only
+        raise NotImplementedError
+
+    async def batch(body: BatchRequest) -> BatchResponse:  # pragma: no cover - docs only
+        raise NotImplementedError
+
+    errors: dict[int | str, dict[str, Any]] = {
+        401: {"description": "missing or wrong API key"},
+        403: {"description": "on loopback: sent by a page of another site (its Origin)"},
+        413: {"description": "request body over the size limit"},
+        415: {"description": "the body is not Content-Type: application/json"},
+        421: {"description": "on loopback: a request for another name (its Host)"},
+        431: {"description": "request head over 64 KiB or 100 header fields"},
+    }
+    documented = [
+        APIRoute(
+            path, evaluate, methods=["POST"], response_model=EvaluateResult, responses=errors,
+            name=path.strip("/"), summary=f"Score one sample with {name!r}" + alias,
+        )
+        for path, alias in (("/evaluate", ""), ("/reward", " (reward-kit's name)"))
+    ] + [
+        APIRoute(
+            "/batch", batch, methods=["POST"], response_model=BatchResponse, responses=errors,
+            summary="Score many samples, each on its own, concurrently",
+        )
+    ]  # fmt: skip
+    app.openapi_schema = get_openapi(
+        title=app.title, version=app.version, description=app.description,
+        routes=[*documented, *app.routes],
+    )  # fmt: skip
+    return app.openapi_schema
 
 
 _SEVERAL = b"(several)"  # a Host or Origin sent twice: no name

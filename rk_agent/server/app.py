@@ -101,11 +101,11 @@ from rk_agent.server._endpoints import (
     EvaluateRequest,
     RewardApp,
     RewardEndpoints,
+    openapi_schema,
 )
 from rk_agent.server._logs import AnswerLog, limit_server_logs
 from rk_agent.server._reward_caller import RewardCaller
 from rk_agent.trusted_json import trusted_validator
-from rk_agent.types import EvaluateResult
 
 __all__ = [
     "API_KEY_ENV",
@@ -232,7 +232,7 @@ def create_app(
 
     app.state.body_budget = ByteBudget(budget)  # read by tests and benchmarks
     app.state.caller = caller
-    app.openapi = functools.partial(_openapi, app, caller.name)  # type: ignore[method-assign]
+    app.openapi = functools.partial(openapi_schema, app, caller.name)  # type: ignore[method-assign]
     app.endpoints = RewardEndpoints(
         None, caller=caller, api_key=api_key, max_body_bytes=max_body_bytes,
         max_batches=max_batches, budget=app.state.body_budget, budget_wait_s=body_timeout_s,
@@ -240,42 +240,6 @@ def create_app(
         hosts=None if allowed_hosts is None else HostRule(allowed_hosts),
     )  # fmt: skip
     return app
-
-
-def _openapi(app: FastAPI, name: str) -> dict[str, Any]:
-    """The schema, with the three endpoints that `RewardEndpoints` answers before FastAPI."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    from fastapi.openapi.utils import get_openapi
-    from fastapi.routing import APIRoute
-
-    async def evaluate(sample: EvaluateRequest) -> EvaluateResult:  # pragma: no cover - docs only
-        raise NotImplementedError
-
-    async def batch(body: BatchRequest) -> BatchResponse:  # pragma: no cover - docs only
-        raise NotImplementedError
-
-    errors: dict[int | str, dict[str, Any]] = {
-        401: {"description": "missing or wrong API key"},
-        413: {"description": "request body over the size limit"},
-    }
-    documented = [
-        APIRoute(
-            path, evaluate, methods=["POST"], response_model=EvaluateResult, responses=errors,
-            name=path.strip("/"), summary=f"Score one sample with {name!r}" + alias,
-        )
-        for path, alias in (("/evaluate", ""), ("/reward", " (reward-kit's name)"))
-    ] + [
-        APIRoute(
-            "/batch", batch, methods=["POST"], response_model=BatchResponse, responses=errors,
-            summary="Score many samples, each on its own, concurrently",
-        )
-    ]  # fmt: skip
-    app.openapi_schema = get_openapi(
-        title=app.title, version=app.version, description=app.description,
-        routes=[*documented, *app.routes],
-    )  # fmt: skip
-    return app.openapi_schema
 
 
 def _check_settings(
