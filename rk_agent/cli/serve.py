@@ -6,6 +6,7 @@ import contextlib
 import signal
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 
@@ -53,6 +54,15 @@ def serve(
             "--allow-public", help="Serve a non-loopback address without an API key (trusted net)."
         ),
     ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="On loopback, also answer requests for this host name (repeatable): the name "
+            "a local proxy forwards under. Others get 421; pages of other sites 403.",
+            show_default=False,
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -246,7 +256,7 @@ def serve(
         "tls_key": tls_key, "client_ca": client_ca, "max_wait_s": max_wait,
         "body_budget_bytes": int(body_budget_mb * 1024 * 1024) if body_budget_mb else None,
         "header_timeout_s": header_timeout, "body_timeout_s": body_timeout,
-        "max_connections": max_connections,
+        "max_connections": max_connections, "allowed_hosts": list(allow_host or ()),
     }  # fmt: skip
     with contextlib.ExitStack() as stack:
         if tunnel:
@@ -262,6 +272,8 @@ def serve(
                 f"Public URL: {opened.public_url}/evaluate (through {opened.client.name}; it "
                 "stops with the server)."
             )
+            # The tunnel forwards requests under its public name: answer that name too.
+            options["allowed_hosts"].append(urlsplit(opened.public_url).hostname or "")
         serve_rewards(loaded if workers == 1 else reward, **options)
 
 

@@ -41,6 +41,15 @@ def view(
             help="Serve a non-loopback address without a token (a trusted network only).",
         ),
     ] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="On loopback, also answer requests for this host name (repeatable): the name "
+            "a local proxy forwards under. Others get 421; pages of other sites 403.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Browse runs in a web page: every run and its alarms, a run's episodes with filters and
     histograms, a training run's figures per step as charts (updating while it trains), one
@@ -63,5 +72,6 @@ def view(
         port=port,
         token=token,
         allow_public=allow_public,
+        allowed_hosts=allow_host or (),
         on_ready=announce,
     )

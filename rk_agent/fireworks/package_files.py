@@ -51,7 +51,7 @@ def folder_files(
             reason = f"a link to {real.name}, {target}" if target else None
         if reason is None:
             text = read_text(path)
-            reason = reason_by_content(text, known)
+            reason = reason_by_content(text, known, rel)
             if reason is None:
                 files[rel] = text
                 continue
@@ -77,7 +77,7 @@ def refuse_credentials(path: Path, text: str, known: Mapping[str, str]) -> None:
         ConfigError: ``text`` holds a key format or a known secret's value (the message says
             which and on what line, never the value).
     """
-    reason = reason_by_content(text, known)
+    reason = reason_by_content(text, known, path.name)
     if reason is not None:
         raise ConfigError(
             f"expected {path} to hold no credentials, but it {reason}: a deploy would ship it. "

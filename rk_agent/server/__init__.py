@@ -3,7 +3,8 @@
 Its own package, above `rk_agent.rewards` (it serves rewards; rewards know nothing of it).
 `rk_agent.server.app` documents the endpoints and what each failure gets; ``_endpoints`` holds
 the request handling, ``_reward_caller`` the calls to the reward (`RewardCaller`),
-``_connections`` the deadlines and the connection cap, ``_budget`` the byte budget of bodies,
+``_connections`` the deadlines and the connection cap (TLS handshakes included), ``_heads``
+the head cap and trailers, ``_budget`` the byte budget of bodies,
 ``_logs`` the rate-limited logs and ``_access`` the bind check and TLS. ``rk-agent serve`` is
 its command line.
 

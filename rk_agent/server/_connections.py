@@ -3,7 +3,7 @@
 uvicorn (0.54) sets no deadline on a request head or body: a client that connects and sends
 part of a head holds its socket, and its file descriptor, for as long as it likes, and
 ``limit_concurrency`` only answers 503 once a whole head has arrived.
-`GuardedHttpToolsProtocol` (uvicorn's httptools protocol with three additions) closes that gap:
+`GuardedHttpToolsProtocol` (uvicorn's httptools protocol with these additions) closes that gap:
 
 - a deadline for each request: its head must arrive within ``header_timeout_s`` of the
   connection opening (or of the previous answer on a kept-alive connection), and its body
@@ -12,6 +12,8 @@ part of a head holds its socket, and its file descriptor, for as long as it like
   limit): a new connection past it takes the place of the oldest one that has not sent a
   complete head (a slow client, or an idle kept-alive one), or, when every connection is busy
   with a request, is answered 503 with ``Retry-After`` and closed;
+- a cap on each request head, counted as it arrives, and chunked trailers that never count
+  as headers (`rk_agent.server._heads.HeadLimit`): 431 past it;
 - the lines it logs go through `rk_agent.server._logs.RateLimited` (one line per cause per
   interval, with a count of the rest);
 - an answer with a ``Content-Length`` leaves in one write, its head held until its body's
@@ -19,9 +21,13 @@ part of a head holds its socket, and its file descriptor, for as long as it like
 
 The app sees none of this: a cut connection is a disconnect.
 
-Over TLS the protocol sees a connection only once its handshake is done, so uvicorn's server
-runs on `TlsHandshakeLoop` (``Config(loop=tls_loop(limits))``): asyncio's loop, with the
-handshake held to the head deadline (``header_timeout_s``) instead of asyncio's 60 s.
+Over TLS asyncio tells the protocol of a connection only once its handshake is done, so
+uvicorn's server runs on `TlsHandshakeLoop` (``Config(loop=tls_loop(limits))``): asyncio's
+loop, which hands each connection to its protocol when it is accepted, before the handshake
+(`_Guard.handshake_began`). From then on it counts against ``max_connections`` and waits in
+line with the connections without a head: the oldest is closed to make room (the new one is
+closed when every connection is busy), and a handshake not done within ``header_timeout_s`` is
+cut (asyncio's own handshake timeout, 60 s, is set to that too).
 
 Main names:
     ConnectionLimits: the settings, and the connections waiting for a head.
@@ -43,6 +49,8 @@ from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from rk_agent.server._heads import MAX_HEAD_BYTES, MAX_HEADERS, HeadLimit
 
 __all__ = [
     "BACKLOG",
@@ -75,12 +83,14 @@ def fd_headroom() -> int:
 
 
 class TlsHandshakeLoop(asyncio.SelectorEventLoop):
-    """asyncio's event loop, whose TLS servers give a client ``handshake_timeout_s`` to finish
-    its handshake (the server's ``header_timeout_s``: the time it has to send a head).
+    """asyncio's event loop, whose TLS servers count a connection from its accept, not from
+    the end of its handshake (module docstring), and give a client ``handshake_timeout_s`` to
+    finish its handshake (the server's ``header_timeout_s``: the time it has to send a head).
 
-    uvicorn passes no handshake timeout to ``create_server``; asyncio's default is 60 s, during
-    which a client that stalls its handshake holds a descriptor outside ``max_connections``.
-    Given to uvicorn as ``Config(loop=tls_loop(limits))``.
+    uvicorn passes no handshake timeout to ``create_server``; asyncio's default is 60 s, and
+    asyncio tells the protocol nothing before the handshake is done: 1,100 clients that never
+    sent a ClientHello held 1,100 descriptors outside ``max_connections``. Given to uvicorn as
+    ``Config(loop=tls_loop(limits))``.
     """
 
     def __init__(self, handshake_timeout_s: float) -> None:
@@ -91,6 +101,23 @@ class TlsHandshakeLoop(asyncio.SelectorEventLoop):
         if kwargs.get("ssl") is not None and kwargs.get("ssl_handshake_timeout") is None:
             kwargs["ssl_handshake_timeout"] = self.handshake_timeout_s
         return await super().create_server(*args, **kwargs)
+
+    def _make_ssl_transport(
+        self,
+        rawsock: Any,
+        protocol: Any,
+        sslcontext: Any,
+        waiter: asyncio.Future[Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """asyncio's, called when a connection is accepted: the guarded protocol learns of
+        the connection now, before its handshake."""
+        transport = super()._make_ssl_transport(  # type: ignore[misc]
+            rawsock, protocol, sslcontext, waiter, **kwargs
+        )
+        if kwargs.get("server_side") and waiter is not None and isinstance(protocol, _Guard):
+            protocol.handshake_began(transport, waiter)
+        return transport
 
 
 def tls_loop(limits: ConnectionLimits) -> Callable[[], TlsHandshakeLoop]:
@@ -109,21 +136,33 @@ class ConnectionLimits:
     """
 
     def __init__(
-        self, *, header_timeout_s: float, body_timeout_s: float, max_connections: int
+        self,
+        *,
+        header_timeout_s: float,
+        body_timeout_s: float,
+        max_connections: int,
+        max_head_bytes: int = MAX_HEAD_BYTES,
+        max_headers: int = MAX_HEADERS,
     ) -> None:
         self.header_timeout_s = header_timeout_s
         self.body_timeout_s = body_timeout_s
         self.max_connections = max_connections
+        self.max_head_bytes = max_head_bytes  # read by `HeadLimit`
+        self.max_headers = max_headers
         self.tick_s = min(1.0, max(0.01, min(header_timeout_s, body_timeout_s) / 10))
-        # Connections waiting for a request head, and for a request body: when the wait
-        # began, oldest first (dicts keep insertion order).
+        # Connections waiting for a request head (or in their TLS handshake), and for a
+        # request body: when the wait began, oldest first (dicts keep insertion order).
         self.waiting: dict[_Guard, float] = {}
         self.reading: dict[_Guard, float] = {}
+        self.handshaking: set[_Guard] = set()  # accepted, in their TLS handshake: they count
         self._sweep: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # uvicorn's workers get a pickled Config
-        return {**self.__dict__, "waiting": {}, "reading": {}, "_sweep": None, "_loop": None}
+        return {
+            **self.__dict__, "waiting": {}, "reading": {}, "handshaking": set(), "_sweep": None,
+            "_loop": None,
+        }  # fmt: skip
 
     def watch(self, guard: _Guard, loop: asyncio.AbstractEventLoop, *, head: bool) -> None:
         """Start ``guard``'s wait for a request head (or body) now (last in line)."""
@@ -193,27 +232,56 @@ class _Guard:
         self._armed = False  # whether the limits watch this connection for a deadline
         self._armed_for: Any = None  # the request cycle current when the deadline was set
         self._waiting_for_head = True
+        self._handshake: asyncio.BaseTransport | None = None  # while in its TLS handshake
+
+    def handshake_began(self, transport: asyncio.BaseTransport, done: asyncio.Future[Any]) -> None:
+        """A TLS connection was accepted (by `TlsHandshakeLoop`): it counts from now, and its
+        handshake and head share the head's deadline; ``done`` resolves when the handshake
+        ends, either way."""
+        self._handshake = transport
+        self.limits.handshaking.add(self)
+        done.add_done_callback(self._handshake_ended)
+        if self._admit():
+            self._arm(head=True)
+
+    def _handshake_ended(self, done: asyncio.Future[Any]) -> None:
+        self.limits.handshaking.discard(self)
+        if self._handshake is not None:  # it failed, or was cut: the protocol never started
+            self._handshake = None
+            self._disarm()
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)  # type: ignore[misc]
-        if len(self.connections) > self.limits.max_connections:
-            waiting = self.limits.waiting
-            if not waiting:
-                logger.warning(
-                    "refused a connection: all %d connections (--max-connections) are busy "
-                    "with requests",
-                    self.limits.max_connections,
-                )
-                self._cut(_raw(_REFUSED, "too many connections; retry after 1 s"))
-                return
-            oldest = next(iter(waiting))
-            logger.warning(
-                "closed the oldest connection without a complete request head to make room "
-                "(%d connections, --max-connections)",
-                self.limits.max_connections,
-            )
-            oldest._cut(b"")
+        if self._handshake is not None:  # TLS, handshake done: admitted when it was accepted
+            self._handshake = None
+            self.limits.handshaking.discard(self)
+        elif not self._admit():
+            return
         self._arm(head=True)
+
+    def _admit(self) -> bool:
+        """Make room for this new connection past ``max_connections``: close the oldest one
+        that has not sent a complete head (or finished its TLS handshake); refuse this one
+        (False) when every connection is busy with a request."""
+        limits = self.limits
+        if len(self.connections) + len(limits.handshaking) <= limits.max_connections:
+            return True
+        if not limits.waiting:
+            logger.warning(
+                "refused a connection: all %d connections (--max-connections) are busy with "
+                "requests",
+                limits.max_connections,
+            )
+            self._cut(_raw(_REFUSED, "too many connections; retry after 1 s"))
+            return False
+        oldest = next(iter(limits.waiting))
+        logger.warning(
+            "closed the oldest connection without a complete request head to make room (%d "
+            "connections, --max-connections)",
+            limits.max_connections,
+        )
+        oldest._cut(b"")
+        return True
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)  # type: ignore[misc]
@@ -235,12 +303,17 @@ class _Guard:
 
     def on_response_complete(self) -> None:
         closing = self.transport.is_closing()
-        if not closing:
-            self._disarm()
-            self._arm(head=True)  # the next request's head
-        super().on_response_complete()  # type: ignore[misc]
-        if not closing and self._armed_for is not self.cycle:
-            self._disarm()  # a pipelined request was waiting: its head is in already
+        super().on_response_complete()  # type: ignore[misc]  # starts a pipelined request
+        if closing or self.transport.is_closing():
+            return
+        self._disarm()
+        cycle: Any = self.cycle
+        if cycle is None or cycle.response_complete:
+            self._arm(head=True)  # nothing pipelined: the next request's head
+        elif not self.pipeline and cycle.more_body:  # type: ignore[attr-defined]
+            # A pipelined request, started now: its head was in already (its deadline met
+            # when it came), its body's deadline starts now that reading has resumed.
+            self._arm(head=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -259,7 +332,9 @@ class _Guard:
 
     def _expired(self) -> None:
         """Called by `ConnectionLimits` once the deadline has passed."""
-        if self._waiting_for_head:
+        if self._handshake is not None:
+            part, seconds = "TLS handshake", self.limits.header_timeout_s
+        elif self._waiting_for_head:
             part, seconds = "request head", self.limits.header_timeout_s
         else:
             part, seconds = "request body", self.limits.body_timeout_s
@@ -271,6 +346,11 @@ class _Guard:
     def _cut(self, answer: bytes) -> None:
         """Answer (when the connection is not mid-answer) and close it."""
         self._disarm()
+        if self._handshake is not None:  # nothing can be written before the handshake
+            # On the next turn of the loop: a connection accepted just now starts its TLS
+            # protocol there, and closing before that would be forgotten.
+            self.loop.call_soon(self._handshake.abort)  # type: ignore[attr-defined]
+            return
         if self.transport.is_closing():
             return
         cycle = self.cycle
@@ -317,5 +397,6 @@ class _OneWrite:
         return self._transport.is_closing()
 
 
-class GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):  # type: ignore[misc]
-    """uvicorn's httptools protocol with request deadlines and a connection cap."""
+class GuardedHttpToolsProtocol(_Guard, HeadLimit, HttpToolsProtocol):  # type: ignore[misc]
+    """uvicorn's httptools protocol with request deadlines, a connection cap and a head cap
+    (`rk_agent.server._heads`)."""

@@ -2,8 +2,10 @@
 
 FastAPI's per-request machinery (routing, dependency solving, body parsing) costs about as much
 as the whole scoring path, so `RewardEndpoints` answers ``POST /evaluate``, ``/reward`` and
-``/batch`` (and ``/health``) itself, checks the API key and the body size for every path, and
-hands the rest (the docs, 404s) to FastAPI. `RewardApp` puts it in front of FastAPI's own
+``/batch`` (and ``/health``) itself, checks the names a loopback server answers
+(`rk_agent.binding.HostRule`), the API key and the body size for every path, requires
+``Content-Type: application/json`` on the scoring endpoints (415), and hands the rest (the
+docs, 404s) to FastAPI. `RewardApp` puts it in front of FastAPI's own
 layers too (its error, telemetry and body-limit middleware, which read the environment on
 every request), unless middleware was added to the app: then every request takes FastAPI's
 whole stack, with `RewardEndpoints` inside the added middleware, so that it sees them all.
@@ -13,6 +15,7 @@ Main names (private to `rk_agent.server`, which documents the behaviour):
     EvaluateRequest, BatchRequest, BatchResponse: the wire models.
     RewardEndpoints: the ASGI layer.
     RewardApp: the FastAPI app with `RewardEndpoints` in front.
+    openapi_schema: the OpenAPI schema, with the endpoints `RewardEndpoints` answers.
 """
 
 from __future__ import annotations
@@ -28,13 +31,21 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.middleware import Middleware
 
+from rk_agent.binding import HostRule
 from rk_agent.server._budget import ByteBudget
 from rk_agent.server._logs import AnswerLog
 from rk_agent.server._reward_caller import Misuse, RewardCaller, Saturated
 from rk_agent.trusted_json import validate_trusted_json
 from rk_agent.types import EvaluateResult, Message
 
-__all__ = ["BatchRequest", "BatchResponse", "EvaluateRequest", "RewardApp", "RewardEndpoints"]
+__all__ = [
+    "BatchRequest",
+    "BatchResponse",
+    "EvaluateRequest",
+    "RewardApp",
+    "RewardEndpoints",
+    "openapi_schema",
+]
 
 logger = logging.getLogger("rk_agent.server")
 
@@ -142,8 +153,9 @@ class RewardApp(FastAPI):
 
 
 class RewardEndpoints:
-    """ASGI layer: the API key and body limit on every path, ``/health`` and the three scoring
-    endpoints; everything else goes on to ``app`` (FastAPI's layers below it)."""
+    """ASGI layer: the host names (``hosts``, when set), the API key and the body limit on
+    every path, ``/health`` and the three scoring endpoints; everything else goes on to ``app``
+    (FastAPI's layers below it)."""
 
     def __init__(
         self,
@@ -156,8 +168,10 @@ class RewardEndpoints:
         budget: ByteBudget,
         budget_wait_s: float,
         answers: AnswerLog,
+        hosts: HostRule | None = None,
     ) -> None:
         self.app = app
+        self.hosts = hosts
         self.caller = caller
         self.key = api_key.encode() if api_key else None
         self.max_body_bytes = max_body_bytes
@@ -171,6 +185,19 @@ class RewardEndpoints:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
+        host = origin = kind = length = None
+        for name, value in scope["headers"]:  # one pass over the head's fields
+            if name == b"content-length":
+                length = value  # llhttp refuses a second one
+            elif name == b"content-type":
+                kind = value
+            elif name == b"host":
+                host = value if host is None else _SEVERAL
+            elif name == b"origin":
+                origin = value if origin is None else _SEVERAL
+        if self.hosts is not None and (refused := self.hosts.refusal(host, origin)):
+            await self._answer(send, path, refused[0], _detail(refused[1]))
+            return
         if path == "/health" and scope["method"] == "GET":
             status, state = self.caller.health()
             await _reply(send, status, json.dumps(state).encode())
@@ -187,7 +214,6 @@ class RewardEndpoints:
                     send, path, 401, _detail(problem), {"www-authenticate": "Bearer"}
                 )
                 return
-        length = _content_length(scope["headers"])
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
             shown = f"{length.decode('latin-1')[:20]} bytes"
             await self._answer(send, path, 413, _detail(self._too_large(shown)), _CLOSE)
@@ -196,6 +222,8 @@ class RewardEndpoints:
             await self.app(scope, receive, send)
         elif scope["method"] != "POST":
             await _reply(send, 405, _detail("Method Not Allowed"), {"allow": "POST"})
+        elif kind != b"application/json" and not _is_json(kind):
+            await self._answer(send, path, 415, _detail(_not_json(kind)))
         elif self.caller.saturated():
             await self._busy(send, path)
         else:
@@ -320,11 +348,61 @@ class RewardEndpoints:
                 return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _content_length(headers: list[tuple[bytes, bytes]]) -> bytes | None:
-    for name, value in headers:
-        if name == b"content-length":
-            return value
-    return None
+def openapi_schema(app: FastAPI, name: str) -> dict[str, Any]:
+    """The schema, with the three endpoints that `RewardEndpoints` answers before FastAPI."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    from fastapi.openapi.utils import get_openapi
+    from fastapi.routing import APIRoute
+
+    async def evaluate(sample: EvaluateRequest) -> EvaluateResult:  # pragma: no cover - docs only
+        raise NotImplementedError
+
+    async def batch(body: BatchRequest) -> BatchResponse:  # pragma: no cover - docs only
+        raise NotImplementedError
+
+    errors: dict[int | str, dict[str, Any]] = {
+        401: {"description": "missing or wrong API key"},
+        403: {"description": "on loopback: sent by a page of another site (its Origin)"},
+        413: {"description": "request body over the size limit"},
+        415: {"description": "the body is not Content-Type: application/json"},
+        421: {"description": "on loopback: a request for another name (its Host)"},
+        431: {"description": "request head over 64 KiB or 100 header fields"},
+    }
+    documented = [
+        APIRoute(
+            path, evaluate, methods=["POST"], response_model=EvaluateResult, responses=errors,
+            name=path.strip("/"), summary=f"Score one sample with {name!r}" + alias,
+        )
+        for path, alias in (("/evaluate", ""), ("/reward", " (reward-kit's name)"))
+    ] + [
+        APIRoute(
+            "/batch", batch, methods=["POST"], response_model=BatchResponse, responses=errors,
+            summary="Score many samples, each on its own, concurrently",
+        )
+    ]  # fmt: skip
+    app.openapi_schema = get_openapi(
+        title=app.title, version=app.version, description=app.description,
+        routes=[*documented, *app.routes],
+    )  # fmt: skip
+    return app.openapi_schema
+
+
+_SEVERAL = b"(several)"  # a Host or Origin sent twice: no name
+
+
+def _is_json(kind: bytes | None) -> bool:
+    """Whether a ``Content-Type`` is JSON (``application/json``, with parameters or not)."""
+    return kind is not None and kind.partition(b";")[0].strip().lower() == b"application/json"
+
+
+def _not_json(kind: bytes | None) -> str:
+    got = "no Content-Type" if kind is None else repr(kind.decode("latin-1")[:100])
+    return (
+        f"expected Content-Type: application/json, got {got}; send the sample as JSON with "
+        "that header (the reward server reads no other body, so that a page on another site, "
+        "which can send text/plain without asking, cannot have a sample scored)."
+    )
 
 
 def _not_utf8(body: bytes) -> str | None:

@@ -197,21 +197,27 @@ class RewardCaller:
         self._sweep_loop: asyncio.AbstractEventLoop | None = None
 
     def expected_wait(self) -> float:
-        """Seconds a new sample would wait for a thread (``inf`` when every thread is stuck)."""
+        """Seconds a new sample would wait for a thread (``inf`` when every thread is stuck).
+
+        Stuck threads (`stuck`, reported by `health`) are left out: the wait is the other
+        threads' work over the other threads."""
         queued = self.pool.queued()
         if not queued and len(self.pool.running) < self.pool.size:
             return 0.0  # a thread is free
-        free = self.pool.size - self.stuck()
-        if free <= 0:
-            return float("inf")
         # Each queued call runs as long as the calls that finished did, on average. What a call
         # running now has left: the rest of that average, or, once it is past it, as long
         # again as it has run (a call that runs long tends to run on). A running call's age
         # is not the queue's run time: a quick call kept from the GIL for 40 ms by a burst of
         # requests is not a 40 ms reward, and 255 queued samples times 40 ms would shed them.
-        now, service = time.monotonic(), self.pool.service_s
+        # A stuck call (past the timeout) never frees its thread: neither its thread nor its
+        # age counts (its age grew without bound and shed work the other threads could do).
+        now, service, after = time.monotonic(), self.pool.service_s, self.stuck_after_s
         ages = [now - begun for begun in list(self.pool.running.values())]
-        left = sum(max(service - age, age) for age in ages)
+        live = [age for age in ages if age <= after]
+        free = self.pool.size - (len(ages) - len(live))
+        if free <= 0:
+            return float("inf")
+        left = sum(max(service - age, age) for age in live)
         return (left + queued * service) / free
 
     def saturated(self) -> bool:
@@ -222,9 +228,14 @@ class RewardCaller:
             return True
         return self.expected_wait() > self.max_wait_s
 
+    @property
+    def stuck_after_s(self) -> float:
+        """A call running longer than this is stuck: the timeout, else `STUCK_AFTER_S`."""
+        return self.timeout_s or self.STUCK_AFTER_S
+
     def stuck(self) -> int:
         """Worker threads whose reward has run past the timeout (they cannot be stopped)."""
-        return self.pool.stuck(self.timeout_s or self.STUCK_AFTER_S)
+        return self.pool.stuck(self.stuck_after_s)
 
     def health(self) -> tuple[int, dict[str, Any]]:
         """``/health``: 200 while a sample can be scored, 503 once every thread is stuck.
@@ -239,7 +250,7 @@ class RewardCaller:
         state.update(threads=self.pool.size, stuck=stuck, queued=self.pool.queued())
         state["detail"] = (
             f"{stuck} of {self.pool.size} worker threads are stuck in reward {self.name!r} "
-            f"(running past {self.timeout_s or self.STUCK_AFTER_S:g} s; a thread cannot be "
+            f"(running past {self.stuck_after_s:g} s; a thread cannot be "
             "stopped)"
         )
         if stuck >= self.pool.size:

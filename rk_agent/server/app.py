@@ -28,12 +28,18 @@ What each failure gets:
 - the reward runs past the per-sample timeout: **200** with ``is_score_valid: false`` and
   ``error: "TimeoutError: ..."``. A timeout is a property of the sample (code that loops
   forever), like an exception, so the client gets it at once and does not retry it;
+- a server on a loopback address gets a request for another name (its ``Host``) or from a page
+  of another site (its ``Origin``): **421** or **403** (`rk_agent.binding.HostRule`; DNS
+  rebinding, pages that post to ``127.0.0.1``);
+- a scoring endpoint gets a body whose ``Content-Type`` is not ``application/json``: **415**;
 - a configured API key is missing or wrong: **401** (``/health`` and the docs stay open: they
   show the reward's name and the request schema, no data);
 - the body is larger than the limit: **413** (checked on ``Content-Length`` and while reading a
   chunked body), and the connection closes;
 - a request head or body that does not arrive in time (`serve_rewards`' deadlines): **408**,
   and the connection closes;
+- a request head over 64 KiB or 100 header fields: **431**, and the connection closes
+  (`rk_agent.server._heads`);
 - a sample would wait for a thread past ``max_wait_s`` (or has), the body budget stays full,
   or every connection is busy: **503** with ``Retry-After: 1``.
 
@@ -66,18 +72,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import json
 import logging
-import os
 import threading
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 
-from rk_agent.binding import check_port, is_loopback
+from rk_agent.binding import HostRule, check_port, is_loopback
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.decorator import AnyRewardFn
 from rk_agent.rewards.registry import RewardLike, get_reward_function
@@ -97,11 +101,11 @@ from rk_agent.server._endpoints import (
     EvaluateRequest,
     RewardApp,
     RewardEndpoints,
+    openapi_schema,
 )
 from rk_agent.server._logs import AnswerLog, limit_server_logs
 from rk_agent.server._reward_caller import RewardCaller
 from rk_agent.trusted_json import trusted_validator
-from rk_agent.types import EvaluateResult
 
 __all__ = [
     "API_KEY_ENV",
@@ -141,8 +145,6 @@ DEFAULT_MAX_CONNECTIONS = 1000
 _GC_YOUNG = 20_000
 """Allocations between two collections of the youngest objects while serving (Python's 700)."""
 
-_SETTINGS_ENV = "RK_AGENT_SERVE_SETTINGS"  # how `workers > 1` hands the settings to each worker
-
 
 # --------------------------------------------------------------------------------------------
 # The app
@@ -160,6 +162,7 @@ def create_app(
     max_wait_s: float = DEFAULT_MAX_WAIT_S,
     body_budget_bytes: int | None = None,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
     """The FastAPI app that serves ``reward`` (see the module docstring for the endpoints).
 
@@ -184,6 +187,11 @@ def create_app(
             ``body_timeout_s``, then gets 503.
         body_timeout_s: the longest wait for the body budget (`serve_rewards` also cuts a body
             that takes longer to arrive).
+        allowed_hosts: ``None`` answers requests for any ``Host`` (a server on a public
+            address, or behind a gateway that checks names, as on AWS Lambda); a list, even
+            empty, answers loopback names and these only, and pages of those names only
+            (`rk_agent.binding.HostRule`): what `serve_rewards` and `serving` set on a loopback
+            address.
 
     Raises:
         ConfigError: a setting is out of range; UnknownNameError / RewardLoadError: the reward
@@ -224,49 +232,14 @@ def create_app(
 
     app.state.body_budget = ByteBudget(budget)  # read by tests and benchmarks
     app.state.caller = caller
-    app.openapi = functools.partial(_openapi, app, caller.name)  # type: ignore[method-assign]
+    app.openapi = functools.partial(openapi_schema, app, caller.name)  # type: ignore[method-assign]
     app.endpoints = RewardEndpoints(
         None, caller=caller, api_key=api_key, max_body_bytes=max_body_bytes,
         max_batches=max_batches, budget=app.state.body_budget, budget_wait_s=body_timeout_s,
         answers=AnswerLog(),
+        hosts=None if allowed_hosts is None else HostRule(allowed_hosts),
     )  # fmt: skip
     return app
-
-
-def _openapi(app: FastAPI, name: str) -> dict[str, Any]:
-    """The schema, with the three endpoints that `RewardEndpoints` answers before FastAPI."""
-    if app.openapi_schema:
-        return app.openapi_schema
-    from fastapi.openapi.utils import get_openapi
-    from fastapi.routing import APIRoute
-
-    async def evaluate(sample: EvaluateRequest) -> EvaluateResult:  # pragma: no cover - docs only
-        raise NotImplementedError
-
-    async def batch(body: BatchRequest) -> BatchResponse:  # pragma: no cover - docs only
-        raise NotImplementedError
-
-    errors: dict[int | str, dict[str, Any]] = {
-        401: {"description": "missing or wrong API key"},
-        413: {"description": "request body over the size limit"},
-    }
-    documented = [
-        APIRoute(
-            path, evaluate, methods=["POST"], response_model=EvaluateResult, responses=errors,
-            name=path.strip("/"), summary=f"Score one sample with {name!r}" + alias,
-        )
-        for path, alias in (("/evaluate", ""), ("/reward", " (reward-kit's name)"))
-    ] + [
-        APIRoute(
-            "/batch", batch, methods=["POST"], response_model=BatchResponse, responses=errors,
-            summary="Score many samples, each on its own, concurrently",
-        )
-    ]  # fmt: skip
-    app.openapi_schema = get_openapi(
-        title=app.title, version=app.version, description=app.description,
-        routes=[*documented, *app.routes],
-    )  # fmt: skip
-    return app.openapi_schema
 
 
 def _check_settings(
@@ -303,7 +276,12 @@ def _check_limits(**seconds: float) -> None:
 
 @dataclass(frozen=True)
 class _Settings:
-    """What each uvicorn worker needs to build the app (travels as JSON in an env var)."""
+    """What each uvicorn worker needs to build the app.
+
+    With ``workers > 1`` it travels inside uvicorn's ``Config``, which each worker gets
+    pickled through the pipe that starts it (``multiprocessing``'s spawn): never in an
+    environment variable, which every process a reward starts would inherit, API key included.
+    """
 
     reward: str | None
     config: str | None
@@ -317,6 +295,7 @@ class _Settings:
     max_wait_s: float = DEFAULT_MAX_WAIT_S
     body_budget_bytes: int | None = None
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    allowed_hosts: tuple[str, ...] | None = None
 
     def load_reward(self) -> AnyRewardFn:
         return load_served_reward(self.reward, self.config, sandbox=self.sandbox)
@@ -327,7 +306,11 @@ class _Settings:
             max_body_bytes=self.max_body_bytes, timeout_s=self.timeout_s, threads=self.threads,
             max_queue=self.max_queue, max_batches=self.max_batches, max_wait_s=self.max_wait_s,
             body_budget_bytes=self.body_budget_bytes, body_timeout_s=self.body_timeout_s,
+            allowed_hosts=self.allowed_hosts,
         )  # fmt: skip
+
+    def __repr__(self) -> str:  # a Config in a traceback or a log shows no key
+        return f"_Settings(reward={self.reward!r}, config={self.config!r}, ...)"
 
 
 def load_served_reward(
@@ -388,6 +371,7 @@ def serve_rewards(
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
     """Serve a reward with uvicorn until SIGINT/SIGTERM (in-flight requests finish first).
 
@@ -397,8 +381,8 @@ def serve_rewards(
         host: the address to bind; anything but loopback needs ``api_key`` or ``allow_public``.
         port: the TCP port.
         workers: uvicorn worker processes. Above 1 the reward must be given by name or path
-            (each worker loads it); the settings reach the workers through an environment
-            variable.
+            (each worker loads it); the settings, API key included, reach each worker through
+            the pipe that starts it, never through the environment.
         api_key, timeout_s, max_body_bytes, threads, max_queue, max_batches, max_wait_s,
             body_budget_bytes: as in `create_app`.
         allow_public: serve a non-loopback address without a key.
@@ -411,6 +395,10 @@ def serve_rewards(
         max_connections: open connections at most, lowered to fit the file descriptor limit
             (``ulimit -n`` less 384); past it a new connection replaces the oldest one without
             a complete request head, or gets 503.
+        allowed_hosts: on a loopback ``host``, more names to answer besides the loopback ones
+            (``--allow-host``: the name a local proxy or a tunnel forwards requests under);
+            any other ``Host`` gets 421 and a page of another site 403
+            (`rk_agent.binding.HostRule`). A public address answers any name.
         log_level: uvicorn's log level.
         sandbox: for a reward that runs model code: ``"bwrap"`` (isolated, the default) or
             ``"process"`` (no isolation, opt-in), fixed for every request (see
@@ -450,6 +438,7 @@ def serve_rewards(
         reward if isinstance(reward, str) else None, str(config) if config else None,
         api_key, max_body_bytes, timeout_s, threads, max_queue, max_batches, sandbox,
         max_wait_s, body_budget_bytes, body_timeout_s,
+        tuple(allowed_hosts) if is_loopback(host) else None,
     )  # fmt: skip
     loaded = load_served_reward(reward, config, sandbox=sandbox)
     limits = ConnectionLimits(
@@ -466,20 +455,11 @@ def serve_rewards(
         _freeze_heap()
         uvicorn.Server(_uvicorn_config(app, limits, **options)).run()
         return
-    previous = os.environ.get(_SETTINGS_ENV)
-    os.environ[_SETTINGS_ENV] = json.dumps(asdict(settings))
-    try:
-        from uvicorn.supervisors import Multiprocess
+    from uvicorn.supervisors import Multiprocess
 
-        multi = _uvicorn_config(
-            f"{__name__}:_app_from_environment", limits, factory=True, workers=workers, **options
-        )
-        Multiprocess(multi, sockets=[multi.bind_socket()]).run()
-    finally:
-        if previous is None:
-            os.environ.pop(_SETTINGS_ENV, None)
-        else:
-            os.environ[_SETTINGS_ENV] = previous
+    worker_app = functools.partial(_app_of_worker, settings)  # pickled into each worker
+    multi = _uvicorn_config(worker_app, limits, factory=True, workers=workers, **options)
+    Multiprocess(multi, sockets=[multi.bind_socket()]).run()
 
 
 def _uvicorn_config(app: Any, limits: ConnectionLimits, **options: Any) -> Any:
@@ -495,13 +475,11 @@ def _uvicorn_config(app: Any, limits: ConnectionLimits, **options: Any) -> Any:
     return config
 
 
-def _app_from_environment() -> FastAPI:
-    """The app of one uvicorn worker (``workers > 1``), built from ``RK_AGENT_SERVE_SETTINGS``."""
-    raw = os.environ.get(_SETTINGS_ENV)
-    if not raw:
-        raise ConfigError(f"{_SETTINGS_ENV} is not set: start workers with serve_rewards().")
+def _app_of_worker(settings: _Settings) -> FastAPI:
+    """The app of one uvicorn worker (``workers > 1``): uvicorn's factory, with the settings
+    it was pickled with."""
     limit_server_logs()  # each worker is a fresh process
-    app = _Settings(**json.loads(raw)).app()
+    app = settings.app()
     _freeze_heap()
     return app
 
@@ -535,10 +513,12 @@ def serving(
 ) -> Iterator[str]:
     """Run a reward server in a background thread; yield its base URL (``http://host:port``).
 
-    For tests and notebooks. ``options`` go to `create_app`; a ready FastAPI app is served as
-    it is. ``tls_cert``/``tls_key`` serve HTTPS (the URL starts ``https://``), ``client_ca``
-    requires client certificates (`tls_options`); ``header_timeout_s``, ``body_timeout_s`` and
-    ``max_connections`` as in `serve_rewards` (``body_timeout_s`` also goes to `create_app`).
+    For tests and notebooks. ``options`` go to `create_app` (on a loopback ``host``,
+    ``allowed_hosts`` defaults to ``()``: loopback names only, as `serve_rewards`); a ready
+    FastAPI app is served as it is. ``tls_cert``/``tls_key`` serve HTTPS (the URL starts
+    ``https://``), ``client_ca`` requires client certificates (`tls_options`);
+    ``header_timeout_s``, ``body_timeout_s`` and ``max_connections`` as in `serve_rewards`
+    (``body_timeout_s`` also goes to `create_app`).
     Leaving the block shuts the server down
     (in-flight requests finish first).
 
@@ -549,11 +529,11 @@ def serving(
     """
     import uvicorn
 
-    app = (
-        app_or_reward
-        if isinstance(app_or_reward, FastAPI)
-        else create_app(app_or_reward, body_timeout_s=body_timeout_s, **options)
-    )
+    if isinstance(app_or_reward, FastAPI):
+        app = app_or_reward
+    else:
+        options.setdefault("allowed_hosts", () if is_loopback(host) else None)
+        app = create_app(app_or_reward, body_timeout_s=body_timeout_s, **options)
     tls = tls_options(tls_cert, tls_key, client_ca)
     limits = ConnectionLimits(
         header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s,

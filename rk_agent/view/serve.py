@@ -2,7 +2,9 @@
 
 The rule is the other servers' (`rk_agent.binding`): loopback by default; a non-loopback
 address needs a token (or an explicit ``allow_public`` on a trusted network), and the port is
-checked before anything claims to be serving.
+checked before anything claims to be serving. On a loopback address the viewer answers only
+loopback names and pages of them (`rk_agent.binding.LoopbackNames`): a page on another site,
+even one whose name DNS rebinding points at ``127.0.0.1``, reads no run.
 
 Main names: `serve_view`, `check_address`.
 """
@@ -13,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rk_agent.binding import check_port, is_loopback
+from rk_agent.binding import LoopbackNames, check_port, is_loopback
 from rk_agent.errors import ConfigError
 
 __all__ = ["check_address", "serve_view"]
@@ -42,6 +44,7 @@ def serve_view(
     port: int = 8765,
     token: str | None = None,
     allow_public: bool = False,
+    allowed_hosts: Iterable[str] = (),
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Find the runs under ``paths`` and serve their pages until interrupted.
@@ -52,6 +55,8 @@ def serve_view(
         token: the token every request must carry; required off loopback unless
             ``allow_public``.
         allow_public: serve a non-loopback address without a token.
+        allowed_hosts: on a loopback ``host``, more host names to answer (``--allow-host``);
+            any other ``Host`` gets 421 and a page of another site 403.
         on_ready: called with the page's URL once the server listens.
 
     Raises:
@@ -64,9 +69,10 @@ def serve_view(
 
     catalog = find_runs(paths)
     check_address(host, port, token=token, allow_public=allow_public)
-    config = uvicorn.Config(
-        make_app(catalog, token=token), host=host, port=port, log_level="warning"
-    )
+    app: Any = make_app(catalog, token=token)
+    if is_loopback(host):
+        app = LoopbackNames(app, allowed_hosts)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     server = uvicorn.Server(config)
     if on_ready is not None:
         startup = server.startup

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import signal
@@ -213,6 +214,46 @@ def test_several_workers_share_the_port(rewards_file: Path) -> None:
     output = "".join(lines)
     assert "2 workers, auth on" in output and output.count("Started server process") == 2
     assert SECRET not in output
+
+
+SPY = """
+import json, os, subprocess, sys
+
+def spy(response: str, ground_truth: str) -> float:
+    \"\"\"Writes the environment a process it starts gets to the file ``ground_truth``.\"\"\"
+    child = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+    with open(ground_truth, "w") as out:
+        out.write(subprocess.run(child, capture_output=True, text=True, check=True).stdout)
+    return 1.0
+"""
+
+
+@pytest.mark.slow
+def test_several_workers_hand_no_process_a_reward_starts_the_key(tmp_path: Path) -> None:
+    # Issue 38: `serve --workers N` gave the workers their settings, API key included, in an
+    # environment variable that every process a reward started inherited.
+    (tmp_path / "spy_rewards.py").write_text(SPY)
+    env = {k: v for k, v in os.environ.items() if k != "RK_AGENT_SERVER_API_KEY"}
+    seen = tmp_path / "environment.json"
+    args = (f"{tmp_path / 'spy_rewards.py'}::spy", "--workers", "2", "--api-key", SECRET)
+    with running(*args, "--no-access-log", env=env) as (url, _, _lines):
+        answer = httpx.post(
+            f"{url}/evaluate", json={"messages": CHAT, "ground_truth": str(seen)},
+            headers={"Authorization": f"Bearer {SECRET}"}, timeout=30,
+        )  # fmt: skip
+    assert answer.status_code == 200 and answer.json()["score"] == 1.0
+    environment = json.loads(seen.read_text())
+    assert environment  # a real environment, PATH and all
+    assert not [name for name, value in environment.items() if SECRET in value]
+
+
+def test_allow_host_answers_a_proxys_name_and_no_other() -> None:
+    sample = {"messages": [*CHAT[:1], {"role": "assistant", "content": "<answer>4</answer>"}]}
+    with running("format", "--allow-host", "rewards.example", "--no-access-log") as (url, _, _l):
+        named = httpx.post(f"{url}/evaluate", json=sample, headers={"Host": "rewards.example"})
+        other = httpx.post(f"{url}/evaluate", json=sample, headers={"Host": "attacker.test"})
+        own = httpx.post(f"{url}/evaluate", json=sample)
+    assert (named.status_code, other.status_code, own.status_code) == (200, 421, 200)
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import select
 import signal
 import socket
 import ssl
@@ -223,3 +224,35 @@ def test_a_stalled_tls_handshake_is_cut_at_the_head_deadline(pki: Pki) -> None:
             assert stalled.recv(4096) == b""  # closed by the server, not by the timeout
         context = client_context(pki)
         assert httpx.get(f"{url}/health", verify=context).json()["reward"] == "format"
+
+
+def test_connections_in_their_tls_handshake_count_and_make_room_for_real_clients(
+    pki: Pki,
+) -> None:
+    # Issue 38: idle connections that never sent a ClientHello were outside --max-connections
+    # (1,100 of them took every descriptor; 1 of 5 clients with a certificate got through).
+    # Now each counts from its accept, and the oldest makes room, as a plain one does.
+    limit = 20
+    tls = {"tls_cert": pki.server_cert, "tls_key": pki.server_key, "client_ca": pki.client_ca}
+    with serving("format", max_connections=limit, header_timeout_s=60, **tls) as url:
+        host, port = url.removeprefix("https://").rsplit(":", 1)
+        idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(3 * limit)]
+        try:
+            good = client_context(pki, pki.client_cert, pki.client_key)
+            answers = [httpx.get(f"{url}/health", verify=good, timeout=10) for _ in range(5)]
+            time.sleep(0.2)
+            readable, _, _ = select.select(idle, [], [], 1.0)
+            closed = set()
+            for sock in readable:  # nothing else comes to a connection that sent nothing
+                try:
+                    if not sock.recv(4096):
+                        closed.add(sock)
+                except ConnectionResetError:
+                    closed.add(sock)
+            still_open = [sock for sock in idle if sock not in closed]
+        finally:
+            for sock in idle:
+                sock.close()
+    assert [a.status_code for a in answers] == [200] * 5
+    assert len(still_open) <= limit  # the rest were closed, oldest first
+    assert set(still_open) <= set(idle[-limit:])

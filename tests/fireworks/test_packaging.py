@@ -181,7 +181,10 @@ def test_secret_looking_files_of_an_included_folder_are_left_out(
     assert sorted(Path(p.path).name for p in package.left_out) == sorted(
         [".env", ".env.local", "server.pem", "deploy.key", "auth.ini", "credentials.json"]
     )
-    named = package_reward(f"{reward_file}::exact", directory="e", include=[data / ".env"])
+    own = tmp_path / "own"  # a .env named on purpose is packed, when it holds no key
+    own.mkdir()
+    (own / ".env").write_text("REWARD_MODE=strict\n")
+    named = package_reward(f"{reward_file}::exact", directory="e", include=[own / ".env"])
     assert named.left_out == () and any(k.endswith(".env") for k in named.files)
 
 

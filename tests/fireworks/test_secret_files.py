@@ -53,6 +53,10 @@ KEYS = {
         ("credentials", "a credentials file"),
         ("auth.ini", "a credentials file"),
         (".aws/config", "in a credentials folder (.aws/)"),
+        (".pgpass", "PostgreSQL passwords"),
+        (".mylogin.cnf", "MySQL login paths"),
+        ("prod.kubeconfig", "a kubeconfig"),
+        ("huggingface/stored_tokens", "a token file"),
         ("home/.ssh/known_hosts", "in a credentials folder (.ssh/)"),
     ],
 )
@@ -110,3 +114,37 @@ def test_the_docstring_examples_run() -> None:
     import rk_agent.fireworks.secret_files as module
 
     assert doctest.testmod(module).failed == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [("my.cnf", "[client]\npassword=hunter2\n", "holds a password setting, password (line 2)"),
+     ("k.yaml", "users:\n- user:\n    token: abcdef0123456789\n",
+      "holds a key or token setting, token (line 3)"),
+     ("k.yaml", "users:\n- user:\n    client-key-data: LS0tLS1CRUdJTg==\n",
+      "holds a kubeconfig client key (line 3)"),
+     ("a.json", '{"a": 1, "apiKey": "abcdef0123456789"}',
+      "holds a key or token setting, apiKey (line 1)"),
+     ("settings", "[default]\napi_key = abcdef0123456789\n",
+      "holds a key or token setting, api_key (line 2)"),
+     ("app.toml", '[db]\n"password" = "pa55word"\n',
+      "holds a password setting, password (line 2)")],
+)  # fmt: skip
+def test_a_settings_file_with_a_secret_written_out_is_found(
+    name: str, text: str, reason: str
+) -> None:
+    assert reason_by_content(text, {}, name) == reason
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("my.cnf", "[client]\npassword=${DB_PASSWORD}\n"), ("a.yaml", "token: null\napi_key: ''\n"),
+     ("a.json", '{"api_key": "<your key here>", "token": "Paris-is-a-capital"}'),
+     ("tokenizer_config.json", '{"eos_token": "</s>", "image_token": "<image>"}'),
+     ("tasks.json", '{"secret_word": "apple"}'), ("c.yaml", "api_key_env: JUDGE_API_KEY\n"),
+     ("reward.py", 'password = "hunter22"\n'), ("notes.md", "password = hunter22\n")],
+)  # fmt: skip
+def test_settings_that_only_name_a_secret_and_files_that_are_not_settings_hold_none(
+    name: str, text: str
+) -> None:
+    assert reason_by_content(text, {}, name) is None

@@ -132,6 +132,52 @@ def test_every_target_writes_its_ignore_file_and_lists_what_it_left_out(
         assert lines[-1] == "!cert.pem"  # named on purpose: it stays in the image
 
 
+CREDENTIALS = {  # issue 38: a deploy context packed each of these (the values are made up)
+    ".pgpass": ("db.internal:5432:rewards:scorer:pg-pass-4f9a2c\n", "PostgreSQL passwords"),
+    "my.cnf": ("[client]\nuser = scorer\npassword=my-pass-77e1\n",
+               "holds a password setting, password (line 3)"),
+    "cluster.yaml": ("apiVersion: v1\nkind: Config\nusers:\n- name: scorer\n  user:\n"
+                     "    token: kube-token-3c9d5e7f1a2b4c6d\n",
+                     "holds a key or token setting, token (line 6)"),
+    "service.json": ('{"endpoint": "https://judge.internal", "api_key": "judge-key-8a7b6c5d"}',
+                     "holds a key or token setting, api_key (line 1)"),
+    "db.json": ('{\n  "host": "db.internal",\n  "password": "db-pass-1234"\n}\n',
+                "holds a password setting, password (line 3)"),
+    "wandb/settings": ("[default]\nentity = me\napi_key = 0123456789abcdef0123456789abcdef0123\n",
+                       "holds a key or token setting, api_key (line 3)"),
+    "huggingface/stored_tokens": ("[work]\nhf_token = hub-token-abcdef0123456789\n",
+                                  "a token file"),
+    "huggingface/token": ("hub-token-abcdef0123456789\n", "a token file"),
+}  # fmt: skip
+HARMLESS = {  # settings that only name a secret, and data that looks like one
+    "config.yaml": "api_key_env: JUDGE_API_KEY\npassword_file: /run/secrets/db\ntoken: null\n",
+    "tokenizer_config.json": '{"eos_token": "</s>", "image_token": "<image>"}',
+    "tasks.json": '[{"secret_word": "apple", "token": "Paris"}]',
+    "client.cnf": "[client]\nuser = scorer\npassword = ${DB_PASSWORD}\n",
+}
+
+
+def test_a_deploy_context_packs_no_password_key_or_token_file(
+    rewards_file: Path, tmp_path: Path
+) -> None:
+    data = rewards_file.parent / "data"
+    for name, text in {**{n: t for n, (t, _) in CREDENTIALS.items()}, **HARMLESS}.items():
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text(text)
+    out = tmp_path / "ctx"
+    done = rk("deploy", f"{rewards_file}::exact", "--target", "docker", "-o", str(out),
+              "--include", str(data))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for name, (_, reason) in CREDENTIALS.items():
+        assert f"Left out: {data / name} ({reason})\n" in done.stdout
+        assert not (out / "data" / name).exists()
+    packed = "".join(p.read_text() for p in out.rglob("*") if p.is_file() and p.suffix != ".whl")
+    for text, _ in CREDENTIALS.values():
+        assert text not in packed
+    for name, text in HARMLESS.items():
+        assert (out / "data" / name).read_text() == text
+
+
 def test_a_symlink_out_of_the_project_is_one_line(rewards_file: Path, tmp_path: Path) -> None:
     data = rewards_file.parent / "data"
     data.mkdir()

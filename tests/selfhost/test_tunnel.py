@@ -132,7 +132,17 @@ def test_serve_tunnel_prints_the_public_url_and_stops_the_client_with_the_server
     assert process.stdout is not None
     lines = [process.stdout.readline(), process.stdout.readline()]
     if stopped == "while serving":
-        _wait_until_up(f"http://127.0.0.1:{port}", process)
+        local = f"http://127.0.0.1:{port}"
+        _wait_until_up(local, process)
+        # The tunnel forwards requests under its public name: the server answers it (and
+        # only it, besides loopback names).
+        sample = {"messages": [{"role": "assistant", "content": "4"}]}
+        auth = {"Authorization": f"Bearer {KEY}"}
+        through = httpx.post(f"{local}/evaluate", json=sample,
+                             headers={**auth, "Host": PUBLIC.removeprefix("https://")})  # fmt: skip
+        other = httpx.post(f"{local}/evaluate", json=sample,
+                           headers={**auth, "Host": "attacker.test"})  # fmt: skip
+        assert (through.status_code, other.status_code) == (200, 421)
     process.send_signal(signal.SIGTERM)
     rest, _ = process.communicate(timeout=30)
     assert lines == [

@@ -27,6 +27,7 @@ from rk_agent.types import EvaluateResult
 
 SECRET = "rk-server-SECRET-0123456789abcdef"
 CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+JSON = {"content-type": "application/json"}
 
 
 @reward_function
@@ -198,7 +199,7 @@ def test_bad_input_gets_422_naming_the_field(url: str) -> None:
     assert error["msg"].startswith("Input should be 'system', 'developer', 'user'")
     in_batch = post(url + "/batch", {"samples": [{"messages": CHAT}, {"messages": "hi"}]})
     assert in_batch.json()["detail"][0]["loc"] == ["body", "samples", 1, "messages"]
-    not_json = httpx.post(url + "/evaluate", content=b"{not json", timeout=10)
+    not_json = httpx.post(url + "/evaluate", content=b"{not json", headers=JSON, timeout=10)
     assert not_json.status_code == 422
     assert not_json.json()["detail"][0]["type"] == "json_invalid"
 
@@ -491,9 +492,7 @@ def test_two_authorization_headers_are_refused_whichever_comes_last() -> None:
 def test_a_body_that_is_not_utf8_gets_a_400_that_says_so(path: str) -> None:
     body = b'{"messages": [{"role": "user", "content": "\xff\xfe"}], "ground_truth": "4"}'
     with serving(exact) as url:
-        response = httpx.post(
-            url + path, content=body, headers={"content-type": "application/json"}, timeout=10
-        )
+        response = httpx.post(url + path, content=body, headers=JSON, timeout=10)
     assert response.status_code == 400  # a 4xx: the remote client does not retry it
     assert response.json() == {
         "detail": "request body is not valid UTF-8: byte 0xff at offset 43 (invalid start "
@@ -511,10 +510,11 @@ def test_body_size_limit() -> None:
             data = json.dumps(big).encode()
             yield from (data[i : i + 500] for i in range(0, len(data), 500))
 
-        streamed = httpx.post(url + "/evaluate", content=chunks(), timeout=10)
+        streamed = httpx.post(url + "/evaluate", content=chunks(), headers=JSON, timeout=10)
         small_streamed = httpx.post(
-            url + "/evaluate", content=iter([json.dumps({"messages": CHAT}).encode()]), timeout=10
-        )
+            url + "/evaluate", content=iter([json.dumps({"messages": CHAT}).encode()]),
+            headers=JSON, timeout=10,
+        )  # fmt: skip
     assert small.status_code == 200
     assert declared.status_code == 413
     length = len(declared.request.content)
@@ -662,6 +662,43 @@ def test_health_reports_stuck_threads_and_turns_unhealthy_when_none_can_score() 
     assert scored.json()["score"] == 1.0
 
 
+@reward_function
+def napping(response: str, ground_truth: str) -> float:
+    """Sleeps ``ground_truth`` seconds; ``"slow"`` blocks until the test releases it."""
+    if ground_truth == "slow":
+        RELEASE_SLOW.wait(timeout=30)
+    else:
+        threading.Event().wait(float(ground_truth))
+    return 1.0
+
+
+def test_a_stuck_thread_does_not_make_the_server_refuse_work_its_free_threads_can_do() -> None:
+    # Issue 38: the stuck thread's age counted in the expected wait, so once it was a few
+    # seconds old a sample the free threads could soon take got 503, and more so as it aged.
+    RELEASE_SLOW.clear()
+    sample = {"messages": CHAT, "ground_truth": "0.3"}
+
+    async def burst(url: str) -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            first = [asyncio.create_task(client.post("/evaluate", json=sample)) for _ in range(3)]
+            await asyncio.sleep(0.1)  # the three free threads are busy: the next one waits
+            last = await client.post("/evaluate", json=sample)
+            return [*(await asyncio.gather(*first)), last]
+
+    try:
+        with serving(napping, timeout_s=0.8, threads=4, max_wait_s=1.0) as url:
+            assert post(url + "/evaluate", sample).json()["score"] == 1.0  # 0.3 s a call
+            post(url + "/evaluate", {**sample, "ground_truth": "slow"})  # its thread hangs
+            threading.Event().wait(3.0)  # the stuck call is ~4 s old, 4 times --max-wait
+            health = httpx.get(url + "/health").json()
+            answers = asyncio.run(burst(url))  # the last waits ~0.2 s for a thread
+    finally:
+        RELEASE_SLOW.set()
+    assert (health["status"], health["stuck"]) == ("degraded", 1)
+    assert [a.status_code for a in answers] == [200] * 4
+    assert [a.json()["score"] for a in answers] == [1.0] * 4
+
+
 def test_the_defaults_shed_nothing_a_trivial_reward_serves_at_256_connections() -> None:
     body = json.dumps({"messages": CHAT, "ground_truth": "4"}).encode()
 
@@ -670,8 +707,8 @@ def test_the_defaults_shed_nothing_a_trivial_reward_serves_at_256_connections() 
         codes = []
         for _ in range(2):  # two requests on one kept-alive connection
             writer.write(
-                b"POST /evaluate HTTP/1.1\r\nHost: rk\r\nContent-Length: %d\r\n\r\n%s"
-                % (len(body), body)
+                b"POST /evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
             )
             head = await reader.readuntil(b"\r\n\r\n")
             length = int(re.search(rb"content-length: (\d+)", head, re.I)[1])  # type: ignore[index]

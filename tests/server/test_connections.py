@@ -7,6 +7,7 @@ import contextlib
 import json
 import select
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 
@@ -18,6 +19,7 @@ from rk_agent.server import create_app, serving
 
 CHAT = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
 BODY = json.dumps({"messages": CHAT, "ground_truth": "4"}).encode()
+JSON = {"content-type": "application/json"}
 
 
 @reward_function
@@ -32,7 +34,7 @@ def address(url: str) -> tuple[str, int]:
 
 def head(length: int) -> bytes:
     return (
-        f"POST /evaluate HTTP/1.1\r\nHost: rk\r\nContent-Type: application/json\r\n"
+        f"POST /evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"Content-Length: {length}\r\n\r\n"
     ).encode()
 
@@ -73,9 +75,9 @@ def closed_by_server(sockets: list[socket.socket]) -> set[socket.socket]:
 
 def test_a_request_head_that_never_ends_gets_408_and_is_closed() -> None:
     with serving(exact, header_timeout_s=0.3) as url, raw(url, 2) as (partial, silent):
-        partial.sendall(b"POST /evaluate HTTP/1.1\r\nHost: rk\r\n")  # and nothing more
+        partial.sendall(b"POST /evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and nothing more
         first, second = read_all(partial), read_all(silent)
-        healthy = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+        healthy = httpx.post(url + "/evaluate", content=BODY, headers=JSON, timeout=10)
     assert first.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert first.endswith(
         b'{"detail": "the request head did not arrive within 0.3 s; send it at once"}'
@@ -98,7 +100,7 @@ def test_a_body_that_never_ends_gets_408_and_is_closed() -> None:
     with serving(exact, body_timeout_s=0.3) as url, raw(url) as (sock,):
         sock.sendall(head(len(BODY)) + BODY[:-1])  # all but the last byte
         answer = read_all(sock)
-        healthy = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+        healthy = httpx.post(url + "/evaluate", content=BODY, headers=JSON, timeout=10)
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert answer.endswith(b'the request body did not arrive within 0.3 s; send it at once"}')
     assert healthy.status_code == 200
@@ -110,11 +112,11 @@ def test_slow_clients_past_the_connection_limit_make_room_for_real_requests() ->
         with raw(url, 3 * limit) as slow:
             for sock in slow:
                 sock.sendall(b"POST /evaluate HTTP/1.1\r\n")  # heads that never end
-            answered = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+            answered = httpx.post(url + "/evaluate", content=BODY, headers=JSON, timeout=10)
             time.sleep(0.2)
             closed = closed_by_server(slow)
             still_open = [sock for sock in slow if sock not in closed]
-        again = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+        again = httpx.post(url + "/evaluate", content=BODY, headers=JSON, timeout=10)
     assert answered.status_code == 200  # it took the place of the oldest slow one
     assert len(still_open) <= limit  # the rest were closed, oldest first
     assert set(still_open) <= set(slow[-limit:])
@@ -147,7 +149,7 @@ def test_bodies_past_the_byte_budget_wait_unread_and_small_samples_do_not() -> N
         for sock in large:
             sock.sendall(head(size) + BODY + padding[:-1])
         time.sleep(0.5)
-        small = httpx.post(url + "/evaluate", content=BODY, timeout=10)
+        small = httpx.post(url + "/evaluate", content=BODY, headers=JSON, timeout=10)
         for sock in large:
             sock.sendall(padding[-1:])
         answers = [sock.recv(65536) for sock in large]
@@ -184,9 +186,9 @@ def test_every_kind_of_answer_arrives_whole_on_one_kept_alive_connection() -> No
         return StreamingResponse(parts(), media_type="text/plain")
 
     with serving(app) as url, raw(url) as (sock,):
-        sock.sendall(b"HEAD /openapi.json HTTP/1.1\r\nHost: rk\r\n\r\n")
+        sock.sendall(b"HEAD /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         headed, rest = read_until(sock, b"\r\n\r\n")
-        sock.sendall(b"GET /stream HTTP/1.1\r\nHost: rk\r\n\r\n")
+        sock.sendall(b"GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         streamed, rest = read_until(sock, b"0\r\n\r\n", rest)
         sock.sendall(head(len(BODY))[:-2] + b"Expect: 100-continue\r\n\r\n")
         continued, rest = read_until(sock, b"\r\n\r\n", rest)
@@ -199,5 +201,25 @@ def test_every_kind_of_answer_arrives_whole_on_one_kept_alive_connection() -> No
     assert b"transfer-encoding: chunked" in streamed and b"second" in streamed
     assert continued == b"HTTP/1.1 100 Continue\r\n\r\n"
     for answer in (answered, again):
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b'{"score":1.0,' in answer
+    assert rest == b""
+
+
+@reward_function
+def slow_exact(response: str, ground_truth: str) -> float:
+    """``exact``, after 0.8 s."""
+    threading.Event().wait(0.8)
+    return float(response.strip() == ground_truth)
+
+
+def test_a_pipelined_request_whose_reward_outlasts_the_head_deadline_is_answered() -> None:
+    # Issue 38: the second of two pipelined requests was watched for a head it had already
+    # sent once the first was answered, and cut with "request head did not arrive" (408)
+    # while its reward ran past --header-timeout.
+    with serving(slow_exact, header_timeout_s=0.3) as url, raw(url) as (sock,):
+        sock.sendall((head(len(BODY)) + BODY) * 2)
+        first, rest = read_until(sock, b'"weights":null}')
+        second, rest = read_until(sock, b'"weights":null}', rest)  # not a 408 and a close
+    for answer in (first, second):
         assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b'{"score":1.0,' in answer
     assert rest == b""

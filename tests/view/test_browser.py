@@ -7,14 +7,18 @@ are skipped with the reason.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.view.conftest import MARKED, MARKUP, serving
+from tests.view.conftest import MARKED, MARKUP, free_port, serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -25,12 +29,15 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """chromium, whose resolver points ``attacker.test`` at ``127.0.0.1``: where DNS rebinding
+    ends, a page of the attacker's site whose name now reaches the viewer."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--host-resolver-rules=MAP attacker.test 127.0.0.1"],
+        )  # fmt: skip
         yield launched
         launched.close()
 
@@ -277,3 +284,45 @@ def test_markup_in_charts_alarms_and_task_names_runs_nothing(
     page.goto(training_viewer + "/")
     assert page.locator("main img").count() == 0
     assert page.evaluate("typeof window.__rk_xss") == "undefined"
+
+
+@contextlib.contextmanager
+def rk_agent_view(paths: list[Path]) -> Iterator[int]:
+    """``rk-agent view PATHS`` as a real process on a free loopback port: the port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rk_agent", "view", *map(str, paths), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # printed once it listens
+        assert line.startswith("rk-agent view: http://127.0.0.1:"), line
+        yield port
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def test_dns_rebinding_reads_no_runs_or_scores_from_view(
+    browser: Any, runs_root: Path, tmp_path: Path
+) -> None:
+    # Issue 38: a page whose own name DNS rebinding points at 127.0.0.1 read the runs page and
+    # whole runs from `rk-agent view` (same origin, as far as the browser knows).
+    context = browser.new_context()
+    page = context.new_page()
+    with rk_agent_view([runs_root]) as port:
+        front = page.goto(f"http://attacker.test:{port}/")
+        read = page.evaluate(
+            "fetch('/run/solver').then(async (r) => [r.status, await r.text()])"
+        )  # the attacker's script, same origin as the page
+        shot(page, tmp_path, "rebinding")
+        own = page.goto(f"http://127.0.0.1:{port}/run/solver")
+        own_text = page.locator("main").inner_text()
+    context.close()
+    assert front is not None and front.status == 421
+    assert read[0] == 421 and "solver" not in read[1].replace("attacker.test", "")
+    assert json.loads(read[1])["detail"].startswith(
+        "this server listens on a loopback address and answers only its loopback names"
+    )
+    assert own is not None and own.status == 200 and "8 of 8 episodes" in own_text

@@ -34,19 +34,28 @@ def test_the_command_refuses_a_public_bind_and_a_missing_folder(tmp_path: Path) 
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
-def test_the_command_prints_its_url_and_serves(runs_root: Path) -> None:
+def test_the_command_prints_its_url_and_serves_loopback_names_and_allowed_ones(
+    runs_root: Path,
+) -> None:
     port = free_port()
-    command = [sys.executable, "-m", "rk_agent", "view", str(runs_root), "--port", str(port)]
+    command = [sys.executable, "-m", "rk_agent", "view", str(runs_root), "--port", str(port),
+               "--allow-host", "runs.example"]  # fmt: skip
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
         try:
             assert process.stdout is not None
             line = process.stdout.readline()
             assert line.startswith(f"rk-agent view: http://127.0.0.1:{port}/")
             page = httpx.get(f"http://127.0.0.1:{port}/run/solver", timeout=30)
-            assert page.status_code == 200 and "8 of 8 episodes" in page.text
+            named = httpx.get(f"http://127.0.0.1:{port}/", headers={"Host": "runs.example"})
+            other = httpx.get(f"http://127.0.0.1:{port}/", headers={"Host": "attacker.test"})
+            page_of_other = httpx.get(
+                f"http://127.0.0.1:{port}/", headers={"Origin": "http://attacker.test"}
+            )
         finally:
             process.terminate()
             process.wait(timeout=30)
+    assert page.status_code == 200 and "8 of 8 episodes" in page.text
+    assert (named.status_code, other.status_code, page_of_other.status_code) == (200, 421, 403)
 
 
 def test_the_command_refuses_a_public_bind_without_a_token(runs_root: Path) -> None:
