@@ -42,7 +42,7 @@ import math
 import os
 import threading
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,24 +96,39 @@ class EpisodeRow:
 
 class ComponentScores:
     """One reward component's valid scores, sparse: the positions (in the index) of the episodes
-    that have one, in file order, and the scores.
+    that have one, in file order, and the scores. While they are consecutive (a component every
+    episode has), the positions are a range, not stored: 8 bytes a score, as a dense column.
 
     Attributes:
-        positions: the episodes' positions.
-        scores: their scores, one per position.
+        scores: the scores, one per position.
     """
 
-    __slots__ = ("positions", "scores")
+    __slots__ = ("_positions", "_start", "scores")
 
     def __init__(self) -> None:
-        self.positions: array[int] = array("q")
         self.scores: array[float] = array("d")
+        self._start = 0
+        self._positions: array[int] | None = None  # None: range(_start, _start + len(scores))
 
     def __len__(self) -> int:
         return len(self.scores)
 
+    @property
+    def positions(self) -> Sequence[int]:
+        """The positions of the episodes the scores belong to, ascending."""
+        if self._positions is not None:
+            return self._positions
+        return range(self._start, self._start + len(self.scores))
+
     def add(self, position: int, score: float) -> None:
-        self.positions.append(position)
+        """Add an episode's score (positions ascending)."""
+        if self._positions is None:
+            if not self.scores:
+                self._start = position
+            elif position != self._start + len(self.scores):  # a gap: positions from now on
+                self._positions = array("i", self.positions)
+        if self._positions is not None:
+            self._positions.append(position)
         self.scores.append(score)
 
     def dense(self, episodes: int) -> Iterator[float]:

@@ -224,3 +224,4 @@ def test_a_component_column_reads_as_one_score_per_episode(tmp_path: Path) -> No
     assert dense[0] == 1.0 and dense[4] == 0.0 and len(dense) == 6
     assert sum(math.isnan(v) for v in dense) == 4
     assert list(index.components["b"].dense(3))[1:] == [0.5, 0.25]
+    assert isinstance(index.components["b"].positions, range)  # consecutive: not stored
