@@ -122,10 +122,17 @@ except BaseException as _exc:
 INIT = f"""\
 import os, sys
 try:
-    import ctypes
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    import _ctypes  # not ctypes: its package costs as much again, at every run
+    class _Int(_ctypes._SimpleCData):
+        _type_ = "i"
+    class _Call(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = _Int
+    class _Libc:
+        _handle = _ctypes.dlopen(None)
+    _prctl = _Call(("prctl", _Libc))
     if _prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+        raise OSError(_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
     _program = os.fork()
 except BaseException as _exc:
     sys.stderr.write({SETUP_MARK!r} + "init: " + repr(_exc) + "\\n")
@@ -141,7 +148,7 @@ if _program:
             _code = os.waitstatus_to_exitcode(_status)
             os._exit(_code if _code >= 0 else 128 - _code)
 _prctl(4, 1, 0, 0, 0)  # the program's own process is as dumpable as any other
-del ctypes, _prctl, _program
+del _ctypes, _Int, _Call, _Libc, _prctl, _program
 """
 
 
