@@ -15,6 +15,7 @@ from typing import Any
 
 from rk_agent.binding import check_port, is_loopback
 from rk_agent.errors import ConfigError
+from rk_agent.terminal_text import escaped_log_config
 
 __all__ = ["check_address", "serve_view"]
 
@@ -65,8 +66,9 @@ def serve_view(
     catalog = find_runs(paths)
     check_address(host, port, token=token, allow_public=allow_public)
     config = uvicorn.Config(
-        make_app(catalog, token=token), host=host, port=port, log_level="warning"
-    )
+        make_app(catalog, token=token), host=host, port=port, log_level="warning",
+        log_config=escaped_log_config(uvicorn.config.LOGGING_CONFIG),  # a run's text, escaped
+    )  # fmt: skip
     server = uvicorn.Server(config)
     if on_ready is not None:
         startup = server.startup
