@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rk_agent.cli.command_list import WholeSentenceGroup
-from rk_agent.cli.console import echo, echo_json
+from rk_agent.cli.console import echo, echo_json, shown_text
 from rk_agent.errors import ConfigError
 from rk_agent.terminal_text import terminal_text
 
@@ -218,8 +218,6 @@ def _fmt(value: float | None) -> str:
 def render_report(report: SoundnessReport, console: Console) -> None:
     """Print the report: one table row per baseline and probe, then the flags (plain text)."""
     from rich.table import Table
-
-    from rk_agent.cli.console import shown_text
 
     unit = "samples" if report.checked == "reward" else "episodes"
     table = Table(title=shown_text(f"{report.target} ({report.kind}): {report.cases} {unit}"))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rk_agent.cli.console import echo_json
+from rk_agent.cli.console import echo_json, shown_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -61,8 +61,6 @@ def _z(value: float | None, why: str) -> str:
 
 def _render(report: RunComparison, console: Console) -> None:
     from rich.table import Table
-
-    from rk_agent.cli.console import shown_text
 
     console.print(shown_text(f"A: {report.a.path}\nB: {report.b.path}\n{report.scope}"))
     if report.prompts_differ:

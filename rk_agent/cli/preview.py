@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rk_agent.cli.console import echo, echo_json
+from rk_agent.cli.console import echo, echo_json, shown_text
 from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
 from rk_agent.errors import ConfigError, kind_of
 from rk_agent.terminal_text import terminal_text
@@ -158,8 +158,6 @@ def _parse_kwargs(text: str | None) -> dict[str, object]:
 def _render(report: PreviewReport, console: Console) -> None:
     from rich.table import Table
     from rich.text import Text
-
-    from rk_agent.cli.console import shown_text
 
     table = Table(title=f"{report.reward} on {report.samples}")
     table.add_column("line", justify="right")

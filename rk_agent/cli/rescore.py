@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rk_agent.cli.console import shown_text
 from rk_agent.cli.invocation import command
 from rk_agent.cli.trust_option import TrustRun
 
@@ -131,8 +132,6 @@ def _fmt(value: float | None, signed: bool = False) -> str:
 
 def _render_change(result: RescoreResult, console: Console) -> None:
     from rich.table import Table
-
-    from rk_agent.cli.console import shown_text
 
     table = Table(title=shown_text("Change against the source"))
     for name in ("figure", "source", "rescored", "change"):

@@ -287,7 +287,7 @@ ORPHANS = (
     "import os, time\n"
     + DAEMON
     + """
-for _ in range(20):  # orphans whose exits return the init from its wait
+for _ in range(40):  # orphans whose exits return the init from its wait (for 8 s)
     if os.fork() == 0:
         if os.fork() == 0:
             time.sleep(0.05)
@@ -302,7 +302,7 @@ SHELLCODE = bytes.fromhex("b89d000000bf0100000031f60f05b8220000000f05ebf7")  # R
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the rewrite is x86_64 code")
 def test_an_init_rewritten_from_outside_still_dies_with_the_run() -> None:
     token = marker()
-    limits = LIMITS.model_copy(update={"timeout_s": 8})
+    limits = LIMITS.model_copy(update={"timeout_s": 12})
     command = unprivileged_caller(ORPHANS, limits.model_dump_json(), token)
     caller = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
