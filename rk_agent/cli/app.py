@@ -26,8 +26,10 @@ from rk_agent.cli import (
     view,
 )
 from rk_agent.cli.command_list import WholeSentenceGroup
+from rk_agent.cli.console import escape_logs
 from rk_agent.errors import RkAgentError
 from rk_agent.secrets import argv_secrets, hold_secrets
+from rk_agent.terminal_text import terminal_text
 
 app = typer.Typer(
     cls=WholeSentenceGroup,
@@ -80,8 +82,9 @@ def main() -> None:
     # Keys typed on the command line are secrets like the environment's: redacted wherever
     # shown, and left out of what a deploy packs (rk_agent.secrets).
     hold_secrets(argv_secrets(sys.argv[1:]))
+    escape_logs()  # log lines quote models, tools and files: shown escaped
     try:
         app()
     except RkAgentError as exc:
-        typer.secho(f"error: {exc}", err=True, fg=typer.colors.RED)
+        typer.secho(terminal_text(f"error: {exc}"), err=True, fg=typer.colors.RED)
         raise SystemExit(2) from None

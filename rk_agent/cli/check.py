@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rk_agent.cli.command_list import WholeSentenceGroup
+from rk_agent.cli.console import echo, echo_json, shown_text
 from rk_agent.errors import ConfigError
+from rk_agent.terminal_text import terminal_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -174,9 +176,9 @@ def check_tokens_command(
 
     report = check_tokens(run, tokenizer)
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report.model_dump_json(indent=2))
     else:
-        typer.echo("\n".join(report.describe()))
+        echo("\n".join(report.describe()))
     if report.drifts:
         raise typer.Exit(EXIT_FLAGGED)
 
@@ -200,7 +202,7 @@ def _load_probes(specs: list[str] | None) -> list[Probe]:
 
 def _finish(report: SoundnessReport, as_json: bool) -> None:
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report.model_dump_json(indent=2))
     else:
         from rk_agent.cli.console import make_console
 
@@ -216,10 +218,9 @@ def _fmt(value: float | None) -> str:
 def render_report(report: SoundnessReport, console: Console) -> None:
     """Print the report: one table row per baseline and probe, then the flags (plain text)."""
     from rich.table import Table
-    from rich.text import Text
 
     unit = "samples" if report.checked == "reward" else "episodes"
-    table = Table(title=Text(f"{report.target} ({report.kind}): {report.cases} {unit}"))
+    table = Table(title=shown_text(f"{report.target} ({report.kind}): {report.cases} {unit}"))
     table.add_column("policy")
     table.add_column("mean", justify="right")
     is_env = report.checked == "env"
@@ -227,23 +228,23 @@ def render_report(report: SoundnessReport, console: Console) -> None:
         table.add_column("episode", justify="right")
     components = sorted({name for row in report.rows for name in row.components})
     for name in components:
-        table.add_column(Text(name), justify="right")
+        table.add_column(shown_text(name), justify="right")
     table.add_column("n", justify="right")
     table.add_column("flag")
     flagged = {flag.probe for flag in report.flags}
     for row in report.rows:
-        cells: list[Any] = [Text(row.name), _fmt(row.mean)]
+        cells: list[Any] = [shown_text(row.name), _fmt(row.mean)]
         if is_env:
             cells.append(_fmt(row.outcome))
         cells += [_fmt(row.components.get(name)) for name in components]
         count = str(row.cases) + (f" (+{row.skipped} n/a)" if row.skipped else "")
         count += f", {row.invalid} invalid" if row.invalid else ""
-        cells += [count, Text("FLAG", style="bold red") if row.name in flagged else ""]
+        cells += [count, shown_text("FLAG", style="bold red") if row.name in flagged else ""]
         table.add_row(*cells, end_section=row.role == "wrong")
     console.print(table)
     for flag in report.flags:
-        line = Text(f"{flag.kind.value}: ", style="bold red")
-        line.append(flag.message)
+        line = shown_text(f"{flag.kind.value}: ", style="bold red")
+        line.append(terminal_text(flag.message))
         console.print(line)
     if not report.flags:
-        console.print(Text("nothing flagged", style="bold green"))
+        console.print(shown_text("nothing flagged", style="bold green"))

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rk_agent.cli.console import echo_json, shown_text
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -40,7 +42,7 @@ def compare(
 
     report = compare_runs(run_a, run_b)
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report.model_dump_json(indent=2))
         return
     from rk_agent.cli.console import make_console
 
@@ -59,18 +61,17 @@ def _z(value: float | None, why: str) -> str:
 
 def _render(report: RunComparison, console: Console) -> None:
     from rich.table import Table
-    from rich.text import Text
 
-    console.print(Text(f"A: {report.a.path}\nB: {report.b.path}\n{report.scope}"))
+    console.print(shown_text(f"A: {report.a.path}\nB: {report.b.path}\n{report.scope}"))
     if report.prompts_differ:
         console.print(
-            Text(
+            shown_text(
                 f"{report.prompts_differ} shared task id(s) open with different messages in "
                 "the two runs (compared anyway).",
                 style="yellow",
             )
         )
-    table = Table(title=Text("Runs"))
+    table = Table(title=shown_text("Runs"))
     for name in ("figure", "A", "B", "change"):
         table.add_column(name, justify="left" if name == "figure" else "right")
     a, b = report.a, report.b
@@ -85,18 +86,18 @@ def _render(report: RunComparison, console: Console) -> None:
         rows.append(_change_row(f"kind {kind} ({row.tasks}): success", row.success))
         rows.append(_change_row(f"kind {kind} ({row.tasks}): reward", row.reward))
     for row_cells in rows:
-        table.add_row(*(Text(cell) for cell in row_cells))
+        table.add_row(*(shown_text(cell) for cell in row_cells))
     console.print(table)
-    console.print(Text("\n".join(_tests(report))))
+    console.print(shown_text("\n".join(_tests(report))))
     for label, ids in (("gained", report.gained), ("lost", report.lost)):
         shown = ", ".join(ids[:_LISTED]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
-        console.print(Text(f"tasks {label} ({len(ids)}): {shown or 'none'}"))
+        console.print(shown_text(f"tasks {label} ({len(ids)}): {shown or 'none'}"))
     for label, count, ids in (
         ("only in A", report.only_a, report.only_a_examples),
         ("only in B", report.only_b, report.only_b_examples),
     ):
         if count:
-            console.print(Text(f"{label} ({count}): {', '.join(ids[:_LISTED])}"))
+            console.print(shown_text(f"{label} ({count}): {', '.join(ids[:_LISTED])}"))
 
 
 def _change_row(name: str, change: Change) -> tuple[str, str, str, str]:

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from rk_agent.cli.console import echo, echo_json
+
 
 def doctor(
     as_json: Annotated[
@@ -22,9 +24,9 @@ def doctor(
 
     report = isolation_report()
     if as_json:
-        typer.echo(report.model_dump_json())
+        echo_json(report.model_dump_json())
     else:
         for line in report.lines():
-            typer.echo(line)
+            echo(line)
     if not report.isolated:
         raise typer.Exit(1)

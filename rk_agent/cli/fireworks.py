@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rk_agent.cli.command_list import WholeSentenceGroup
+from rk_agent.cli.console import echo_json
 from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
 from rk_agent.cli.trust_option import TrustRun
 from rk_agent.errors import ConfigError, UnknownNameError
@@ -550,7 +551,7 @@ def status(
     with FireworksClient() as client:
         found = get_rft_job(client, job)
     if as_json:
-        typer.echo(json.dumps(redact(found.to_api()), indent=2))
+        echo_json(json.dumps(redact(found.to_api()), indent=2))
         return
     _render_job(found, make_console(soft_wrap=True))
 

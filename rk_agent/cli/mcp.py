@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from rk_agent.cli.command_list import WholeSentenceGroup
+from rk_agent.cli.console import echo
 
 app = typer.Typer(
     cls=WholeSentenceGroup,
@@ -83,7 +84,7 @@ def serve(
     setup = EnvSetup(name=env, kwargs=kwargs)
 
     def announce(url: str) -> None:
-        typer.echo(f"serving {env} over MCP at {url}", err=True)
+        echo(f"serving {env} over MCP at {url}", err=True)
 
     serve_env(
         setup.make, http=http, token=token, allow_public=allow_public, task_tools=task_tools,

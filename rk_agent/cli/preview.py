@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rk_agent.cli.console import echo, echo_json, shown_text
 from rk_agent.cli.folder_options import Combine, MetricsFolders, MoreFolders, Weight
 from rk_agent.errors import ConfigError, kind_of
+from rk_agent.terminal_text import terminal_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -128,7 +130,7 @@ def preview(
         check_plot_path(plot)  # a wrong suffix fails before the samples are scored
     report = preview_samples(spec, samples, sandbox=sandbox, max_samples=max_samples, **bound)
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report.model_dump_json(indent=2))
     else:
         _render(report, make_console())
     if plot is not None and report.rows:
@@ -136,7 +138,7 @@ def preview(
 
         title = f"{report.reward} on {Path(report.samples).name}"
         written = plot_reward_histograms([r.result for r in report.rows], plot, title=title)
-        typer.echo(f"reward histograms: {written}", err=as_json)
+        echo(f"reward histograms: {written}", err=as_json)
     if report.skipped:
         raise typer.Exit(EXIT_SKIPPED)
 
@@ -164,7 +166,11 @@ def _render(report: PreviewReport, console: Console) -> None:
     table.add_column("metrics", overflow="fold")
     for row in report.rows:
         result = row.result
-        score = Text(f"{result.score:.3f}") if result.is_score_valid else Text("invalid", "red")
+        score = (
+            shown_text(f"{result.score:.3f}")
+            if result.is_score_valid
+            else shown_text("invalid", "red")
+        )
         reason = result.error if result.error else (result.reason or "")
         metrics = ", ".join(f"{k}={m.score:.2f}" for k, m in result.metrics.items())
         table.add_row(str(row.line), score, reason, metrics)
@@ -186,6 +192,6 @@ def _render(report: PreviewReport, console: Console) -> None:
         means = ", ".join(f"{k}={v:.3f}" for k, v in report.metric_means.items())
         console.print(f"metric means: {means}")
     for skipped in report.skipped:
-        console.print(Text.assemble(("skipped", "yellow"), " ", skipped.error))
+        console.print(Text.assemble(("skipped", "yellow"), " ", terminal_text(skipped.error)))
     if report.skipped:
-        console.print(Text(f"{len(report.skipped)} line(s) skipped", "yellow"))
+        console.print(shown_text(f"{len(report.skipped)} line(s) skipped", "yellow"))

@@ -7,9 +7,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from rk_agent.cli.console import shown_text
 from rk_agent.runs.summary import RunSummary
 from rk_agent.runs.trajectory import Trajectory
 from rk_agent.runs.watch import WatchSignals
+from rk_agent.terminal_text import terminal_text
 
 __all__ = ["render_alarms", "render_summary", "render_trajectory"]
 
@@ -21,7 +23,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def render_summary(summary: RunSummary, console: Console, title: str = "Summary") -> None:
     """Print the run summary as a table, under its title (a line of its own, never wrapped:
     it often holds a run's path, longer than the table is wide)."""
-    console.print(Text(title, style="bold"), soft_wrap=True)
+    console.print(shown_text(title, style="bold"), soft_wrap=True)
     table = Table(show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
@@ -64,7 +66,7 @@ def render_summary(summary: RunSummary, console: Console, title: str = "Summary"
     if summary.watch is not None and summary.watch.groups:
         rows.extend(_watch_rows(summary.watch, summary.group_size))
     for name, text in rows:  # plain text: reward names and errors come from users
-        table.add_row(Text(name), Text(text))
+        table.add_row(shown_text(name), shown_text(text))
     console.print(table)
     render_alarms(summary, console)
 
@@ -72,7 +74,7 @@ def render_summary(summary: RunSummary, console: Console, title: str = "Summary"
 def render_alarms(summary: RunSummary, console: Console) -> None:
     """Print the alarms the run's signals raised, one warning line each (none: nothing)."""
     for alarm in summary.alarms:
-        console.print(Text(f"warning: {alarm.message}", style="yellow"))
+        console.print(shown_text(f"warning: {alarm.message}", style="yellow"))
 
 
 def _watch_rows(w: WatchSignals, group_size: int) -> list[tuple[str, str]]:
@@ -110,9 +112,9 @@ def render_trajectory(trajectory: Trajectory, console: Console) -> None:
     for message in trajectory.opening_messages:
         parts.append(_message_text(message.role, message.text))
     for turn in trajectory.turns:
-        header = Text(f"turn {turn.index}  reward {turn.reward:+.3f}", style="bold")
+        header = shown_text(f"turn {turn.index}  reward {turn.reward:+.3f}", style="bold")
         if turn.parse_error:
-            header.append(f"  parse error: {turn.parse_error}", style="red")
+            header.append(terminal_text(f"  parse error: {turn.parse_error}"), style="red")
         parts.append(header)
         text = turn.assistant.text
         for call in turn.assistant.tool_calls or []:
@@ -127,12 +129,12 @@ def render_trajectory(trajectory: Trajectory, console: Console) -> None:
             ending += f" ({trajectory.episode.reason})"
     if trajectory.failure is not None:
         ending += f"   failure: {trajectory.failure.kind.value}: {trajectory.failure.message}"
-    parts.append(Text(ending, style="bold magenta"))
+    parts.append(shown_text(ending, style="bold magenta"))
     title = f"episode {trajectory.id}  task {trajectory.task.id}  seed {trajectory.seed}"
     console.print(Panel(Group(*parts), title=title, title_align="left"))
 
 
 def _message_text(role: str, content: str) -> Text:
-    text = Text(f"[{role}] ", style=_ROLE_STYLE.get(role, ""))
-    text.append(content)
+    text = shown_text(f"[{role}] ", style=_ROLE_STYLE.get(role, ""))
+    text.append(terminal_text(content))
     return text

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rk_agent.cli.console import echo, echo_json
 from rk_agent.cli.trust_option import TrustRun
 
 if TYPE_CHECKING:
@@ -36,9 +37,9 @@ def replay(
 
     report = replay_episode(run, episode, trust_run=trust_run)
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report.model_dump_json(indent=2))
     else:
-        typer.echo("\n".join(describe(report)))
+        echo("\n".join(describe(report)))
     if not report.matched:
         raise typer.Exit(EXIT_MISMATCH)
 

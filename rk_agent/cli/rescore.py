@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rk_agent.cli.console import shown_text
 from rk_agent.cli.invocation import command
 from rk_agent.cli.trust_option import TrustRun
 
@@ -131,19 +132,18 @@ def _fmt(value: float | None, signed: bool = False) -> str:
 
 def _render_change(result: RescoreResult, console: Console) -> None:
     from rich.table import Table
-    from rich.text import Text
 
-    table = Table(title=Text("Change against the source"))
+    table = Table(title=shown_text("Change against the source"))
     for name in ("figure", "source", "rescored", "change"):
         table.add_column(name, justify="left" if name == "figure" else "right")
     rows = [("mean episode reward", result.reward_mean), ("success rate", result.success_rate)]
     rows.extend((f"  {name}", change) for name, change in result.components.items())
     for name, change in rows:
         table.add_row(
-            Text(name),
-            Text(_fmt(change.before)),
-            Text(_fmt(change.after)),
-            Text(_fmt(change.delta, signed=True)),
+            shown_text(name),
+            shown_text(_fmt(change.before)),
+            shown_text(_fmt(change.after)),
+            shown_text(_fmt(change.delta, signed=True)),
         )
     console.print(table)
 

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import typer
 
+from rk_agent.cli.console import echo
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.remote import API_KEY_ENV
 
@@ -241,7 +242,7 @@ def serve(
     if not key and not client_ca and (tunnel or not is_loopback(host)):
         auth += ", open to the network (--allow-public)"
     scheme = "https" if tls else "http"
-    typer.echo(
+    echo(
         f"Serving reward {loaded.reward_spec.name!r} at {scheme}://{shown_host}:{port}/evaluate "
         f"(also /reward, /batch, /health, /docs); {workers} worker{'s' * (workers > 1)}, {auth}"
         f"{_sandbox_note(loaded)}."
@@ -268,7 +269,7 @@ def serve(
             # (uvicorn restores this handler and re-raises the signal once it has stopped).
             previous = signal.signal(signal.SIGTERM, _exit_on_signal)
             stack.callback(signal.signal, signal.SIGTERM, previous)
-            typer.echo(
+            echo(
                 f"Public URL: {opened.public_url}/evaluate (through {opened.client.name}; it "
                 "stops with the server)."
             )

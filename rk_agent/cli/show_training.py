@@ -17,8 +17,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
+from rk_agent.cli.console import shown_text
 from rk_agent.runs.run_record import RunKind, read_run_record
 from rk_agent.runs.watch_log import read_watch
 
@@ -41,7 +41,7 @@ def render_training_run(path: Path, console: Console) -> None:
     """Print the run's status, its last watched step and its alarms (module docstring)."""
     record = read_run_record(path)
     watched = read_watch(path)
-    table = Table(title=Text(str(path)), show_header=False)
+    table = Table(title=shown_text(str(path)), show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value")
     rows: list[tuple[str, str]] = []
@@ -69,14 +69,16 @@ def render_training_run(path: Path, console: Console) -> None:
             ("NaN rewards", str(last.get("nan_rewards", 0))),
         ]
     for name, value in rows:
-        table.add_row(Text(name), Text(value))
+        table.add_row(shown_text(name), shown_text(value))
     console.print(table)
     alarms = [a.message for a in record.alarms] if record is not None and record.alarms else []
     if not alarms:
         alarms = [str(a.get("message")) for line in watched for a in line.get("alarms", [])]
     if not watched and not alarms:
-        console.print(Text("This run was not watched (no watch.jsonl: an SFT run, or older)."))
+        console.print(
+            shown_text("This run was not watched (no watch.jsonl: an SFT run, or older).")
+        )
         return
-    console.print(Text(f"Alarms raised: {len(alarms)}" if alarms else "Alarms raised: none"))
+    console.print(shown_text(f"Alarms raised: {len(alarms)}" if alarms else "Alarms raised: none"))
     for message in alarms:
-        console.print(Text(f"- {message}"))
+        console.print(shown_text(f"- {message}"))

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from rk_agent.cli.command_list import WholeSentenceGroup
+from rk_agent.cli.console import echo
 from rk_agent.cli.rollout import EXIT_INTERRUPTED
 from rk_agent.cli.trust_option import TrustRun
 
@@ -115,7 +116,7 @@ def _train(
     return_freed_memory()  # before torch loads and its threads allocate
     from rk_agent.trainers.run import run_training
 
-    outcome = run_training(resolved, say=typer.echo)
+    outcome = run_training(resolved, say=echo)
     if outcome.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     if outcome.stopped_by is not None:  # --stop-on-alarm: the run did not finish

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from rk_agent.cli.console import echo
 from rk_agent.errors import ConfigError
 
 
@@ -64,7 +65,7 @@ def view(
             raise ConfigError(f"--token-env {token_env}: that environment variable is not set.")
 
     def announce(url: str) -> None:
-        typer.echo(f"rk-agent view: {url}  (Ctrl-C to stop)")
+        echo(f"rk-agent view: {url}  (Ctrl-C to stop)")
 
     serve_view(
         paths or [Path("runs")],

@@ -29,6 +29,7 @@ import mcp_types
 from rk_agent.binding import check_port, is_loopback
 from rk_agent.envs.base import ChatEnv
 from rk_agent.errors import ConfigError
+from rk_agent.terminal_text import escaped_log_config
 from rk_agent.types import Message
 
 __all__ = ["TASK_TOOLS", "build_env_server", "serve_env"]
@@ -167,7 +168,10 @@ def serve_env(
     app: Any = server.streamable_http_app(host=host)
     if token is not None:
         app = _BearerToken(app, token)
-    config = uvicorn.Config(app, host=host, port=int(port), log_level="warning")
+    config = uvicorn.Config(
+        app, host=host, port=int(port), log_level="warning",
+        log_config=escaped_log_config(uvicorn.config.LOGGING_CONFIG),  # a tool's text, escaped
+    )  # fmt: skip
     runner = uvicorn.Server(config)
     if on_ready is not None:
         startup = runner.startup

@@ -2,7 +2,8 @@
 
 Main names:
     BOOTSTRAP: the bootstrap's source (run as ``python -I -S -c``).
-    python_argv: the interpreter's command line running it.
+    INIT: what runs before it in mode ``bwrap``: the PID namespace's init, rk-agent's own.
+    python_argv: the interpreter's command line running them.
     settings: one run's settings, as the bootstrap reads them from a pipe.
     child_env: the minimal environment of a sandboxed program.
     SETUP_EXIT, SETUP_MARK: how a bootstrap that could not apply the limits says so.
@@ -15,6 +16,20 @@ interpreter's site-packages to ``sys.path`` (the directories ``site`` adds, ``.p
 included; ``.pth`` import lines are not run) and ``exit``/``quit`` to builtins, then runs the
 code as ``__main__`` in a fresh module. Skipping ``site`` (``-S``) saves 2-3 ms a run, and
 ``json``/``traceback`` are not imported unless needed (5-8 ms more).
+
+**The init** (mode ``bwrap``). The first process of the run's PID namespace holds the
+namespace: when it dies, the kernel kills every process in it, and it dies when its parent
+(bubblewrap's monitor, outside) dies. bubblewrap's own init is dumpable and runs as the program's
+uid, so the program could open its ``/proc/1/mem`` read-write (the seccomp filter refuses
+``ptrace``, not that) and rewrite it: clear its parent-death signal, and a daemon outlives the
+run and its caller wherever no cgroup kills it. So bubblewrap runs the interpreter as pid 1
+(``--as-pid-1``), and `INIT` makes it not dumpable (``prctl(PR_SET_DUMPABLE, 0)``: no
+``/proc/1/mem``, ``/proc/1/fd`` or ``/proc/1/environ`` for a process without
+``CAP_SYS_PTRACE``, which the sandbox has none of), forks the process that goes on to the
+bootstrap and the program, closes every descriptor, takes no signal from inside (an init gets
+only those it handles: none), reaps what is left to it, and exits with the program's status
+(``128 + N`` for a signal ``N``, as bubblewrap's init does) when the program's process ends.
+It holds nothing of the run: it starts before the run is handed to its launcher.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ __all__ = [
     "BOOTSTRAP",
     "BWRAP_TASKS",
     "CHANNEL_FD",
+    "INIT",
     "SETUP_EXIT",
     "SETUP_MARK",
     "child_env",
@@ -45,7 +61,7 @@ __all__ = [
 SETUP_EXIT = 121  # exit code of a bootstrap that could not apply the limits
 SETUP_MARK = "rk-agent sandbox setup failed: "
 CHANNEL_FD = 3
-BWRAP_TASKS = 2  # bwrap's own processes in the run's cgroup: the monitor and the PID-ns init
+BWRAP_TASKS = 2  # processes of a run besides the program's: bwrap's monitor and the init
 _MIB = 1 << 20
 
 # argv: the settings fd, the data channel's fd, and a bound above every inherited fd.
@@ -101,10 +117,46 @@ except BaseException as _exc:
 """
 
 
-def python_argv(settings_fd: int, channel_fd: int, fd_bound: int) -> list[str]:
-    """The interpreter running `BOOTSTRAP`: isolated (``-I``), no ``site`` (``-S``), no
-    ``.pyc`` writes, UTF-8 mode."""
-    return [sys.executable, "-I", "-S", "-B", "-X", "utf8", "-c", BOOTSTRAP,
+# argv[3]: a bound above every inherited fd. The names it leaves are deleted in the program's
+# process before the bootstrap runs.
+INIT = f"""\
+import os, sys
+try:
+    import _ctypes  # not ctypes: its package costs as much again, at every run
+    class _Int(_ctypes._SimpleCData):
+        _type_ = "i"
+    class _Call(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = _Int
+    class _Libc:
+        _handle = _ctypes.dlopen(None)
+    _prctl = _Call(("prctl", _Libc))
+    if _prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(_ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    _program = os.fork()
+except BaseException as _exc:
+    sys.stderr.write({SETUP_MARK!r} + "init: " + repr(_exc) + "\\n")
+    sys.stderr.flush()
+    os._exit({SETUP_EXIT})
+if _program:
+    import _signal
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    os.closerange(0, int(sys.argv[3]))
+    while True:
+        _pid, _status = os.wait()
+        if _pid == _program:
+            _code = os.waitstatus_to_exitcode(_status)
+            os._exit(_code if _code >= 0 else 128 - _code)
+_prctl(4, 1, 0, 0, 0)  # the program's own process is as dumpable as any other
+del _ctypes, _Int, _Call, _Libc, _prctl, _program
+"""
+
+
+def python_argv(settings_fd: int, channel_fd: int, fd_bound: int, *, init: bool) -> list[str]:
+    """The interpreter running `BOOTSTRAP` (after `INIT` when ``init``: mode ``bwrap``):
+    isolated (``-I``), no ``site`` (``-S``), no ``.pyc`` writes, UTF-8 mode."""
+    source = INIT + BOOTSTRAP if init else BOOTSTRAP
+    return [sys.executable, "-I", "-S", "-B", "-X", "utf8", "-c", source,
             str(settings_fd), str(channel_fd), str(fd_bound)]  # fmt: skip
 
 

@@ -17,11 +17,19 @@ Main names:
 
 So a background thread keeps one launcher per run in flight ready for the next run: a shell
 that joined fresh, empty cgroups and then (mode ``process``) waits for a go line, or (mode
-``bwrap``) a bwrap that built the sandbox and waits on ``--block-fd`` before it starts the
-interpreter. Nothing of a run (its code, input, environment, limits) reaches a launcher before
-the run takes it; each launcher serves one run only and is then killed with everything in it,
-as before. Spares are killed, their cgroups removed, when rk-agent exits; a spare whose parent
-died reads end-of-file, starts no code and exits (``--die-with-parent`` kills bwrap's anyway).
+``bwrap``) a bwrap that built the sandbox and started the interpreter in it as the PID
+namespace's init (`rk_agent.sandbox._bootstrap.INIT`), whose second process waits for the
+run's settings. Nothing of a run (its code, input, environment, limits) reaches a launcher
+before the run takes it; each launcher serves one run only and is then killed with everything
+in it, as before. Spares are killed, their cgroups removed, when rk-agent exits; a spare whose
+parent died reads end-of-file, starts no code and exits (``--die-with-parent`` kills bwrap's
+anyway).
+
+**The end of a run** (mode ``bwrap``). bwrap reports the host pid of the namespace's init
+(``--info-fd``); the launcher holds a pidfd of it, taken while bwrap's monitor is its parent
+(so it is that process, whatever pid is reused later). `Launch.discard` sends it SIGKILL
+before it kills the monitor's group: the namespace dies with its init, and every process in
+it, whatever the program did to the init, with or without cgroups.
 Every launcher is spawned and stopped by `rk_agent.processes` (a session of its own; a stop is
 SIGKILL to its group at once; no ``preexec_fn``, so Popen keeps ``vfork``), and the spares are
 closed by its exit hook.
@@ -32,14 +40,17 @@ spares lives as long as the process, since ``--die-with-parent`` follows the sta
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rk_agent.errors import SandboxError
 from rk_agent.processes import Child, on_exit, spawn
@@ -69,7 +80,9 @@ class Launch:
         cwd: mode ``process``: the private work dir; ``None`` in mode ``bwrap``.
         channel: the parent's (read) end of the data channel.
         settings_fd: where the bootstrap reads its settings.
-        go_fd: a byte or a line here lets the process go (``None``: it does not wait).
+        go_fd: a line here lets the process go (``None``: it does not wait).
+        init: mode ``bwrap``: a pidfd of the PID namespace's init (module docs), ``None``
+            where there is none.
     """
 
     mode: SandboxMode
@@ -79,6 +92,7 @@ class Launch:
     channel: int
     settings_fd: int
     go_fd: int | None
+    init: int | None = None
     fds: set[int] = field(default_factory=set)  # the parent's descriptors still open
 
     @property
@@ -102,12 +116,18 @@ class Launch:
     def discard(self) -> None:
         """Kill the process group (and cgroups), reap the process, close and remove the rest.
 
-        In mode ``bwrap`` the group is bwrap itself: when it dies, so does the PID namespace's
-        init (``--die-with-parent``), and with it every process of the run. Every member of the
-        cgroups is sent SIGKILL here; removing the emptied cgroups (which waits for the killed
-        processes to finish exiting: the namespaces' teardown, 1-5 ms) is left to the spares'
-        thread, off the run's clock, and goes on killing whatever is still in them.
+        In mode ``bwrap`` the PID namespace's init is killed first, by its pidfd (module docs),
+        and with it every process of the run; then the group, bwrap itself (when it dies, so
+        would the init: ``--die-with-parent``). Every member of the cgroups is sent SIGKILL
+        here; removing the emptied cgroups (which waits for the killed processes to finish
+        exiting: the namespaces' teardown, 1-5 ms) is left to the spares' thread, off the run's
+        clock, and goes on killing whatever is still in them.
         """
+        if self.init is not None:
+            with contextlib.suppress(OSError):  # ProcessLookupError: it ended already
+                signal.pidfd_send_signal(self.init, signal.SIGKILL)
+            os.close(self.init)
+            self.init = None
         self.child.stop()  # SIGKILL at once (a grace of 0), also to what forked meanwhile
         if self.cgroup is not None:
             self.cgroup.kill()
@@ -149,30 +169,36 @@ def launch(mode: SandboxMode, disk_bytes: int | None) -> Launch:
 def _spawn(kind: Kind) -> Launch:
     """Start a process for one run of ``kind``, in fresh cgroups where there are any."""
     mode, disk_bytes = kind
+    bwrap = mode is SandboxMode.BWRAP
     settings_r, settings_w = os.pipe()
     channel_r, channel_w = os.pipe()
-    go_r, go_w = os.pipe()
-    mine, theirs = [settings_w, channel_r, go_w], [settings_r, channel_w, go_r]
+    mine, theirs = [settings_w, channel_r], [settings_r, channel_w]
     cgroup: RunCgroup | None = None
     cwd: str | None = None
+    go_w: int | None = None
+    info_r: int | None = None
     try:
-        if mode is SandboxMode.BWRAP:
-            theirs.append(filter_fd())  # bwrap reads it before the program starts
-        python = python_argv(settings_r, channel_w, max(theirs) + 1)
-        if mode is SandboxMode.BWRAP:
+        cgroup = new_run_cgroup()
+        if bwrap:
+            info_r, info_w = os.pipe()  # bwrap writes the init's pid there (module docs)
+            mine.append(info_r)
+            theirs += [info_w, filter_fd()]  # bwrap reads the filter before the program starts
+        elif cgroup is not None:  # the shell that joins the cgroup waits for the run
+            go_r, go_w = os.pipe()
+            mine.append(go_w)
+            theirs.append(go_r)
+        python = python_argv(settings_r, channel_w, max(theirs) + 1, init=bwrap)
+        if bwrap:
             options = _bwrap.bwrap_options(
                 env=child_env(_bwrap.WORKDIR), disk_bytes=disk_bytes, seccomp_fd=theirs[-1]
             )
-            command = [_bwrap.require_bwrap(), "--block-fd", str(go_r), *options, "--", *python]
+            command = [_bwrap.require_bwrap(), "--as-pid-1", "--info-fd", str(theirs[-2]),
+                       *options, "--", *python]  # fmt: skip
         else:
             cwd = tempfile.mkdtemp(prefix="rk-sandbox-")
             command = python
-        cgroup = new_run_cgroup()
-        waits = mode is SandboxMode.BWRAP or cgroup is not None
         if cgroup is not None:
-            command = _join_cgroup(
-                command, cgroup, go_fd=go_r if mode is SandboxMode.PROCESS else None
-            )
+            command = _join_cgroup(command, cgroup, go_fd=None if bwrap else theirs[-1])
         child = _spawn_child(
             command,
             cwd=cwd,
@@ -190,13 +216,38 @@ def _spawn(kind: Kind) -> Launch:
         raise
     for fd in theirs:  # the child holds them now: end-of-file when it ends
         os.close(fd)
-    if not waits:
-        os.close(go_w)
-        mine.remove(go_w)
-    return Launch(
+    run = Launch(
         mode=mode, child=child, cgroup=cgroup, cwd=cwd, channel=channel_r, settings_fd=settings_w,
-        go_fd=go_w if waits else None, fds=set(mine),
+        go_fd=go_w, fds=set(mine),
     )  # fmt: skip
+    if info_r is not None:
+        run.init = _init_pidfd(info_r, child.popen.pid)
+        run.close(info_r)
+    return run
+
+
+def _init_pidfd(info_fd: int, monitor: int) -> int | None:
+    """A pidfd of the PID namespace's init, from bwrap's ``--info-fd`` report (read to its
+    end: bwrap writes it once the namespace exists, before anything runs in it); ``None`` when
+    bwrap ended before, or the init is no longer bwrap's monitor's child (it ended meanwhile).
+    """
+    report = b""
+    while chunk := os.read(info_fd, 4096):
+        report += chunk
+    try:
+        pid = int(json.loads(report)["child-pid"])
+        pidfd = os.pidfd_open(pid)
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    try:  # taken before this check: the pidfd is the monitor's child, the init, for good
+        status = Path(f"/proc/{pid}/status").read_text()
+        parent = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
+    except (OSError, StopIteration, IndexError):
+        parent = ""
+    if parent != str(monitor):
+        os.close(pidfd)
+        return None
+    return pidfd
 
 
 def _spawn_child(

@@ -1,11 +1,13 @@
 """The seccomp filter of mode ``bwrap``: system calls a sandboxed program is refused.
 
 Namespaces keep a program from seeing the machine; they do not keep it from attacking what is
-inside its sandbox with it. Without a filter it could ``ptrace`` bubblewrap's init (pid 1 of
+inside its sandbox with it. Without a filter it could ``ptrace`` the namespace's init (pid 1 of
 its PID namespace, same uid): stop it, which hangs the run until its wall timeout, or make it
-outlive its parent and keep the namespace, and a daemon in it, alive after the run. So bwrap
-loads this filter (``--seccomp FD``) into the program just before it starts: bubblewrap's own
-processes are not under it, everything the program starts is.
+outlive its parent and keep the namespace, and a daemon in it, alive after the run. (The init
+is rk-agent's and not dumpable besides, so ``/proc/1/mem`` is closed too:
+`rk_agent.sandbox._bootstrap`.) So bwrap loads this filter (``--seccomp FD``) just before it
+starts the init: bubblewrap's monitor is not under it; the init, the program and everything
+the program starts are.
 
 Refused with ``EPERM``: debugging and reading other processes (``ptrace``,
 ``process_vm_readv``/``writev``, ``pidfd_getfd``, ``process_madvise``, ``kcmp``,

@@ -36,8 +36,10 @@ including processes that called ``setsid()``) and a ``memory`` cgroup bounding a
 memory, work dir included (``SandboxLimits.run_memory_bytes``); elsewhere a run's memory is
 bounded by `SandboxLimits.memory_bound_mb`. The parent reads stdout, stderr and the data
 channel incrementally and kills the run once one passes ``max_output_bytes``. At the end of
-every run everything it started is killed: the PID namespace dies with its first process
-(``bwrap``), the process group and the cgroups are killed too.
+every run everything it started is killed: in mode ``bwrap`` the PID namespace's init
+(rk-agent's own, which the program cannot rewrite: `rk_agent.sandbox._bootstrap.INIT`) is
+killed by its host pid and the namespace dies with it; the process group and the cgroups are
+killed too.
 
 **Started ahead.** What does not depend on the run (joining fresh cgroups; in mode ``bwrap``,
 building the namespaces, mounts and work dir) is done for the next run while the current one

@@ -19,6 +19,7 @@ import typer
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.deploy_targets import get_deploy_target
 from rk_agent.selfhost.context import SelfHostDeployment
+from rk_agent.terminal_text import terminal_text
 
 if TYPE_CHECKING:
     from rk_agent.rewards.compose import CombineMethod
@@ -91,7 +92,7 @@ def deploy_elsewhere(
     if rk_agent:
         given["rk_agent"] = rk_agent
     if known is not None:  # a built-in self-hosting target prints through typer
-        given["echo"] = typer.echo
+        given["echo"] = _echo
     result = deploy(
         what, evaluator_id=evaluator_id, description=description, force=force,
         requirements=tuple(requirements), include=tuple(include), **given,
@@ -101,14 +102,19 @@ def deploy_elsewhere(
     return result
 
 
+def _echo(text: str) -> None:
+    """Print a line of the deploy (paths, commands, the files it writes), escaped."""
+    typer.echo(terminal_text(text))
+
+
 def _summary(result: SelfHostDeployment, dry_run: bool) -> None:
     if dry_run:
-        typer.echo(
+        _echo(
             f"Dry run: nothing was written to {result.directory}/ and nothing was run (keys "
             "show as ***)."
         )
         return
     if result.ran:
-        typer.echo(f"Done: {result.target} deployment from {result.directory}/.")
+        _echo(f"Done: {result.target} deployment from {result.directory}/.")
     for step in result.next_steps:
-        typer.echo(f"Next: {step}")
+        _echo(f"Next: {step}")

@@ -21,6 +21,8 @@ import collections
 import logging
 import time
 
+from rk_agent.terminal_text import EscapingFormatter, terminal_text
+
 __all__ = [
     "LOG_INTERVAL_S",
     "SHOWN_CHARS",
@@ -94,7 +96,8 @@ def limit_server_logs(interval_s: float = LOG_INTERVAL_S) -> RateLimited:
     ours = logging.getLogger("rk_agent.server")
     if not ours.hasHandlers():
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)-9s %(message)s"))
+        # A reward's error can quote a model's text: a line reaches the terminal escaped.
+        handler.setFormatter(EscapingFormatter(fmt="%(levelname)-9s %(message)s"))
         ours.addHandler(handler)
         ours.setLevel(logging.INFO)
     for name in _LOGGERS:
@@ -153,6 +156,5 @@ def client_text(text: str, limit: int = SHOWN_CHARS) -> str:
         >>> client_text("/%s" + "x" * 300, limit=6)
         '/%sxxx...'
     """
-    cut = text[:limit]
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+    shown = terminal_text(text[:limit], keep="", unprintable=True)
     return shown + ("..." if len(text) > limit else "")

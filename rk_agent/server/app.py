@@ -105,6 +105,7 @@ from rk_agent.server._endpoints import (
 )
 from rk_agent.server._logs import AnswerLog, limit_server_logs
 from rk_agent.server._reward_caller import RewardCaller
+from rk_agent.terminal_text import escaped_log_config
 from rk_agent.trusted_json import trusted_validator
 
 __all__ = [
@@ -468,6 +469,8 @@ def _uvicorn_config(app: Any, limits: ConnectionLimits, **options: Any) -> Any:
 
     if options.get("ssl_certfile"):  # the handshake held to the head deadline too
         options.setdefault("loop", tls_loop(limits))
+    # A client's path, a reward's error: uvicorn's lines show them escaped, in every worker.
+    options.setdefault("log_config", escaped_log_config(uvicorn.config.LOGGING_CONFIG))
     config = uvicorn.Config(
         app, http=GuardedHttpToolsProtocol, backlog=BACKLOG, server_header=False, **options
     )  # no "server: uvicorn" on every answer: it names the software and costs its bytes

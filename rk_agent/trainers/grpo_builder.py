@@ -34,7 +34,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.policies.local_model import resolve_model
 from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.runs.trajectory import Trajectory
-from rk_agent.trainers.trl_patches import score_completions_only
+from rk_agent.trainers.trl_patches import escape_printed_completions, score_completions_only
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -129,6 +129,7 @@ def build_grpo_trainer(
         loop.check_tokenizer(tokenizer, model_spec)
     _fill_reward_weights(args, loop)
     score_completions_only()  # on a CPU, TRL's LM head would also score the prompt
+    escape_printed_completions()  # a completion's escape codes never reach the terminal
     funcs: list[Any] = list(loop.reward_funcs)
     scores = ScoreBuffer()  # every reward's scores, for wandb histograms at each log
     if loop.reward_histograms:

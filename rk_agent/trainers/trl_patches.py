@@ -17,17 +17,29 @@ generation through the names transformers 5 renamed (``is_gradient_checkpointing
 three per GRPO step, about TRL's code, that the user can do nothing about. Around those calls
 exactly these three are silenced; any other warning still shows.
 
-Main names: `score_completions_only`, `quiet_checkpointing_renames`.
+`escape_printed_completions`: with ``log_completions`` and ``num_completions_to_print`` (rk-agent
+asks for none; a config may), TRL 1.16's GRPO prints a table of sampled prompts and completions
+to the terminal with rich, as the model wrote them: an escape sequence in a completion (a
+clipboard write, a hidden link, a screen clear) reached the terminal. The patch hands TRL the
+same rows with their control characters escaped (`rk_agent.terminal_text`); what goes to wandb
+and to the run folder is untouched.
+
+Main names: `score_completions_only`, `quiet_checkpointing_renames`,
+`escape_printed_completions`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["quiet_checkpointing_renames", "score_completions_only"]
+from rk_agent.terminal_text import terminal_text
+
+__all__ = ["escape_printed_completions", "quiet_checkpointing_renames", "score_completions_only"]
 
 _RENAMED = r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` is deprecated"
 
@@ -65,3 +77,52 @@ def quiet_checkpointing_renames() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_RENAMED, category=FutureWarning)
         yield
+
+
+_ESCAPED = "_rk_agent_escapes_completions"
+
+
+def escape_printed_completions() -> bool:
+    """Make GRPO's printed table of completions show them escaped (module docstring).
+
+    Idempotent. Returns whether the patch is in place (``False`` when this TRL prints no such
+    table).
+    """
+    try:
+        from trl.trainer import grpo_trainer
+    except ImportError:  # pragma: no cover - TRL is a dependency
+        return False
+    printer = getattr(grpo_trainer, "print_prompt_completions_sample", None)
+    if printer is None:
+        return False
+    if getattr(printer, _ESCAPED, False):
+        return True
+
+    @functools.wraps(printer)
+    def escaped(prompts: Any, completions: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("extra"):
+            kwargs["extra"] = _escaped(kwargs["extra"])
+        return printer(_escaped(prompts), _escaped(completions), *args, **kwargs)
+
+    setattr(escaped, _ESCAPED, True)
+    grpo_trainer.print_prompt_completions_sample = escaped
+    return True
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` (text, or lists and dicts of it: messages, tool calls) with every string's
+    control characters escaped; a tool call's JSON arguments are read first, as TRL reads them,
+    so that their keys are escaped too."""
+    if isinstance(value, str):
+        return terminal_text(value)
+    if isinstance(value, list | tuple):
+        return [_escaped(item) for item in value]
+    if isinstance(value, dict):
+        found = {}
+        for key, item in value.items():
+            if key == "arguments" and isinstance(item, str):
+                with contextlib.suppress(ValueError):
+                    item = json.loads(item)
+            found[_escaped(key)] = _escaped(item)
+        return found
+    return value

@@ -4,7 +4,8 @@ Pages, all ``GET``:
 
 - ``/``: every run found (`rk_agent.view.catalog`) with its alarms, and a form to compare two;
 - ``/run/KEY``: a run's summary; a training run's charts per step (`rk_agent.view.training`);
-  the histograms of its episode reward and of each reward component (`rk_agent.view.charts`);
+  the histograms of its episode reward and of its reward components (`rk_agent.view.charts`;
+  at most `HISTOGRAMS` components a page, the rest counted);
   its alarms, each a link to the episodes behind it; filters and one page of its episode list
   (`rk_agent.view.listing`); while the run is being written the page's script fetches it again
   every few seconds and swaps in the parts that change;
@@ -24,12 +25,13 @@ user is always text, and the Content-Security-Policy header lets only the shippe
 With a ``token``, every request must carry it (``Authorization: Bearer``, or the cookie set by
 opening any page once with ``?token=``); others get 401.
 
-Main names: `make_app`.
+Main names: `make_app`, `HISTOGRAMS`, `COMPONENT_ROWS`.
 """
 
 from __future__ import annotations
 
 import hmac
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -49,12 +51,19 @@ from rk_agent.view.catalog import Catalog, Run
 from rk_agent.view.charts import HistogramChart, histogram_chart
 from rk_agent.view.episode import EpisodeView, episode_view
 from rk_agent.view.filters import EpisodeFilter
-from rk_agent.view.index import EpisodeIndex
+from rk_agent.view.index import COMPONENT_NAMES, EpisodeIndex
 from rk_agent.view.listing import Listing
 
-__all__ = ["TOKEN_COOKIE", "make_app"]
+__all__ = ["COMPONENT_ROWS", "HISTOGRAMS", "TOKEN_COOKIE", "make_app"]
 
 TOKEN_COOKIE = "rk_agent_view_token"
+
+HISTOGRAMS = 24
+"""At most this many reward components get a histogram on a run page (by name; the rest are
+counted under the histograms): a page stays small whatever a run names."""
+
+COMPONENT_ROWS = 64
+"""At most this many rows of the summary's component means on a run page (the rest counted)."""
 """The cookie that carries the token after a page was opened with ``?token=``."""
 
 _HEADERS = {
@@ -135,9 +144,11 @@ def make_app(catalog: Catalog, *, token: str | None = None, index_wait_s: float 
         if kept is not None and kept[0] == len(index):
             return kept[1]
         drawn = [histogram_chart("hist-reward", "episode reward", index.rewards)]
-        names = index.components.keys()
-        for number, (name, scores) in enumerate(sorted(index.components.items())):
-            part = name.partition(".")[0] in names - {name}  # answer.format: a part of answer
+        names = index.components
+        for number, name in enumerate(sorted(names)[:HISTOGRAMS]):
+            base = name.partition(".")[0]
+            part = base != name and base in names  # answer.format: a part of answer
+            scores = names[name].dense(len(index))
             drawn.append(histogram_chart(f"hist-{number}", name, scores, part=part))
         with lock:
             histograms[run.key] = (len(index), drawn)
@@ -197,13 +208,23 @@ def make_app(catalog: Catalog, *, token: str | None = None, index_wait_s: float 
             info=run.info(index),
             summary_rows=_summary_rows(summary) if summary is not None else [],
             component_rows=(
-                [(name, _num(mean)) for name, mean in summary.metric_means.items()]
+                [
+                    (name, _num(mean))
+                    for name, mean in itertools.islice(summary.metric_means.items(), COMPONENT_ROWS)
+                ]
                 if summary is not None
                 else []
+            ),
+            component_rows_left=(
+                max(len(summary.metric_means) - COMPONENT_ROWS, 0) if summary is not None else 0
             ),
             training=training,
             charts=training.charts() if training is not None else [],
             histograms=run_histograms(run, index),
+            histograms_left=max(len(index.components) - HISTOGRAMS, 0),
+            other_components=index.other_components,
+            other_scores=index.other_scores,
+            kept_names=COMPONENT_NAMES,
             alarms=alarms,
             flt=flt,
             page=shown,

@@ -17,6 +17,13 @@ step ``watch.jsonl`` and the alarms name), and its **key** (its name in URLs) is
 ``<id>@<step>``; elsewhere the key is the id. An episode's **group** (its GRPO group) is the
 episodes of its task index in a rollout run, of its task in the same step in a training run.
 
+**Reward components** are kept sparse: per component name, the positions of the episodes that
+have a valid score for it and those scores (`ComponentScores`), so memory grows with the scores
+in the file, not with names times episodes (a column per name as long as the episodes so far
+took 348 MB for a 0.41 MB file of 6,000 names). A run keeps at most `COMPONENT_NAMES` names,
+the first it meets; the scores of the others are counted (`EpisodeIndex.other_components`,
+`EpisodeIndex.other_scores`), not kept.
+
 The file may grow while it is shown (a run still playing): `EpisodeIndex.refresh` indexes the
 lines appended since the last look, and starts over when the file shrank (replaced). The rules
 for lines are the run reader's (`rk_agent.runs.run_dir`): a last line without its newline
@@ -24,17 +31,18 @@ that is not JSON is a torn write, left for later; a repeated episode key in a ru
 counted once, the first kept. A line that is not an episode is counted in ``unreadable``, not
 fatal: a viewer shows what it can.
 
-Main names: `EpisodeIndex`, `EpisodeRow`.
+Main names: `EpisodeIndex`, `EpisodeRow`, `ComponentScores`, `COMPONENT_NAMES`.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import threading
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,10 +51,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rk_agent.runs.trajectory import Trajectory
 
-__all__ = ["EpisodeIndex", "EpisodeRow"]
+__all__ = ["COMPONENT_NAMES", "ComponentScores", "EpisodeIndex", "EpisodeRow"]
 
 TEXT_CHARS = 300
 """How much of a task's question is kept for the task-text filter and the episode list."""
+
+COMPONENT_NAMES = 64
+"""At most this many reward-component names are kept per run: the first met; the scores of
+the others are counted, not kept (module docstring)."""
 
 _NO_VERDICT = -1
 
@@ -80,6 +92,54 @@ class EpisodeRow:
     failure_kind: str
     turns: int
     text: str
+
+
+class ComponentScores:
+    """One reward component's valid scores, sparse: the positions (in the index) of the episodes
+    that have one, in file order, and the scores. While they are consecutive (a component every
+    episode has), the positions are a range, not stored: 8 bytes a score, as a dense column.
+
+    Attributes:
+        scores: the scores, one per position.
+    """
+
+    __slots__ = ("_positions", "_start", "scores")
+
+    def __init__(self) -> None:
+        self.scores: array[float] = array("d")
+        self._start = 0
+        self._positions: array[int] | None = None  # None: range(_start, _start + len(scores))
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    @property
+    def positions(self) -> Sequence[int]:
+        """The positions of the episodes the scores belong to, ascending."""
+        if self._positions is not None:
+            return self._positions
+        return range(self._start, self._start + len(self.scores))
+
+    def add(self, position: int, score: float) -> None:
+        """Add an episode's score (positions ascending)."""
+        if self._positions is None:
+            if not self.scores:
+                self._start = position
+            elif position != self._start + len(self.scores):  # a gap: positions from now on
+                self._positions = array("i", self.positions)
+        if self._positions is not None:
+            self._positions.append(position)
+        self.scores.append(score)
+
+    def dense(self, episodes: int) -> Iterator[float]:
+        """Every episode's score by position, NaN for those without one (``episodes`` of
+        them), computed as it is read."""
+        at = 0
+        for position, score in zip(self.positions, self.scores, strict=True):
+            yield from itertools.repeat(math.nan, position - at)
+            yield score
+            at = position + 1
+        yield from itertools.repeat(math.nan, max(episodes - at, 0))
 
 
 class _Fields(BaseModel):
@@ -206,7 +266,9 @@ class EpisodeIndex:
         self._turns = array("l")
         self._truncated = array("b")
         self._answer = array("q")
-        self._components: dict[str, array[float]] = {}
+        self._components: dict[str, ComponentScores] = {}
+        self._other_names: set[int] = set()  # hashes of the names past COMPONENT_NAMES
+        self.other_scores = 0
         self._ids: list[str] = []
         self._keys: list[str] = []
         self._task_ids: list[str] = []
@@ -298,14 +360,19 @@ class EpisodeIndex:
         self._answer.append(0 if answer is None else hash(answer) or 1)
 
     def _add_components(self, position: int, episode: _Score | None) -> None:
-        metrics = {} if episode is None or not episode.is_score_valid else episode.metrics
-        for name in metrics.keys() - self._components.keys():
-            self._components[name] = array("d", [math.nan]) * position
-        for name, column in self._components.items():
-            metric, score = metrics.get(name), math.nan
-            if metric is not None and metric.is_score_valid and metric.score is not None:
-                score = metric.score
-            column.append(score)
+        if episode is None or not episode.is_score_valid:
+            return
+        for name, metric in episode.metrics.items():
+            if not metric.is_score_valid or metric.score is None:
+                continue
+            column = self._components.get(name)
+            if column is None:
+                if len(self._components) >= COMPONENT_NAMES:
+                    self._other_names.add(hash(name))
+                    self.other_scores += 1
+                    continue
+                column = self._components[name] = ComponentScores()
+            column.add(position, metric.score)
 
     # ------------------------------------------------------------------ reading
 
@@ -385,9 +452,15 @@ class EpisodeIndex:
         return self._return
 
     @property
-    def components(self) -> dict[str, array[float]]:
-        """Per episode reward component: each episode's valid score, NaN when it has none."""
+    def components(self) -> dict[str, ComponentScores]:
+        """Per reward component kept (at most `COMPONENT_NAMES`, the first met): the valid
+        scores and the episodes they belong to (`ComponentScores.dense`: one per episode)."""
         return self._components
+
+    @property
+    def other_components(self) -> int:
+        """How many component names past `COMPONENT_NAMES` the run holds (scores not kept)."""
+        return len(self._other_names)
 
     @property
     def steps(self) -> array[int]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from rk_agent.binding import LoopbackNames, check_port, is_loopback
 from rk_agent.errors import ConfigError
+from rk_agent.terminal_text import escaped_log_config
 
 __all__ = ["check_address", "serve_view"]
 
@@ -72,7 +73,10 @@ def serve_view(
     app: Any = make_app(catalog, token=token)
     if is_loopback(host):
         app = LoopbackNames(app, allowed_hosts)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning",
+        log_config=escaped_log_config(uvicorn.config.LOGGING_CONFIG),  # a run's text, escaped
+    )  # fmt: skip
     server = uvicorn.Server(config)
     if on_ready is not None:
         startup = server.startup

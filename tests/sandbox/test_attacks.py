@@ -10,13 +10,16 @@ Judge attacks (on the code-execution reward) are in ``test_code_execution.py``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import platform
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,15 @@ from rk_agent.sandbox import (
     run_python,
 )
 from rk_agent.sandbox._process_limits import cgroup_controllers
-from tests.sandbox.support import alive, assert_nothing_left, marker, needs_bwrap
+from tests.sandbox.support import (
+    alive,
+    assert_nothing_left,
+    caller_result,
+    marker,
+    needs_bwrap,
+    processes_with,
+    unprivileged_caller,
+)
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="the sandbox targets Linux"),
@@ -163,58 +174,182 @@ def test_writing_files_outside_the_work_dir(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------------------------
 # Without per-run cgroups (a non-root user on cgroup v2 without delegation): what must hold
-# still, with the seccomp filter and the read-only root instead.
-
-NO_CGROUPS = """
-import sys
-from rk_agent.sandbox import SandboxLimits, run_python
-from rk_agent.sandbox import _process_limits
-_process_limits._parents = {}  # as on a machine that delegates no cgroup
-limits = SandboxLimits.model_validate_json(sys.argv[2])
-print(run_python(sys.argv[1], limits=limits, env={"RK_MARK": sys.argv[3]}).model_dump_json())
-"""
+# still, with the seccomp filter, the read-only root and the run's own init instead. The caller
+# is such a user for real (`unprivileged_caller`): the sandbox finds no cgroup it may create.
 
 
 @pytest.fixture(params=["cgroups", "no cgroups"])
 def contained(request: pytest.FixtureRequest) -> Any:
-    """Runs ``code`` with this machine's per-run cgroups, or in a process that has none."""
+    """Runs ``code`` with this machine's per-run cgroups, or from a caller that has none."""
 
     def play(code: str, limits: SandboxLimits = LIMITS) -> SandboxResult:
         if request.param == "cgroups":
             return _attack(code, limits)
         token = marker()
-        done = subprocess.run(
-            [sys.executable, "-c", NO_CGROUPS, code, limits.model_dump_json(), token],
-            capture_output=True, text=True, timeout=120, check=True,
-        )  # fmt: skip
+        command = unprivileged_caller(code, limits.model_dump_json(), token)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+        result = SandboxResult.model_validate(caller_result(done.stdout))
         assert_nothing_left(token)
-        return SandboxResult.model_validate_json(done.stdout)
+        return result
 
     return play
 
 
-PTRACE_INIT = r"""
-import ctypes, errno, os, time
-libc = ctypes.CDLL(None, use_errno=True)
-said = []
-for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE on bubblewrap's init
-    r = libc.ptrace(ctypes.c_long(request), 1, None, None)
-    said.append("attached" if r == 0 else errno.errorcode[ctypes.get_errno()])
+# A daemon the marker finds: it carries the run's environment (``RK_MARK``) into an exec.
+DAEMON = """
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        time.sleep(600)  # a daemon that would outlive the run with pid 1 held
+        os.execve("/bin/sleep", ["sleep", "600"], os.environ)
     os._exit(0)
-print(*said)
 """
 
+PTRACE_INIT = (
+    r"""
+import ctypes, errno, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+said = []
+for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE on the namespace's init
+    r = libc.ptrace(ctypes.c_long(request), 1, None, None)
+    said.append("attached" if r == 0 else errno.errorcode[ctypes.get_errno()])
+"""
+    + DAEMON
+    + "print(*said)\n"
+)
 
-def test_ptrace_on_bwraps_init_is_refused_and_no_daemon_outlives_the_run(
-    contained: Any,
-) -> None:
+
+def test_ptrace_on_the_init_is_refused_and_no_daemon_outlives_the_run(contained: Any) -> None:
     result = contained(PTRACE_INIT)
     assert result.status is SandboxStatus.OK
-    assert result.stdout == "EPERM EPERM\n"  # the seccomp filter; nothing else stops it
+    assert result.stdout == "EPERM EPERM\n"  # the seccomp filter
+
+
+# The namespace's init, rewritten through /proc/1/mem (same uid; the filter refuses ptrace, not
+# this): code at its pc clears its parent-death signal, so that it, and a daemon with it,
+# outlive the run's end and the caller's death where no cgroup kills them (issue 38).
+REWRITE_INIT = (
+    r"""
+import errno, os, time
+# x86_64: prctl(PR_SET_PDEATHSIG, 0), then pause() for ever.
+CODE = bytes.fromhex("b89d000000" "bf01000000" "31f6" "0f05" "b822000000" "0f05" "ebf7")
+try:
+    mem = open("/proc/1/mem", "r+b", buffering=0)
+except OSError as exc:
+    print("refused", errno.errorcode[exc.errno], flush=True)
+else:
+    pc = int(open("/proc/1/syscall").read().split()[-1], 16)  # init waits in wait4()
+    mem.seek(pc)
+    mem.write(CODE)
+    mem.close()
+    if os.fork() == 0:  # an orphan's exit returns init from its wait, into the new code
+        if os.fork() == 0:
+            time.sleep(0.1)
+        os._exit(0)
+    time.sleep(0.5)
+    print("rewrote init:", open("/proc/1/syscall").read().split()[0], flush=True)
+"""
+    + DAEMON
+)
+
+
+def test_the_init_cannot_be_rewritten_and_no_daemon_outlives_the_run() -> None:
+    token = marker()
+    limits = LIMITS.model_copy(update={"timeout_s": 5})
+    command = unprivileged_caller(REWRITE_INIT, limits.model_dump_json(), token)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+    result = SandboxResult.model_validate(caller_result(done.stdout))
+    assert_nothing_left(token)
+    assert result.stdout == "refused EACCES\n", result
+    assert result.status is SandboxStatus.OK
+
+
+def test_the_init_cannot_be_rewritten_and_no_daemon_outlives_a_killed_caller() -> None:
+    token = marker()
+    limits = LIMITS.model_copy(update={"timeout_s": 30})
+    code = REWRITE_INIT + "time.sleep(60)\n"
+    command = unprivileged_caller(code, limits.model_dump_json(), token)
+    caller = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not _daemons(token) and time.monotonic() < deadline:
+            assert caller.poll() is None, caller.communicate()
+            time.sleep(0.05)
+        assert _daemons(token), "the run's daemon never started"
+    finally:
+        caller.kill()  # SIGKILL: no exit hook runs, nothing of the caller cleans up
+        caller.communicate(timeout=30)
+    assert_nothing_left(token)
+
+
+# The second lock: an init rewritten anyway (here by root, from outside: what no program in the
+# sandbox can do) still dies when the run ends, killed by its host pid.
+ORPHANS = (
+    "import os, time\n"
+    + DAEMON
+    + """
+for _ in range(40):  # orphans whose exits return the init from its wait (for 8 s)
+    if os.fork() == 0:
+        if os.fork() == 0:
+            time.sleep(0.05)
+        os._exit(0)
+    time.sleep(0.2)
+"""
+)
+SHELLCODE = bytes.fromhex("b89d000000bf0100000031f60f05b8220000000f05ebf7")  # REWRITE_INIT's
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="rewriting the init from outside needs root")
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the rewrite is x86_64 code")
+def test_an_init_rewritten_from_outside_still_dies_with_the_run() -> None:
+    token = marker()
+    limits = LIMITS.model_copy(update={"timeout_s": 12})
+    command = unprivileged_caller(ORPHANS, limits.model_dump_json(), token)
+    caller = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _daemons(token) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        daemon = min(_daemons(token))
+        while _namespace_pid(init := _parent(daemon)) != 1:  # once its parent left: the init
+            assert time.monotonic() < deadline, "the daemon never passed to the init"
+            time.sleep(0.02)
+        with Path(f"/proc/{init}/mem").open("r+b", buffering=0) as mem:
+            mem.seek(int(Path(f"/proc/{init}/syscall").read_text().split()[-1], 16))
+            mem.write(SHELLCODE)
+        while Path(f"/proc/{init}/syscall").read_text().split()[0] != "34":  # in pause()
+            assert time.monotonic() < deadline, "the rewritten init never ran"
+            time.sleep(0.02)
+        out, _ = caller.communicate(timeout=60)
+    finally:
+        caller.kill()
+        caller.communicate()
+    result = SandboxResult.model_validate(caller_result(out))
+    assert result.status is SandboxStatus.TIMEOUT  # the init never reported the program's end
+    assert_nothing_left(token)
+    assert not alive(init)
+
+
+def _daemons(token: str) -> list[int]:
+    """The run's `DAEMON` processes (the caller's command line holds the token too)."""
+    found = []
+    for pid in processes_with(token):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                found.append(pid)
+    return found
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _namespace_pid(pid: int) -> int:
+    """``pid``'s number in its own PID namespace (0: it is gone)."""
+    try:
+        line = Path(f"/proc/{pid}/status").read_text().split("NSpid:")[1].split("\n")[0]
+        return int(line.split()[-1])
+    except OSError:
+        return 0
 
 
 def test_the_work_dir_cap_bounds_what_a_run_stores(contained: Any) -> None:
@@ -360,7 +495,7 @@ def test_killing_the_parent_and_the_caller(
     if mode is SandboxMode.BWRAP:
         assert alive(victim.pid)
         assert f"refused {victim.pid} 3" in result.stdout  # ESRCH: not in its PID namespace
-        # Its "parent" is bwrap's init, which ignores signals from inside its namespace.
+        # Its "parent" is the run's init, which takes no signal from inside its namespace.
     else:
         victim.wait(timeout=5)
         assert victim.returncode == -signal.SIGKILL  # what the process mode gives up

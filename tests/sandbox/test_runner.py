@@ -173,7 +173,7 @@ def test_the_isolated_view_of_the_machine() -> None:
     )
     lines = run_python(code).stdout.splitlines()
     assert lines[0] == "65534 65534 /sandbox /sandbox"
-    assert lines[1] == "['1', '2']"  # bwrap's init and the program: its own PID namespace
+    assert lines[1] == "['1', '2']"  # the init and the program: its own PID namespace
     assert lines[2] == "sandbox False"
     assert lines[3] == "['solution.py', 't']"  # the temp dir is the work dir
 

@@ -3,11 +3,14 @@ CPU and gives the same numbers; the renamed-method warnings of each generation s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 import torch
 
-from rk_agent.trainers.trl_patches import score_completions_only
+from rk_agent.terminal_text import CONTROLS
+from rk_agent.trainers.trl_patches import escape_printed_completions, score_completions_only
 
 
 def test_completion_log_probs_entropy_and_gradients_match_full_logits(
@@ -85,3 +88,27 @@ def test_only_the_renaming_warnings_are_silenced() -> None:
             warnings.warn("`is_gradient_checkpointing` is deprecated", FutureWarning, 1)
             warnings.warn("`from_pretrained(torch_dtype=)` is deprecated", FutureWarning, 1)
     assert [str(w.message) for w in caught] == ["`from_pretrained(torch_dtype=)` is deprecated"]
+
+
+CODES = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b31m"
+
+
+def test_the_printed_table_of_completions_shows_their_codes_escaped(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GRPO prints sampled completions when asked (``num_completions_to_print``): TRL's own
+    printer, called as GRPO calls it, with rows a model wrote (issue 38)."""
+    from trl.trainer import grpo_trainer
+
+    monkeypatch.setenv("COLUMNS", "400")  # rich's width: no code cut across lines
+    assert escape_printed_completions() and escape_printed_completions()  # idempotent
+    prompts = [[{"role": "user", "content": f"say {CODES}"}]]
+    call = {"function": {"name": f"f{CODES}", "arguments": json.dumps({f"k{CODES}": CODES})}}
+    completions = [[{"role": "assistant", "content": CODES, "tool_calls": [call]}]]
+    grpo_trainer.print_prompt_completions_sample(
+        prompts, completions, {"reward": [1.0]}, [0.5], 3, 1, extra={"trajectory": [CODES]}
+    )
+    printed = capsys.readouterr().out
+    assert "\\x1b]52;c;ZXZpbA==" in printed
+    assert [c for c in printed if ord(c) in CONTROLS and c != "\n"] == []
+    assert prompts[0][0]["content"] == f"say {CODES}"  # the rows themselves are untouched

@@ -9,9 +9,13 @@ import pytest
 from fastapi.testclient import TestClient
 from markupsafe import escape
 
-from rk_agent.view.app import TOKEN_COOKIE, make_app
+from rk_agent.runs.run_dir import read_trajectories
+from rk_agent.runs.summary import summarize
+from rk_agent.view.app import COMPONENT_ROWS, HISTOGRAMS, TOKEN_COOKIE, make_app
 from rk_agent.view.catalog import find_runs
+from rk_agent.view.index import COMPONENT_NAMES
 from tests.view.conftest import MARKUP
+from tests.view.test_index import scored, write
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +129,24 @@ def test_a_long_tool_result_is_folded(runs_root: Path, tmp_path: Path) -> None:
     assert page.status_code == 200
     assert page.text.count('<details class="fold">') == 1
     assert "(2400 characters)" in page.text and "<row>" not in page.text
+
+
+def test_a_run_of_many_component_names_draws_a_bounded_page(tmp_path: Path) -> None:
+    """One new reward-component name per episode: a 27 MB page of 6,000 histograms before
+    (issue 38); now at most HISTOGRAMS, the rest counted."""
+    run = tmp_path / "many"
+    run.mkdir()
+    names = 1000
+    write(run / "trajectories.jsonl", *(scored(i, {f"n{i:04}": 1.0}) for i in range(names)))
+    (run / "config.yaml").write_text("env: tools\n")  # a rollout run: its summary is shown
+    episodes = read_trajectories(run / "trajectories.jsonl")
+    (run / "summary.json").write_text(summarize(episodes).model_dump_json())
+    page = TestClient(make_app(find_runs([run]))).get("/run/many")
+    assert page.status_code == 200
+    assert page.text.count('class="chart histogram"') == HISTOGRAMS + 1  # and the reward's
+    assert f"{COMPONENT_NAMES - HISTOGRAMS} more reward component(s) not drawn" in page.text
+    other = names - COMPONENT_NAMES
+    assert f"{other} more reward component name(s) in this run, {other} score(s)" in page.text
+    assert page.text.count("<tr><td>n0") == COMPONENT_ROWS
+    assert f"and {names - COMPONENT_ROWS} more" in page.text
+    assert len(page.content) < 400_000

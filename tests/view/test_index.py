@@ -4,7 +4,9 @@ filters and pages read from it."""
 from __future__ import annotations
 
 import json
+import math
 import re
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from rk_agent.errors import ConfigError
 from rk_agent.runs.run_dir import TRAJECTORIES_FILE
 from rk_agent.view.filters import EpisodeFilter
-from rk_agent.view.index import EpisodeIndex
+from rk_agent.view.index import COMPONENT_NAMES, EpisodeIndex
 from rk_agent.view.listing import Listing
 
 
@@ -160,3 +162,66 @@ def test_pages_are_cut_on_the_server_and_clamped(tmp_path: Path) -> None:
     write(file, episode(7))
     index.refresh()
     assert listing.page(everything, 3, size=3).matched == 8  # a grown index is filtered again
+
+
+# --------------------------------------------------------------------------------------------
+# Reward components: sparse, and a bounded number of names (issue 38)
+
+
+def scored(task: int, metrics: dict[str, float | None]) -> dict[str, object]:
+    return episode(
+        task, episode={"score": 0.5, "metrics": {n: {"score": v} for n, v in metrics.items()}}
+    )
+
+
+def _peak_while_indexing(file: Path) -> int:
+    tracemalloc.start()
+    try:
+        EpisodeIndex(file).refresh()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_grows_with_the_file_not_with_names_times_episodes(tmp_path: Path) -> None:
+    """A new name per episode (a file a reward, or a hand, made) costs what its score costs:
+    it was a column as long as the episodes so far (2,000 names: 16 MB more here)."""
+    many, few = tmp_path / "many.jsonl", tmp_path / "few.jsonl"
+    write(many, *(scored(i, {"answer": 1.0, f"n{i:06}": 0.5}) for i in range(2000)))
+    write(few, *(scored(i, {"answer": 1.0, f"n{i % 2:06}": 0.5}) for i in range(2000)))
+    assert abs(many.stat().st_size - few.stat().st_size) < 100
+    assert _peak_while_indexing(many) < _peak_while_indexing(few) + (1 << 20)
+
+
+def test_the_names_kept_are_capped_and_the_rest_counted(tmp_path: Path) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    extra = 10
+    names = [f"c{i:03}" for i in range(COMPONENT_NAMES + extra)]
+    write(file, *(scored(i, {name: 1.0, "answer": i / 10}) for i, name in enumerate(names)))
+    index = EpisodeIndex(file)
+    index.refresh()
+    assert len(index.components) == COMPONENT_NAMES
+    assert list(index.components)[:3] == ["c000", "answer", "c001"]  # the first met
+    assert (index.other_components, index.other_scores) == (extra + 1, extra + 1)
+    assert list(index.components["answer"].dense(len(index)))[:3] == [0.0, 0.1, 0.2]
+
+
+def test_a_component_column_reads_as_one_score_per_episode(tmp_path: Path) -> None:
+    file = tmp_path / TRAJECTORIES_FILE
+    write(
+        file,
+        scored(0, {"a": 1.0}),
+        scored(1, {"b": 0.5}),
+        scored(2, {"a": None, "b": 0.25}),  # no score: none kept
+        episode(3, episode={"score": 1.0, "is_score_valid": False, "metrics": {"a": {"score": 1}}}),
+        scored(4, {"a": 0.0}),
+    )
+    index = EpisodeIndex(file)
+    index.refresh()
+    a = index.components["a"]
+    assert (list(a.positions), list(a.scores)) == ([0, 4], [1.0, 0.0])
+    dense = list(a.dense(6))
+    assert dense[0] == 1.0 and dense[4] == 0.0 and len(dense) == 6
+    assert sum(math.isnan(v) for v in dense) == 4
+    assert list(index.components["b"].dense(3))[1:] == [0.5, 0.25]
+    assert isinstance(index.components["b"].positions, range)  # consecutive: not stored
