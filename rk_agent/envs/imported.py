@@ -29,6 +29,7 @@ Main names: `ImportedEnv`, `Session`, `BaseSession`.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -127,16 +128,19 @@ class _Solutions:
     first user turn is the same): each session is asked in turn, the episode's own first (the
     one whose opening holds the very message objects of the conversation asked about, as the
     rollout engine and `play_with_solver` pass them), then the newest; a session that does not
-    recognise the conversation as its own answers ``None`` and the next is asked.
+    recognise the conversation as its own answers ``None`` and the next is asked. Sessions are
+    held weakly: an environment dropped unclosed takes its session with it.
     """
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self._sessions: OrderedDict[int, tuple[Key, Message | None, Session]] = OrderedDict()
+        self._sessions: OrderedDict[int, tuple[Key, Message | None, weakref.ref[Session]]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     def remember(self, opening: list[Message], session: Session) -> None:
-        entry = (_key(opening), opening[0] if opening else None, session)
+        entry = (_key(opening), opening[0] if opening else None, weakref.ref(session))
         with self._lock:
             self._sessions[id(session)] = entry
             self._sessions.move_to_end(id(session))
@@ -150,9 +154,11 @@ class _Solutions:
     def solve(self, messages: list[Message], tools: Any = None) -> Message:
         key, first = _key(messages), messages[0] if messages else None
         with self._lock:
-            alike = [(f, s) for k, f, s in reversed(self._sessions.values()) if k == key]
+            alike = [(f, s()) for k, f, s in reversed(self._sessions.values()) if k == key]
         ordered = [s for f, s in alike if f is first] + [s for f, s in alike if f is not first]
         for session in ordered:
+            if session is None:
+                continue
             reply = session.solve(messages, tools)
             if reply is not None:
                 return reply

@@ -35,6 +35,7 @@ Main names: `SOURCE`, `BfclSource`, `BfclEnv`, `checker`, `split_turns`, `INSTAL
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -234,6 +235,8 @@ class _Session(BaseSession):
         self.turn = 0
         self.key = bfcl.episode_key()
         self.closed = False
+        # Also when the environment is dropped unclosed: the package's globals would keep them.
+        self._release = weakref.finalize(self, bfcl.release, self.key, entry)
 
     def tools(self) -> Sequence[EpisodeTool]:
         return [spec.schema for spec in self.entry.tools_at(self.turn)]
@@ -289,7 +292,7 @@ class _Session(BaseSession):
 
     def close(self) -> None:
         self.closed = True
-        bfcl.release(self.key, self.entry)
+        self._release()
 
 
 _CANNOT = (
