@@ -52,6 +52,7 @@ BENCHES = (
     Bench("bench_grpo_overhead", quick=("--tiny",)),
     Bench("bench_watch", args=("--tiny",)),
     Bench("bench_mcp"),
+    Bench("bench_bfcl", quick=("--chunk", "200")),
 )
 
 

@@ -7,4 +7,7 @@ it is installed without importing it.
 
 - `rk_agent.interop.reasoning_gym`: ``reasoning-gym:NAME[,NAME...]``, the procedural
   generators of reasoning-gym (``pip install 'rk-agent[reasoning-gym]'``).
+- `rk_agent.interop.bfcl`: ``bfcl:CATEGORY``, BFCL v4's multi-turn entries scored by its own
+  checker (``pip install 'rk-agent[bfcl]' && pip install --no-deps bfcl-eval==2026.3.23``);
+  `rk_agent.interop.bfcl_package` is its boundary with bfcl-eval.
 """

@@ -34,6 +34,7 @@ Main names: `SOURCE`, `BfclSource`, `BfclEnv`, `checker`, `split_turns`, `INSTAL
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from collections.abc import Sequence
@@ -342,8 +343,8 @@ class BfclEnv(ImportedEnv):
                 f"{self.env_name}'s tasks are BFCL's entries; tasks= cannot replace them (pick "
                 "entries with --n, or task_index= in reset options)."
             )
-        self._entries = {e.id: e for c in self.categories for e in bfcl.entries(c)}
-        kwargs["tasks"] = [_task(e) for e in self._entries.values()]
+        self._entries = _entries(self.categories)
+        kwargs["tasks"] = _tasks(self.categories)  # one list per class: a run builds many envs
         super().__init__(**kwargs)
 
     def open_session(self, task: Task) -> _Session:
@@ -384,6 +385,16 @@ class BfclEnv(ImportedEnv):
             session = state.scratch.get("session")
             if isinstance(session, _Session):
                 session.close()
+
+
+@functools.cache
+def _entries(categories: tuple[str, ...]) -> dict[str, bfcl.Entry]:
+    return {e.id: e for c in categories for e in bfcl.entries(c)}
+
+
+@functools.cache
+def _tasks(categories: tuple[str, ...]) -> tuple[Task, ...]:
+    return tuple(_task(e) for e in _entries(categories).values())
 
 
 def _task(entry: bfcl.Entry) -> Task:

@@ -366,17 +366,21 @@ def test_an_sft_dataset_renders_each_episodes_own_tools(solver_run: Path) -> Non
     assert len(seen) > 1
 
 
-def test_without_the_package_a_run_fails_in_one_line_naming_both_installs(tmp_path: Path) -> None:
+def without_the_package(*args: str, cwd: Path) -> Any:
     code = (
         "import sys; sys.modules['bfcl_eval'] = None  # as if it were not installed\n"
         "from rk_agent.cli import main\n"
-        "sys.argv = ['rk-agent', 'rollout', '--env', 'bfcl:multi_turn_base', '--policy', "
-        "'solver']\n"
+        f"sys.argv = ['rk-agent', *{list(args)!r}]\n"
         "main()\n"
     )
     shell = {**os.environ, "COLUMNS": "200"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path, env=shell, timeout=120)  # fmt: skip
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=cwd, env=shell, timeout=120)  # fmt: skip
+
+
+def test_without_the_package_a_run_fails_in_one_line_naming_both_installs(tmp_path: Path) -> None:
+    out = without_the_package("rollout", "--env", "bfcl:multi_turn_base", "--policy", "solver",
+                              cwd=tmp_path)  # fmt: skip
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip().splitlines() == [
         "error: environment source 'bfcl' needs bfcl_eval, which is not installed: pip install "
@@ -384,3 +388,15 @@ def test_without_the_package_a_run_fails_in_one_line_naming_both_installs(tmp_pa
         "5.9 GB of dependencies and pins numpy 1.26.4; its multi-turn code needs none of them; "
         "uv: uv pip install the same; in a checkout of rk-agent: uv sync --extra bfcl)."
     ]
+    listed = without_the_package("envs", "list", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "bfcl:CATEGORY                │ no: pip install 'rk-agent[bfcl]' && pip install " in (
+        listed.stdout
+    )
+
+
+def test_the_docstring_examples_run() -> None:
+    import doctest
+
+    assert doctest.testmod(bfcl_package).failed == 0
+    assert doctest.testmod(bfcl).failed == 0
