@@ -312,6 +312,16 @@ def test_the_package_writes_nothing_under_the_cwd_or_site_packages(tmp_path: Pat
 # ---------------------------------------------------------------------- names and runs
 
 
+def test_mcp_serve_refuses_it_in_one_line(tmp_path: Path) -> None:
+    out = rk_agent("mcp", "serve", "--env", "bfcl:multi_turn_base", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "error: bfcl:multi_turn_base cannot be served over MCP: its tools differ per task "
+        "(tool_scope 'task'), and an MCP server offers one list of tools that its clients read "
+        "once; play it with rk-agent rollout, whose policies are given each episode's tools."
+    )
+
+
 def test_categories_and_limits() -> None:
     message = "bfcl has no multi-turn category 'multi_turn_bass'. Did you mean 'multi_turn_base'?"
     with pytest.raises(ConfigError, match=re.escape(message)):
