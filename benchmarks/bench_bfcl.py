@@ -9,9 +9,10 @@ environment, so the same entries loaded: the difference is what episodes leave b
 within 10 %). ``--repeats`` alternates the two sizes (medians).
 
 ``--hf N`` also plays the embedded model (SmolLM2-135M through `HFPolicy`, greedy, up to
-``--max-tokens`` a reply) on the first N entries of ``multi_turn_base`` (default 20: CPU-heavy,
-a prompt holds every tool of the entry's classes): its score, wall time and peak memory, a
-first figure of rk-agent on a benchmark nobody here wrote (no target).
+``--max-tokens`` a reply, 10 episodes at a time) on the first N entries of ``multi_turn_base``
+(CPU-heavy: a prompt holds every tool of the entry's classes, 3,100 to 5,000 tokens): its score,
+wall time and peak memory, a first figure of rk-agent on a benchmark nobody here wrote (no
+target).
 
 Needs the bfcl extra (``uv sync --extra bfcl``).
 
@@ -27,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 
 from figures import figure
 from peak_rss import peak_rss_mb
@@ -71,10 +73,10 @@ def hf_child(n: int, max_tokens: int) -> dict[str, float]:
     from rk_agent.runs.config import RolloutConfig
 
     config = RolloutConfig.model_validate(
-        {"env": "bfcl:multi_turn_base", "n": n, "concurrency": min(n, 8),
-         "sampling": {"temperature": 0.0, "max_tokens": max_tokens}}
+        {"env": "bfcl:multi_turn_base", "n": n, "concurrency": min(n, 10),
+         "episode_timeout_s": 7200, "sampling": {"temperature": 0.0, "max_tokens": max_tokens}}
     )  # fmt: skip
-    policy = HFPolicy(max_batch_size=8)
+    policy = HFPolicy(max_batch_size=10)
     started = time.perf_counter()
     result = asyncio.run(run_rollouts(config, policy=policy, make_env=config.env.factory()))
     seconds = time.perf_counter() - started
@@ -88,6 +90,16 @@ def hf_child(n: int, max_tokens: int) -> dict[str, float]:
         "turns": len(turns),
         "replies": sum(len(t.turns) for t in played),
         "calls": sum(len(turn.tool_calls) for t in played for turn in t.turns),
+        "calls_ok": sum(c.ok for t in played for turn in t.turns for c in turn.tool_calls),
+        "stops": dict(Counter(t.stop_reason.value for t in played)),
+        "reasons": dict(
+            Counter(
+                str(t.episode.metrics["bfcl"].reason)
+                for t in played
+                if t.episode and "bfcl" in t.episode.metrics
+            )
+        ),
+        "failures": [t.failure.message[:200] for t in played if t.failure],
         "seconds": seconds,
         "peak_mb": peak_rss_mb(),
     }
@@ -109,7 +121,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--chunk", type=int, default=100, help="entries per engine call (memory)")
     parser.add_argument("--hf", type=int, default=0, help="entries the embedded model plays")
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
