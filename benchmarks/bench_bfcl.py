@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import statistics
 import subprocess
@@ -57,6 +58,7 @@ def solver_child(n: int, concurrency: int, chunk: int) -> dict[str, float]:
         episodes += len(result.trajectories)
         passed += sum(bool(t.success) for t in result.trajectories)
         del result
+        gc.collect()  # what a chunk left is garbage now, or it is kept: the figure tells which
     seconds = time.perf_counter() - started
     return {
         "episodes": episodes,
