@@ -421,6 +421,11 @@ class BfclSource(EnvSource):
         """The two installs: the extra, then bfcl-eval without its declared dependencies."""
         return INSTALL
 
+    def wants(self, rest: str) -> list[str]:
+        """Nothing beyond installed code: the entries, classes and checker ship in bfcl-eval's
+        wheel, and nothing is fetched or started (a run from elsewhere builds it untrusted)."""
+        return []
+
     def build_class(self, rest: str) -> type[ChatEnv]:
         """The environment of one category, or of all four (``multi_turn``)."""
         names = [*bfcl.CATEGORIES, ALL]
