@@ -9,7 +9,8 @@ environment, so the same entries loaded: the difference is what episodes leave b
 within 10 %). ``--repeats`` alternates the two sizes (medians).
 
 ``--hf N`` also plays the embedded model (SmolLM2-135M through `HFPolicy`, greedy, up to
-``--max-tokens`` a reply, 10 episodes at a time) on the first N entries of ``multi_turn_base``
+``--max-tokens`` a reply, at most 16 replies an episode, 10 episodes at a time) on the first N
+entries of ``multi_turn_base``
 (CPU-heavy: a prompt holds every tool of the entry's classes, 3,100 to 5,000 tokens): its score,
 wall time and peak memory, a first figure of rk-agent on a benchmark nobody here wrote (no
 target).
@@ -75,7 +76,7 @@ def hf_child(n: int, max_tokens: int) -> dict[str, float]:
     from rk_agent.runs.config import RolloutConfig
 
     config = RolloutConfig.model_validate(
-        {"env": "bfcl:multi_turn_base", "n": n, "concurrency": min(n, 10),
+        {"env": "bfcl:multi_turn_base", "n": n, "concurrency": min(n, 10), "max_turns": 16,
          "episode_timeout_s": 7200, "sampling": {"temperature": 0.0, "max_tokens": max_tokens}}
     )  # fmt: skip
     policy = HFPolicy(max_batch_size=10)
@@ -123,7 +124,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--chunk", type=int, default=100, help="entries per engine call (memory)")
     parser.add_argument("--hf", type=int, default=0, help="entries the embedded model plays")
-    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

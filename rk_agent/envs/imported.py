@@ -46,7 +46,7 @@ __all__ = ["BaseSession", "ImportedEnv", "Session"]
 
 _SOLUTIONS_KEPT = 10_000
 _SESSION = "session"
-Key = tuple[tuple[str, str], ...]
+_Key = tuple[tuple[str, str], ...]
 
 
 @runtime_checkable
@@ -134,7 +134,7 @@ class _Solutions:
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self._sessions: OrderedDict[int, tuple[Key, Message | None, weakref.ref[Session]]] = (
+        self._sessions: OrderedDict[int, tuple[_Key, Message | None, weakref.ref[Session]]] = (
             OrderedDict()
         )
         self._lock = threading.Lock()
@@ -169,7 +169,7 @@ class _Solutions:
         )
 
 
-def _key(messages: Sequence[Message]) -> Key:
+def _key(messages: Sequence[Message]) -> _Key:
     """The messages up to the first user message: what identifies an episode's task."""
     out = []
     for message in messages:
