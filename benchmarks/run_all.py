@@ -57,6 +57,7 @@ BENCHES = (
         "bench_openenv",
         quick=("--episodes", "64", "--runs", "1", "--steps", "200", "--sessions", "50"),
     ),
+    Bench("bench_bfcl", quick=("--chunk", "200")),
 )
 
 

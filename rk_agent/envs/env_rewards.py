@@ -2,13 +2,16 @@
 
 An environment scores its steps and its episode with one combined reward each
 (`rk_agent.rewards.compose.combine`); `weighted_reward` builds it, and shares one per set of
-decorated rewards and weights between the environments built with them.
+decorated rewards and weights between the live environments built with them (held weakly: a
+reward made for one environment, such as an imported environment's, which reads that
+environment's episode, goes with it).
 
 Main names: `weighted_reward`.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +22,7 @@ from rk_agent.rewards.registry import RewardLike, get_reward_function
 
 __all__ = ["weighted_reward"]
 
-_combined: dict[tuple[Any, ...], tuple[tuple[Any, ...], RewardFn]] = {}
+_combined: dict[tuple[Any, ...], weakref.ref[Any]] = {}
 _COMBINED_KEPT = 256
 
 
@@ -37,12 +40,18 @@ def weighted_reward(
     shared = all(is_reward_function(r) for r in parts)
     key = (kind, tuple(rewards), tuple(map(id, parts)), tuple((weights or {}).items()))
     if shared:
-        found = _combined.get(key)
-        if found is not None and all(a is b for a, b in zip(found[0], parts, strict=True)):
-            return found[1]
+        held = _combined.get(key)
+        found = held() if held is not None else None
+        # Alive, it holds its parts, so their ids are still theirs.
+        if found is not None:
+            return found
     combined = _combine(rewards, weights, kind)
-    if shared and len(_combined) < _COMBINED_KEPT:
-        _combined[key] = (parts, combined)  # the parts kept alive: their ids stay theirs
+    if shared:
+        if len(_combined) >= _COMBINED_KEPT:
+            for stale in [k for k, ref in _combined.items() if ref() is None]:
+                del _combined[stale]
+        if len(_combined) < _COMBINED_KEPT:
+            _combined[key] = weakref.ref(combined)
     return combined
 
 

@@ -13,14 +13,15 @@ source (`rk_agent.envs.sources`) subclasses `ImportedEnv`, makes tasks (``genera
 - ``call_tool`` is `Session.call_tool`, ``respond`` is `Session.respond`;
 - the default episode reward, named after the source, is `Session.verify` (its metrics are the
   components; an invalid result is an invalid score, never a 0);
-- ``close`` closes the session.
+- the session is closed once the episode is scored, at the next reset (an episode left
+  unfinished) and by ``close``.
 
 **The reference solver.** A session may know the answer (`Session.solve`). The class's
 ``reference_solver`` (``solve(messages, tools)``, what ``--policy solver`` and
-``rk-agent check env`` play) looks the episode up by its opening messages among the sessions
-its environments opened in this process (the last 10,000), and asks that session: a solver sees
-only the conversation, and the answer lives with the task. A class whose sessions cannot solve
-(``has_solver = False``) has no reference solver.
+``rk-agent check env`` play) looks the episode up by its opening messages among the open
+sessions of its environments in this process, and asks them (the episode's own first) until
+one answers: a solver sees only the conversation, and the answer lives with the task. A class
+whose sessions cannot solve (``has_solver = False``) has no reference solver.
 
 Main names: `ImportedEnv`, `Session`, `BaseSession`.
 """
@@ -28,6 +29,7 @@ Main names: `ImportedEnv`, `Session`, `BaseSession`.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -38,12 +40,13 @@ from rk_agent.envs.task import Task
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import EnvError
 from rk_agent.rewards.decorator import RewardFn, reward_function
-from rk_agent.types import EvaluateResult, Message, ToolCall
+from rk_agent.types import EvaluateResult, Message, StopReason, ToolCall
 
 __all__ = ["BaseSession", "ImportedEnv", "Session"]
 
 _SOLUTIONS_KEPT = 10_000
 _SESSION = "session"
+_Key = tuple[tuple[str, str], ...]
 
 
 @runtime_checkable
@@ -119,35 +122,54 @@ class BaseSession:
 
 
 class _Solutions:
-    """The sessions of one class's episodes by opening, for its reference solver."""
+    """The open sessions of one class's episodes by opening, for its reference solver.
+
+    Several episodes may open alike (the same task played concurrently, or two tasks whose
+    first user turn is the same): each session is asked in turn, the episode's own first (the
+    one whose opening holds the very message objects of the conversation asked about, as the
+    rollout engine and `play_with_solver` pass them), then the newest; a session that does not
+    recognise the conversation as its own answers ``None`` and the next is asked. Sessions are
+    held weakly: an environment dropped unclosed takes its session with it.
+    """
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self._sessions: OrderedDict[tuple[tuple[str, str], ...], Session] = OrderedDict()
+        self._sessions: OrderedDict[int, tuple[_Key, Message | None, weakref.ref[Session]]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     def remember(self, opening: list[Message], session: Session) -> None:
-        key = _key(opening)
+        entry = (_key(opening), opening[0] if opening else None, weakref.ref(session))
         with self._lock:
-            self._sessions[key] = session
-            self._sessions.move_to_end(key)
+            self._sessions[id(session)] = entry
+            self._sessions.move_to_end(id(session))
             while len(self._sessions) > _SOLUTIONS_KEPT:
                 self._sessions.popitem(last=False)
 
-    def solve(self, messages: list[Message], tools: Any = None) -> Message:
+    def forget(self, session: Session) -> None:
         with self._lock:
-            session = self._sessions.get(_key(messages))
-        reply = session.solve(messages, tools) if session is not None else None
-        if reply is None:
-            raise EnvError(
-                f"the reference solver of {self.label} knows no answer to this conversation: "
-                "it answers the tasks its environments opened in this process (reset them "
-                "first), and only those whose source stores an answer."
-            )
-        return reply
+            self._sessions.pop(id(session), None)
+
+    def solve(self, messages: list[Message], tools: Any = None) -> Message:
+        key, first = _key(messages), messages[0] if messages else None
+        with self._lock:
+            alike = [(f, s()) for k, f, s in reversed(self._sessions.values()) if k == key]
+        ordered = [s for f, s in alike if f is first] + [s for f, s in alike if f is not first]
+        for session in ordered:
+            if session is None:
+                continue
+            reply = session.solve(messages, tools)
+            if reply is not None:
+                return reply
+        raise EnvError(
+            f"the reference solver of {self.label} knows no answer to this conversation: "
+            "it answers the tasks its environments opened in this process (reset them "
+            "first) while their episodes run, and only those whose source stores an answer."
+        )
 
 
-def _key(messages: Sequence[Message]) -> tuple[tuple[str, str], ...]:
+def _key(messages: Sequence[Message]) -> _Key:
     """The messages up to the first user message: what identifies an episode's task."""
     out = []
     for message in messages:
@@ -228,10 +250,21 @@ class ImportedEnv(ChatEnv):
 
     # ---------------------------------------------------------------- internals
 
+    def score_episode(self, state: EpisodeState, stop_reason: StopReason) -> EvaluateResult:
+        """Score the episode, then close its session: what it holds is released as soon as the
+        episode is over."""
+        try:
+            return super().score_episode(state, stop_reason)
+        finally:
+            if state.scratch.get(_SESSION) is self._episode_session:
+                self._close_session()
+
     def _close_session(self) -> None:
         session = getattr(self, "_episode_session", None)  # None when __init__ failed early
         self._episode_session = None
         if session is not None:
+            if self.has_solver:
+                self._solutions.forget(session)
             session.close()
 
     def _verify_reward(self) -> RewardFn:

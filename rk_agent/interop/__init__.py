@@ -9,4 +9,7 @@ it is installed without importing it.
   generators of reasoning-gym (``pip install 'rk-agent[reasoning-gym]'``).
 - `rk_agent.interop.openenv`: ``openenv:URL``, an OpenEnv server's environment, and
   ``rk-agent openenv serve`` (``pip install 'rk-agent[openenv]'``).
+- `rk_agent.interop.bfcl`: ``bfcl:CATEGORY``, BFCL v4's multi-turn entries scored by its own
+  checker (``pip install 'rk-agent[bfcl]' && pip install --no-deps bfcl-eval==2026.3.23``);
+  `rk_agent.interop.bfcl_package` is its boundary with bfcl-eval.
 """

@@ -28,6 +28,7 @@ import mcp_types
 
 from rk_agent.binding import check_port, is_loopback
 from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.errors import ConfigError
 from rk_agent.terminal_text import escaped_log_config
 from rk_agent.types import Message
@@ -78,12 +79,23 @@ def build_env_server(
         An ``mcp.server.lowlevel.Server``.
 
     Raises:
-        ConfigError: an environment tool is called ``start_task`` or ``submit_answer``.
+        ConfigError: an environment tool is called ``start_task`` or ``submit_answer``; the
+            environment's tools differ per task or change between turns (``tool_scope``).
     """
     import anyio.to_thread
     from mcp.server.lowlevel.server import Server
 
     probe = make_env()
+    if probe.tool_scope is not ToolScope.ENV:
+        label = getattr(probe, "env_name", None) or type(probe).__name__
+        varies = "differ per task" if probe.tool_scope is ToolScope.TASK else "change between turns"
+        probe.close()
+        raise ConfigError(
+            f"{label} cannot be served over MCP: its tools {varies} (tool_scope "
+            f"{probe.tool_scope.value!r}), and an MCP server offers one list of tools that its "
+            "clients read once; play it with rk-agent rollout, whose policies are given each "
+            "episode's tools."
+        )
     listed = [
         mcp_types.Tool(
             name=t.name,

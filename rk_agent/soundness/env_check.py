@@ -168,7 +168,9 @@ def check_replay(env: ChatEnv, *, seed: int = 0) -> None:
     solver = env.reference_solver
     if solver is None:
         return
-    slot = EpisodeSlot(task_index=0, sample=0, seed=seed)
+    # As the engine plans it (`plan_slots`): a dataset's task 0 is its row 0.
+    options = {"task_index": 0} if env.dataset is not None else None
+    slot = EpisodeSlot(task_index=0, sample=0, seed=seed, options=options)
     play = play_episode(env, FunctionPolicy(solver), slot, sampling=SamplingParams(),
                         env_name=type(env).__name__)  # fmt: skip
     with ThreadPoolExecutor(1) as pool:  # its own event loop, whether or not one is running

@@ -144,3 +144,17 @@ def test_a_public_address_with_a_token_or_allow_public_serves() -> None:
             process.terminate()
             process.wait(10)
             process.stderr.close()
+
+
+def test_an_environment_whose_tools_vary_is_refused_in_one_line() -> None:
+    from rk_agent.errors import ConfigError
+    from rk_agent.mcp.serve import build_env_server
+    from tests.envs.varying_tools import ShopEnv
+
+    message = (
+        "ShopEnv cannot be served over MCP: its tools change between turns (tool_scope 'turn'), "
+        "and an MCP server offers one list of tools that its clients read once; play it with "
+        "rk-agent rollout, whose policies are given each episode's tools."
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_env_server(ShopEnv)
