@@ -168,7 +168,10 @@ def check_replay(env: ChatEnv, *, seed: int = 0) -> None:
     solver = env.reference_solver
     if solver is None:
         return
-    slot = EpisodeSlot(task_index=0, sample=0, seed=seed)
+    # As the engine plans it (`rk_agent.rollouts.slots`): an environment that plays a dataset
+    # is reset with its task index, which the replay gives it too (`reset_for`).
+    options = {"task_index": 0} if env.dataset is not None else None
+    slot = EpisodeSlot(task_index=0, sample=0, seed=seed, options=options)
     play = play_episode(env, FunctionPolicy(solver), slot, sampling=SamplingParams(),
                         env_name=type(env).__name__)  # fmt: skip
     with ThreadPoolExecutor(1) as pool:  # its own event loop, whether or not one is running
