@@ -77,12 +77,24 @@ def build_env_server(
         An ``mcp.server.lowlevel.Server``.
 
     Raises:
-        ConfigError: an environment tool is called ``start_task`` or ``submit_answer``.
+        ConfigError: an environment tool is called ``start_task`` or ``submit_answer``, or the
+            environment's tools differ per task or per turn (``tool_scope``): the server lists
+            its tools once.
     """
     import anyio.to_thread
     from mcp.server.lowlevel.server import Server
 
+    from rk_agent.envs.offered_tools import ToolScope
+
     probe = make_env()
+    if probe.tool_scope is not ToolScope.ENV:
+        scope = probe.tool_scope.value
+        probe.close()
+        raise ConfigError(
+            f"{type(probe).__name__}'s tools differ per {scope} (tool_scope {scope}), and an MCP "
+            "server lists its tools once for every task: serve an environment whose tools are "
+            "the same in every episode."
+        )
     listed = [
         mcp_types.Tool(
             name=t.name,

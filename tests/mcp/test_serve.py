@@ -144,3 +144,16 @@ def test_a_public_address_with_a_token_or_allow_public_serves() -> None:
             process.terminate()
             process.wait(10)
             process.stderr.close()
+
+
+def test_an_env_whose_tools_differ_per_task_is_refused() -> None:
+    from rk_agent.errors import ConfigError
+    from rk_agent.mcp.serve import build_env_server
+    from tests.envs.varying_tools import ShopEnv
+
+    message = (
+        "ShopEnv's tools differ per turn (tool_scope turn), and an MCP server lists its tools "
+        "once for every task: serve an environment whose tools are the same in every episode."
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build_env_server(ShopEnv)
