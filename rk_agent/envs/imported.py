@@ -134,6 +134,11 @@ class _Solutions:
             while len(self._sessions) > _SOLUTIONS_KEPT:
                 self._sessions.popitem(last=False)
 
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # By reference (the class is rebuilt from its name where it is unpickled), so that the
+        # solver reaches the sessions of that process's environments: a run's Ray workers.
+        return _solutions_of, (self.label,)
+
     def solve(self, messages: list[Message], tools: Any = None) -> Message:
         with self._lock:
             session = self._sessions.get(_key(messages))
@@ -145,6 +150,17 @@ class _Solutions:
                 "first), and only those whose source stores an answer."
             )
         return reply
+
+
+def _solutions_of(label: str) -> _Solutions:
+    """The solutions of the environment class named ``label`` (in this process)."""
+    from rk_agent.envs.registry import get_env_class
+
+    env_class = get_env_class(label)
+    solutions = getattr(env_class, "_solutions", None)
+    if not isinstance(solutions, _Solutions):
+        raise EnvError(f"environment {label!r} is not an imported environment with a solver.")
+    return solutions
 
 
 def _key(messages: Sequence[Message]) -> tuple[tuple[str, str], ...]:

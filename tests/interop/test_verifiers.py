@@ -379,3 +379,16 @@ def test_an_env_setup_records_the_name_and_a_taskset_without_tools_is_env_scoped
         env.close()
     finally:
         factory.close()
+
+
+def test_the_solver_pickles_by_name_for_a_runs_ray_workers() -> None:
+    import pickle
+
+    solve = pickle.loads(pickle.dumps(get_solver("verifiers:vf_scored")))
+    env = make_env("verifiers:vf_scored")
+    try:
+        observation, info = env.reset(options={"task_index": 3})
+        reply = solve([Message.model_validate(m) for m in observation], None)
+        assert reply.text == info["task"].ground_truth == "23"
+    finally:
+        env.close()
