@@ -235,6 +235,9 @@ class ToolHost:
         self.tool_timeout_s = tool_timeout_s
         self._channel: _Channel | None = None
         self._shared: list[_Server] | None = None
+        # The shared servers without a state of their own: one connection for every episode.
+        self._shared_connections: list[McpConnection] = []
+        self._shared_tools: list[McpTool] = []
 
     def open_episode(self, task: Any, trace: Any, shared: Sequence[Any]) -> EpisodeTools:
         """Start the rollout's own servers (``task``'s toolsets) and connect to them and to the
@@ -257,6 +260,11 @@ class ToolHost:
             state_url = f"{channel.base_url}/state"
             if self._shared is None:
                 self._shared = self._start(shared, state_url=None, secret=channel.service_secret)
+                for server in self._shared:
+                    if not server.stateful:
+                        connection, tools = self._connect(server.name, server.url)
+                        self._shared_connections.append(connection)
+                        self._shared_tools += tools
             episode._servers = self._start(own, state_url=state_url, secret=secret)
             servers = [*self._shared, *episode._servers]
             names = [s.name for s in servers]
@@ -266,11 +274,17 @@ class ToolHost:
                     f"{self.label}: two tool servers are named {clash[0]!r}; give one of them "
                     "another TOOL_PREFIX."
                 )
+            episode.tools += self._shared_tools
             for server in servers:
-                url = server.url
                 if server.stateful:
-                    url = _signed(url, state_url, route, channel.service_secret)
-                self._connect(episode, server.name, url)
+                    url = _signed(server.url, state_url, route, channel.service_secret)
+                elif any(server is known for known in self._shared):
+                    continue  # connected once, above
+                else:
+                    url = server.url
+                connection, tools = self._connect(server.name, url)
+                episode._connections.append(connection)
+                episode.tools += tools
         except BaseException:
             episode.close()
             raise
@@ -278,6 +292,9 @@ class ToolHost:
 
     def close(self) -> None:
         """Stop the shared servers and the state channel."""
+        for connection in self._shared_connections:
+            connection.close()
+        self._shared_connections, self._shared_tools = [], []
         for server in self._shared or []:
             server.stop()
         self._shared = None
@@ -390,26 +407,28 @@ class ToolHost:
             text = ""
         return text[-_LOG_TAIL:] or "(it wrote nothing)"
 
-    def _connect(self, episode: EpisodeTools, name: str, url: str) -> None:
+    def _connect(self, name: str, url: str) -> tuple[McpConnection, list[McpTool]]:
+        """Connect to a server and list its tools, named as verifiers names them."""
         prefix = f"{name}_" if name else ""
         config = McpServerConfig(url=url, tool_prefix=prefix, timeout=self.tool_timeout_s)
         label = name or "tools"
         connection = McpConnection(label, config, self._loop)
-        episode._connections.append(connection)
         try:
             remote = connection.start(self.start_timeout_s)
         except ToolServerError as exc:
+            connection.close()
             raise EnvError(f"{self.label}: {exc}") from exc
-        for tool in remote:
-            episode.tools.append(
-                McpTool(
-                    tool,
-                    _constant(connection),
-                    server=label,
-                    name=openai_name(tool.name, prefix),
-                    timeout_s=self.tool_timeout_s,
-                )
+        tools = [
+            McpTool(
+                tool,
+                _constant(connection),
+                server=label,
+                name=openai_name(tool.name, prefix),
+                timeout_s=self.tool_timeout_s,
             )
+            for tool in remote
+        ]
+        return connection, tools
 
 
 def _constant(connection: McpConnection) -> Callable[[], McpConnection]:

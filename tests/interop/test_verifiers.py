@@ -202,9 +202,19 @@ def test_tool_servers_started_as_verifiers_starts_them_serve_the_same() -> None:
 
 
 def test_a_tool_server_that_cannot_start_fails_the_episode_with_its_log() -> None:
-    env = make_env(
-        "verifiers:vf_toolbox", config={"task": {"notebook": {"runtime": {"type": "docker"}}}}
-    )
+    env = make_env("verifiers:vf_toolbox", config={"task": {"broken": {}}})
+    try:
+        with pytest.raises(EnvError) as caught:
+            env.reset(options={"task_index": 0})
+        message = str(caught.value)
+        assert message.startswith(
+            "verifiers:vf_toolbox: tool server 'broken' exited (status ?) before serving: "
+        )
+        assert message.endswith("RuntimeError: the database is not there")
+    finally:
+        env.close()
+    docker = {"task": {"notebook": {"runtime": {"type": "docker"}}}}
+    env = make_env("verifiers:vf_toolbox", config=docker)
     try:
         message = (
             "verifiers:vf_toolbox: tool server 'notebook' (Notebook) asks for a 'docker' "

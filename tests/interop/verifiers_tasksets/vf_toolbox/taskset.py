@@ -2,6 +2,7 @@
 
 import verifiers.v1 as vf
 
+from vf_toolbox.servers.broken import Broken
 from vf_toolbox.servers.calculator import Calculator
 from vf_toolbox.servers.notebook import Notebook, NotebookState
 from vf_toolbox.servers.shouter import Shouter
@@ -16,6 +17,7 @@ class ToolboxData(vf.TaskData):
 class ToolboxTaskConfig(vf.TaskConfig):
     notebook: vf.ToolsetConfig = vf.ToolsetConfig()
     calculator: vf.ToolsetConfig | None = None
+    broken: vf.ToolsetConfig | None = None
 
 
 class ToolboxTask(vf.Task[ToolboxData, NotebookState, ToolboxTaskConfig]):
@@ -24,6 +26,8 @@ class ToolboxTask(vf.Task[ToolboxData, NotebookState, ToolboxTaskConfig]):
         servers: list[vf.Toolset] = [Notebook(config.notebook)]
         if config.calculator is not None:
             servers.append(Calculator(config.calculator))
+        if config.broken is not None:
+            servers.append(Broken(config.broken))
         return servers
 
     @vf.reward
