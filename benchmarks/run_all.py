@@ -52,6 +52,8 @@ BENCHES = (
     Bench("bench_grpo_overhead", quick=("--tiny",)),
     Bench("bench_watch", args=("--tiny",)),
     Bench("bench_mcp"),
+    Bench("bench_verifiers", quick=("--imports", "1", "--episodes", "20", "--resets", "2",
+                                    "--exec-resets", "1")),
 )
 
 

@@ -7,4 +7,8 @@ it is installed without importing it.
 
 - `rk_agent.interop.reasoning_gym`: ``reasoning-gym:NAME[,NAME...]``, the procedural
   generators of reasoning-gym (``pip install 'rk-agent[reasoning-gym]'``).
+- `rk_agent.interop.verifiers`: ``verifiers:MODULE``, verifiers v1 tasksets scored from the
+  transcript (``pip install 'rk-agent[verifiers]'``), with `verifiers_trace` (the ``Trace`` and
+  its score), `verifiers_toolsets` (their MCP toolsets as tools) and `verifiers_launch` (how
+  those servers are started).
 """
