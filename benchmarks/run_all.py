@@ -49,11 +49,18 @@ BENCHES = (
     Bench("bench_rescore", quick=("--episodes", "2000", "--small", "500")),
     Bench("bench_view", quick=("--episodes", "10000", "--small", "1000", "--requests", "10")),
     Bench("bench_hf_batching", quick=("--rounds", "2")),
+    Bench("bench_policy_memory", quick=("--batches", "4", "--marks", "4", "8", "--turns", "2")),
     Bench("bench_grpo_overhead", quick=("--tiny",)),
     Bench("bench_watch", args=("--tiny",)),
     Bench("bench_mcp"),
-    Bench("bench_verifiers", quick=("--imports", "1", "--episodes", "20", "--resets", "2",
-                                    "--exec-resets", "1")),
+    Bench(
+        "bench_openenv",
+        quick=("--episodes", "64", "--runs", "1", "--steps", "200", "--sessions", "50"),
+    ),
+    Bench(
+        "bench_verifiers",
+        quick=("--imports", "1", "--episodes", "20", "--resets", "2", "--exec-resets", "1"),
+    ),
 )
 
 

@@ -15,6 +15,7 @@ from rk_agent.cli import (
     envs,
     fireworks,
     mcp,
+    openenv,
     preview,
     replay,
     rescore,
@@ -51,6 +52,7 @@ app.command(name="deploy")(fireworks.deploy)
 app.add_typer(fireworks.app, name="fireworks")
 app.add_typer(train.app, name="train")
 app.add_typer(mcp.app, name="mcp")
+app.add_typer(openenv.app, name="openenv")
 app.command(name="doctor")(doctor.doctor)
 app.add_typer(check.app, name="check")
 

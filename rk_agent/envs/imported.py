@@ -245,7 +245,7 @@ class ImportedEnv(ChatEnv):
     # ---------------------------------------------------------------- internals
 
     def _close_session(self) -> None:
-        session = getattr(self, "_episode_session", None)  # None too when __init__ failed early
+        session = getattr(self, "_episode_session", None)  # None when __init__ failed early
         self._episode_session = None
         if session is not None:
             session.close()

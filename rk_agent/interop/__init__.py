@@ -7,6 +7,8 @@ it is installed without importing it.
 
 - `rk_agent.interop.reasoning_gym`: ``reasoning-gym:NAME[,NAME...]``, the procedural
   generators of reasoning-gym (``pip install 'rk-agent[reasoning-gym]'``).
+- `rk_agent.interop.openenv`: ``openenv:URL``, an OpenEnv server's environment, and
+  ``rk-agent openenv serve`` (``pip install 'rk-agent[openenv]'``).
 - `rk_agent.interop.verifiers`: ``verifiers:MODULE``, verifiers v1 tasksets scored from the
   transcript (``pip install 'rk-agent[verifiers]'``), with `verifiers_trace` (the ``Trace`` and
   its score), `verifiers_toolsets` (their MCP toolsets as tools) and `verifiers_launch` (how

@@ -52,11 +52,15 @@ def generate_rows(
     pad_id: int,
     generate_kwargs: dict[str, Any],
     cache: PrefixCache | None = None,
+    layers: int | None = None,
 ) -> list[Row]:
     """One left-padded ``model.generate`` for ``rows``, all sampled with ``sampling``.
 
     With a ``cache``, each prompt continues from its longest cached prefix (earlier turns of
-    the same conversation), and every row's keys and values are kept for the next turn.
+    the same conversation), and every row's keys and values are kept for the next turn. With
+    ``layers`` (the model's decoder layers, all full attention) the call's KV cache is
+    allocated once at its final size (`rk_agent.policies._kv_buffers.ReservedCache`) instead of
+    growing by a concatenation per token.
     """
     greedy = sampling.temperature == 0
     temperature = 1.0 if greedy else sampling.temperature
@@ -80,11 +84,14 @@ def generate_rows(
         torch.manual_seed(sampling.seed)
     if (config.num_beams or 1) > 1 or (config.num_return_sequences or 1) > 1:
         cache = None  # a cache row per beam or sequence, not per prompt: nothing to keep
+        layers = None  # and generate expands the batch: a cache sized for it is not ours
     prompts = [r.prompt_ids for r in rows]
+    new_tokens = int(config.max_new_tokens or 0)
     if cache is not None:
-        layout = cache.layout(prompts, pad_id)
+        layout = cache.layout(prompts, pad_id, layers=layers, new_tokens=new_tokens)
     else:
-        layout = build_layout(prompts, [None] * len(prompts), pad_id)
+        found = [None] * len(prompts)
+        layout = build_layout(prompts, found, pad_id, layers=layers, new_tokens=new_tokens)
     width = layout.width
     recorder = LogprobRecorder(temperature)
     stops = RowStops(tokenizer, width, [r.max_new_tokens for r in rows], [r.stop for r in rows])

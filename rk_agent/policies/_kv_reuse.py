@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from rk_agent.policies._kv_buffers import ReservedCache, ReservedLayer
+
 __all__ = ["BatchLayout", "PrefixCache", "build_layout"]
 
 
@@ -69,22 +71,32 @@ class BatchLayout:
 
 
 class PrefixCache:
-    """Per-row KV caches of recent batches, looked up by token prefix.
+    """Per-row KV caches of recent batches, looked up by token prefix, within a byte budget.
 
     Args:
-        max_entries: rows kept; the oldest go first.
+        max_bytes: the most bytes the kept rows' keys and values take; the oldest rows go
+            first (a row that alone is over it is not kept).
     """
 
-    def __init__(self, max_entries: int) -> None:
-        self.max_entries = max_entries
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
         self.enabled = True
         self.reused_tokens = 0
+        self.bytes = 0
         self._entries: list[_Entry] = []
 
-    def layout(self, prompts: Sequence[list[int]], pad_id: int) -> BatchLayout:
-        """The batch's inputs: each prompt split into its longest cached prefix and the rest."""
+    def layout(
+        self,
+        prompts: Sequence[list[int]],
+        pad_id: int,
+        *,
+        layers: int | None = None,
+        new_tokens: int = 0,
+    ) -> BatchLayout:
+        """The batch's inputs: each prompt split into its longest cached prefix and the rest
+        (``layers`` and ``new_tokens`` as in `build_layout`)."""
         found = [self._take(prompt) if self.enabled else None for prompt in prompts]
-        layout = build_layout(prompts, found, pad_id)
+        layout = build_layout(prompts, found, pad_id, layers=layers, new_tokens=new_tokens)
         self.reused_tokens += sum(layout.cached)
         return layout
 
@@ -130,11 +142,18 @@ class PrefixCache:
             ]
             tokens = list(prompt) + list(replies[row][:generated])
             self._entries.append(_Entry(tokens, layers))
-        del self._entries[: -self.max_entries]
+            self.bytes += _entry_bytes(layers)
+        self.make_room(0)
+
+    def make_room(self, needed: int) -> None:
+        """Drop the oldest rows until ``needed`` more bytes fit in the budget."""
+        while self._entries and self.bytes + needed > self.max_bytes:
+            self.bytes -= _entry_bytes(self._entries.pop(0).layers)
 
     def clear(self) -> None:
         """Drop every entry (frees their memory)."""
         self._entries.clear()
+        self.bytes = 0
 
     def _take(self, prompt: list[int]) -> _Entry | None:
         """The entry sharing the longest prefix with ``prompt``, cut to that prefix.
@@ -153,8 +172,13 @@ class PrefixCache:
             return None
         entry = self._entries[best]
         if best_size == len(entry.tokens):
+            self.bytes -= _entry_bytes(entry.layers)
             return self._entries.pop(best)
         return _Entry(entry.tokens[:best_size], entry.layers)
+
+
+def _entry_bytes(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> int:
+    return sum(keys.nbytes + values.nbytes for keys, values in layers)
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -173,11 +197,18 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
 
 
 def build_layout(
-    prompts: Sequence[list[int]], found: Sequence[_Entry | None], pad_id: int
+    prompts: Sequence[list[int]],
+    found: Sequence[_Entry | None],
+    pad_id: int,
+    *,
+    layers: int | None = None,
+    new_tokens: int = 0,
 ) -> BatchLayout:
     """The inputs for ``prompts``, continuing from ``found[i]`` where it is not ``None``.
 
-    With nothing found this is plain left padding.
+    With nothing found this is plain left padding. With ``layers`` (the model's, all full
+    attention) the cache is a `ReservedCache` holding the batch's whole length, the prompts
+    and ``new_tokens`` more, allocated once (empty when nothing is found).
     """
     # At least one token per row must be new: generate needs an input to continue from.
     cached = [
@@ -194,8 +225,35 @@ def build_layout(
         input_ids[row, width_c + width_n - n :] = torch.tensor(prompt[c:], dtype=torch.long)
         mask[row, width_c - c : width_c] = 1
         mask[row, width_c + width_n - n :] = 1
-    past = _batch_cache(found, cached, width_c) if width_c else None
+    past: Any = None
+    if layers is not None:
+        capacity = width_c + width_n + new_tokens
+        past = _reserved_cache(found, cached, width_c, layers, capacity)
+    elif width_c:
+        past = _batch_cache(found, cached, width_c)
     return BatchLayout(input_ids, mask, past, cached, new)
+
+
+def _reserved_cache(
+    found: Sequence[_Entry | None], cached: Sequence[int], width: int, layers: int, capacity: int
+) -> ReservedCache:
+    """A `ReservedCache` whose first ``width`` positions are the cache region: each row's
+    cached keys right-aligned, zeros before them."""
+    cache = ReservedCache(layers, capacity)
+    template = next((entry.layers for entry in found if entry is not None), None)
+    if template is None or width == 0:
+        return cache  # filled by the prefill
+    for index, layer in enumerate(cache.layers):
+        layer.reserve(*template[index], batch=len(found))
+        for row, entry in enumerate(found):
+            c = cached[row]
+            if c < width:
+                layer.zero_row(row, 0, width - c)
+            if entry is not None and c:
+                keys, values = entry.layers[index]
+                layer.write_row(row, width - c, keys[:, :c], values[:, :c])
+        layer.extend_to(width)
+    return cache
 
 
 def _batch_cache(found: Sequence[_Entry | None], cached: Sequence[int], width: int) -> Any:
@@ -223,4 +281,5 @@ def _is_plain_dynamic(cache: Any) -> bool:
     from transformers.cache_utils import DynamicLayer
 
     layers = getattr(cache, "layers", ())
-    return type(cache) is DynamicCache and all(type(layer) is DynamicLayer for layer in layers)
+    plain = type(cache) in (DynamicCache, ReservedCache)
+    return plain and all(type(layer) in (DynamicLayer, ReservedLayer) for layer in layers)

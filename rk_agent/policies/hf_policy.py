@@ -18,6 +18,13 @@ Multi-turn: each conversation's KV cache is kept between its turns (``reuse_kv``
 prefills only what is new since the last one (the environment's reply), not the whole
 conversation again; see `rk_agent.policies._kv_reuse`.
 
+Memory: the KV cache, the batch being generated and the conversations kept for their next
+turn together, is budgeted in bytes (``kv_cache_bytes``; by default a quarter of the machine's
+memory, at most 2 GiB): a batch that would not fit is generated in parts, and kept
+conversations are dropped oldest first. Each ``generate`` call allocates its cache once, at
+its final length (`rk_agent.policies._kv_buffers.ReservedCache`), so nothing is allocated per
+token and memory does not grow with the length of the run.
+
 Tool calls: when the model's chat template renders tools (``tools=`` to
 ``apply_chat_template``, e.g. the Qwen2.5 template the embedded model carries), the template
 does it; otherwise the policy's text tool-call format (``tool_call_format``, a
@@ -27,7 +34,7 @@ tools in the system prompt. Either way the calls in the reply are parsed into ``
 ``PolicyOutput.parse_error``. Prompts are
 rendered and replies read by `rk_agent.policies.chat_template`, which `VLLMPolicy` shares.
 
-Main names: `HFPolicy`, `BatchStats`.
+Main names: `HFPolicy`, `BatchStats`, `default_kv_cache_bytes`.
 
 Example (loads the embedded model on first use):
 
@@ -78,7 +85,7 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-__all__ = ["BatchStats", "HFPolicy", "native_message"]
+__all__ = ["BatchStats", "HFPolicy", "default_kv_cache_bytes", "native_message"]
 
 
 @dataclass
@@ -92,6 +99,9 @@ class BatchStats:
         generate_s: seconds spent inside ``model.generate``.
         sizes: how many batches had each size, e.g. ``Counter({8: 12, 3: 1})``.
         reused_tokens: prompt tokens taken from earlier turns' KV cache instead of prefilled.
+        kv_bytes_peak: the most KV bytes held at the start of a ``generate`` call (the batch's
+            whole length, and the conversations kept for reuse), as the policy counts them
+            against ``kv_cache_bytes``.
     """
 
     batches: int = 0
@@ -100,6 +110,7 @@ class BatchStats:
     generate_s: float = 0.0
     sizes: Counter[int] = field(default_factory=Counter)
     reused_tokens: int = 0
+    kv_bytes_peak: int = 0
 
     @property
     def mean_batch_size(self) -> float:
@@ -161,9 +172,14 @@ class HFPolicy(ChatTemplate):
             weights do not change: the default is on when the policy loads the model itself,
             off for a model object passed in (it may be training); pass ``True`` when its
             weights stay fixed for the policy's life.
+        kv_cache_bytes: the most bytes of KV cache held at once (the batch being generated
+            and the conversations kept for reuse; briefly up to a batch's more while one is
+            handed over). Default: `default_kv_cache_bytes` (a quarter of the memory of the
+            device, at most 2 GiB). It must hold one conversation as long as ``max_context``.
 
     Raises:
-        ConfigError: the model or tokenizer could not be loaded, or a setting is out of range.
+        ConfigError: the model or tokenizer could not be loaded, a setting is out of range, or
+            ``kv_cache_bytes`` cannot hold one conversation of ``max_context`` tokens.
 
     Example:
         >>> policy = HFPolicy("smollm2-135m", max_batch_size=8)  # doctest: +SKIP
@@ -187,6 +203,7 @@ class HFPolicy(ChatTemplate):
         name: str | None = None,
         generate_kwargs: dict[str, Any] | None = None,
         reuse_kv: bool | None = None,
+        kv_cache_bytes: int | None = None,
     ) -> None:
         if max_batch_size < 1:
             raise ConfigError(f"max_batch_size must be at least 1, got {max_batch_size}.")
@@ -198,6 +215,7 @@ class HFPolicy(ChatTemplate):
             )
         from transformers import PreTrainedModel
 
+        from rk_agent.policies._kv_buffers import full_attention_layers, kv_bytes_per_token
         from rk_agent.policies._kv_reuse import PrefixCache
 
         self.model, self.tokenizer = _load(model, tokenizer, device, dtype)
@@ -217,7 +235,12 @@ class HFPolicy(ChatTemplate):
         pad = self.tokenizer.pad_token_id
         self.pad_id: int = pad if pad is not None else min(self.eos_ids)
         self.stats = BatchStats()
-        self._kv_cache = PrefixCache(max_entries=2 * self.max_batch_size) if reuse_kv else None
+        self._layers = full_attention_layers(self.model)
+        self.kv_bytes_per_token = kv_bytes_per_token(self.model)
+        self.kv_cache_bytes = kv_cache_bytes or default_kv_cache_bytes(self.model.device.type)
+        self._check_kv_budget(kv_cache_bytes is not None)
+        reuse_kv = reuse_kv and self._layers is not None
+        self._kv_cache = PrefixCache(self.kv_cache_bytes) if reuse_kv else None
         self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
@@ -376,10 +399,53 @@ class HFPolicy(ChatTemplate):
             for group in groups.values():
                 self._run_group(group)
 
+    def _check_kv_budget(self, given: bool) -> None:
+        per_token = self.kv_bytes_per_token
+        if per_token is None:
+            return
+        row = per_token * self.max_context
+        if self.kv_cache_bytes < row:
+            where = "kv_cache_bytes" if given else "the default kv_cache_bytes"
+            raise ConfigError(
+                f"{where}={self.kv_cache_bytes:,} cannot hold one conversation of "
+                f"{self.name}'s {self.max_context:,}-token context ({row:,} bytes at "
+                f"{per_token:,} bytes a token); give kv_cache_bytes of at least {row:,}, or a "
+                "smaller max_context."
+            )
+
+    def _fitting(self, group: list[_Request]) -> list[list[_Request]]:
+        """``group`` in parts whose KV cache fits ``kv_cache_bytes`` (one part when it fits)."""
+        per_token = self.kv_bytes_per_token
+        if per_token is None:
+            return [group]
+        parts: list[list[_Request]] = [[]]
+        longest = 0
+        for request in group:
+            length = max(longest, len(request.prompt_ids) + request.max_new_tokens)
+            if parts[-1] and (len(parts[-1]) + 1) * length * per_token > self.kv_cache_bytes:
+                parts.append([])
+                length = len(request.prompt_ids) + request.max_new_tokens
+            parts[-1].append(request)
+            longest = length
+        return parts
+
     def _run_group(self, group: list[_Request]) -> None:
+        for part in self._fitting(group):
+            self._run_part(part)
+
+    def _run_part(self, group: list[_Request]) -> None:
         from rk_agent.policies._hf_generation import BatchRow, generate_rows
 
         started = time.perf_counter()
+        per_token = self.kv_bytes_per_token
+        if per_token is not None:
+            longest = max(len(r.prompt_ids) + r.max_new_tokens for r in group)
+            live = len(group) * longest * per_token
+            kept = 0
+            if self._kv_cache is not None:
+                self._kv_cache.make_room(live)
+                kept = self._kv_cache.bytes
+            self.stats.kv_bytes_peak = max(self.stats.kv_bytes_peak, kept + live)
         try:
             rows = generate_rows(
                 self.model,
@@ -390,6 +456,7 @@ class HFPolicy(ChatTemplate):
                 pad_id=self.pad_id,
                 generate_kwargs=self.generate_kwargs,
                 cache=self._kv_cache,
+                layers=self._layers,
             )
         except Exception as exc:  # one failure answers every caller of the batch
             error = EndpointError(f"local generation failed: {type(exc).__name__}: {exc}")
@@ -485,3 +552,26 @@ def _max_positions(model: PreTrainedModel) -> int:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else None
     value = getattr(config or model.config, "max_position_embeddings", None)
     return int(value) if value else 2048
+
+
+def default_kv_cache_bytes(device: str = "cpu") -> int:
+    """The default KV budget of a policy on ``device``: a quarter of its memory (the machine's
+    for the CPU, the GPU's own otherwise), at most 2 GiB.
+
+    Example:
+        >>> 0 < default_kv_cache_bytes() <= 2 * 1024**3
+        True
+    """
+    total = _device_memory(device)
+    return int(min(2 * 1024**3, total // 4)) if total else 2 * 1024**3
+
+
+def _device_memory(device: str) -> int | None:
+    if device == "cuda":
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not POSIX: no default from the machine
+        return None

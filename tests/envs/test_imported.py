@@ -1,8 +1,8 @@
-"""`ImportedEnv`: one session per episode, opened at the reset and closed after it."""
+"""`ImportedEnv`: one `Session` per episode, closed when the next episode opens and at close."""
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
 from rk_agent.envs.imported import BaseSession, ImportedEnv
 from rk_agent.envs.task import Task
@@ -10,37 +10,38 @@ from rk_agent.types import EvaluateResult, Message
 
 
 class CountingSession(BaseSession):
-    opened: list[CountingSession] = []  # noqa: RUF012  # the test's record
-
-    def __init__(self) -> None:
-        self.closed = 0
-        self.opened.append(self)
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+        log.append(f"open {name}")
 
     def verify(self, messages: list[Message]) -> EvaluateResult:
         return EvaluateResult(score=1.0)
 
     def close(self) -> None:
-        self.closed += 1
+        self.log.append(f"close {self.name}")
 
 
 class CountingEnv(ImportedEnv):
     env_name = "counting"
 
-    def generate_task(self, rng: np.random.Generator) -> Task:
-        return Task(id="0", messages=[Message(role="user", content="Say hi.")])
+    def __init__(self, **kwargs: Any) -> None:
+        self.log: list[str] = []
+        super().__init__(**kwargs)
+
+    def generate_task(self, rng: Any) -> Task:
+        n = int(rng.integers(1000))
+        return Task(id=str(n), messages=[Message(role="user", content=f"task {n}")])
 
     def open_session(self, task: Task) -> CountingSession:
-        return CountingSession()
+        return CountingSession(self.log, task.id)
 
 
-def test_each_episodes_session_is_closed_at_the_next_reset_and_at_close() -> None:
-    CountingSession.opened.clear()
+def test_each_session_is_closed_at_the_next_reset_and_at_close() -> None:
     env = CountingEnv()
-    env.reset(seed=0)
-    env.reset(seed=1)
-    first, second = CountingSession.opened
-    assert (first.closed, second.closed) == (1, 0)
+    first = env.reset(seed=1)[1]["task"].id
+    second = env.reset(seed=2)[1]["task"].id
+    assert env.log == [f"open {first}", f"close {first}", f"open {second}"]
     env.close()
-    assert (first.closed, second.closed) == (1, 1)
+    assert env.log[-1] == f"close {second}"
     env.close()  # once only
-    assert second.closed == 1
+    assert env.log.count(f"close {second}") == 1

@@ -592,3 +592,58 @@ def test_the_embedded_model_is_the_same_greedy_with_or_without_the_kv_cache() ->
     assert off.stats.reused_tokens == 0 and on.stats.reused_tokens > 0
     assert max(on.stats.sizes) > 1
     assert cached == plain
+
+
+# -- the KV cache's byte budget -------------------------------------------------------------------
+
+
+def test_the_kv_cache_stays_within_its_byte_budget_over_many_batches(
+    tiny: Any, tokenizer: Any
+) -> None:
+    # The tiny model's KV is 512 bytes a token (2 layers, 2 KV heads of 16, keys and values,
+    # float32); one conversation of its 512-token context is 262,144 bytes.
+    budget = 300_000
+    policy = HFPolicy(
+        tiny, tokenizer=tokenizer, max_batch_size=8, max_wait_ms=200, reuse_kv=True,
+        kv_cache_bytes=budget,
+    )  # fmt: skip
+    assert policy.kv_bytes_per_token == 512
+
+    async def episode(i: int) -> None:
+        conversation = [Message(role="user", content=" ".join(["word"] * (60 + 10 * i)))]
+        for turn in range(4):
+            out = await policy.generate(
+                conversation, None, SamplingParams(temperature=0, max_tokens=6)
+            )
+            conversation += [out.message, Message(role="user", content=f"turn {turn} more")]
+
+    async def run() -> None:
+        try:
+            await asyncio.gather(*(episode(i) for i in range(8)))
+        finally:
+            await policy.aclose()
+
+    asyncio.run(run())
+    # Eight conversations of 70 to 150 tokens (36 to 77 kB each) do not fit together: each
+    # batch was generated in parts, and what was kept for reuse made room for them.
+    assert 0 < policy.stats.kv_bytes_peak <= budget
+    assert max(policy.stats.sizes) < 8 and policy.stats.requests == 32
+    assert policy.stats.reused_tokens > 0
+
+
+def test_a_budget_that_cannot_hold_one_conversation_is_refused_at_once(
+    tiny: Any, tokenizer: Any
+) -> None:
+    message = (
+        re.escape("kv_cache_bytes=100,000 cannot hold one conversation of ")
+        + ".+"
+        + (
+            re.escape(
+                "'s 512-token context (262,144 bytes at 512 bytes a token); give kv_cache_bytes of "
+                "at least 262,144, or a smaller max_context."
+            )
+        )
+    )
+    with pytest.raises(ConfigError, match=message):
+        HFPolicy(tiny, tokenizer=tokenizer, kv_cache_bytes=100_000)
+    assert HFPolicy(tiny, tokenizer=tokenizer, kv_cache_bytes=100_000, max_context=128)
