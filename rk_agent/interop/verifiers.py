@@ -111,7 +111,8 @@ class _Session(BaseSession):
     """One rollout of one verifiers task."""
 
     def __init__(self, env: VerifiersEnv, task: Any, opening: int) -> None:
-        self.env = env
+        self.env: VerifiersEnv | None = env  # None once closed: the reference solver keeps
+        self.solver_reply = env.solver_reply  # sessions, which should not keep environments
         self.task = task
         self.opening_size = opening
         self.trace = new_trace(task)
@@ -119,6 +120,7 @@ class _Session(BaseSession):
 
     def open(self) -> None:
         env, task = self.env, self.task
+        assert env is not None
         if type(task).setup is not _task_base().setup:
             env._run(_invoke(task.setup, self.trace), task.data.timeout.setup, "setup")
         self.tools_now = env._host.open_episode(task, self.trace, env._shared_toolsets)
@@ -133,6 +135,8 @@ class _Session(BaseSession):
 
     def verify(self, messages: list[Message]) -> EvaluateResult:
         env = self.env
+        if env is None:
+            return EvaluateResult.invalid("the episode's session is closed; score it before")
         tools = [tool.schema for tool in self.tools_now.tools] if self.tools_now else []
         build_trace(self.trace, messages, self.opening_size, tools)
         timeout = self.task.data.timeout
@@ -147,12 +151,14 @@ class _Session(BaseSession):
         answer = getattr(self.task.data, "answer", None)
         if answer is None:
             return None
-        return Message(role="assistant", content=self.env.solver_reply.format(answer=answer))
+        return Message(role="assistant", content=self.solver_reply.format(answer=answer))
 
     def close(self) -> None:
         if self.tools_now is not None:
             self.tools_now.close()
             self.tools_now = None
+        self.env = None
+        self.trace = None
 
 
 async def _invoke(hook: Any, trace: Any) -> None:
