@@ -114,6 +114,7 @@ def test_check_env_plays_a_reasoning_gym_env_and_says_which_have_no_solver() -> 
     )
 
 
+@pytest.mark.slow  # rk-agent processes that import verifiers (7.5 s each, idle)
 def test_check_env_plays_a_verifiers_taskset_and_says_which_have_no_solver() -> None:
     tasksets = Path(__file__).parents[1] / "interop" / "verifiers_tasksets"
     env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(tasksets)}

@@ -651,6 +651,7 @@ VF_ENV = {
 }  # fmt: skip
 
 
+@pytest.mark.slow  # rk-agent processes that import verifiers (7.5 s each, idle)
 def test_a_verifiers_taskset_with_tools_is_played_against_the_stub(tmp_path: Path) -> None:
     with StubServer(call_first_tool_then_answer("red"), api_key=SECRET) as stub:
         out = rk(
@@ -671,6 +672,7 @@ def test_a_verifiers_taskset_with_tools_is_played_against_the_stub(tmp_path: Pat
     assert "env: verifiers:vf_toolbox" in (tmp_path / "run" / "config.yaml").read_text()
 
 
+@pytest.mark.slow  # rk-agent processes that import verifiers (7.5 s each, idle)
 def test_a_verifiers_taskset_is_played_by_its_solver_and_a_loop_owner_refused(
     tmp_path: Path,
 ) -> None:

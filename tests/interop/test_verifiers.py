@@ -188,6 +188,7 @@ def test_toolsets_are_offered_per_task_and_their_state_reaches_the_rewards() -> 
     assert [t.episode.score for t in trajectories] == [0.0, 1.0]
 
 
+@pytest.mark.slow  # each server imports verifiers afresh: seconds each, tens here on 2 cores
 def test_tool_servers_started_as_verifiers_starts_them_serve_the_same() -> None:
     env = make_env("verifiers:vf_toolbox", tool_launch="exec")
     try:
