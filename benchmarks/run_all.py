@@ -58,6 +58,10 @@ BENCHES = (
         quick=("--episodes", "64", "--runs", "1", "--steps", "200", "--sessions", "50"),
     ),
     Bench("bench_bfcl", quick=("--chunk", "200")),
+    Bench(
+        "bench_verifiers",
+        quick=("--imports", "1", "--episodes", "20", "--resets", "2", "--exec-resets", "1"),
+    ),
 )
 
 

@@ -147,6 +147,11 @@ class _Solutions:
             while len(self._sessions) > _SOLUTIONS_KEPT:
                 self._sessions.popitem(last=False)
 
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # By reference (the class is rebuilt from its name where it is unpickled), so that the
+        # solver reaches the sessions of that process's environments: a run's Ray workers.
+        return _solutions_of, (self.label,)
+
     def forget(self, session: Session) -> None:
         with self._lock:
             self._sessions.pop(id(session), None)
@@ -167,6 +172,17 @@ class _Solutions:
             "it answers the tasks its environments opened in this process (reset them "
             "first) while their episodes run, and only those whose source stores an answer."
         )
+
+
+def _solutions_of(label: str) -> _Solutions:
+    """The solutions of the environment class named ``label`` (in this process)."""
+    from rk_agent.envs.registry import get_env_class
+
+    env_class = get_env_class(label)
+    solutions = getattr(env_class, "_solutions", None)
+    if not isinstance(solutions, _Solutions):
+        raise EnvError(f"environment {label!r} is not an imported environment with a solver.")
+    return solutions
 
 
 def _key(messages: Sequence[Message]) -> _Key:

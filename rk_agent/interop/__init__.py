@@ -12,4 +12,8 @@ it is installed without importing it.
 - `rk_agent.interop.bfcl`: ``bfcl:CATEGORY``, BFCL v4's multi-turn entries scored by its own
   checker (``pip install 'rk-agent[bfcl]' && pip install --no-deps bfcl-eval==2026.3.23``);
   `rk_agent.interop.bfcl_package` is its boundary with bfcl-eval.
+- `rk_agent.interop.verifiers`: ``verifiers:MODULE``, verifiers v1 tasksets scored from the
+  transcript (``pip install 'rk-agent[verifiers]'``), with `verifiers_trace` (the ``Trace`` and
+  its score), `verifiers_toolsets` (their MCP toolsets as tools) and `verifiers_launch` (how
+  those servers are started).
 """

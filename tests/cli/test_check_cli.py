@@ -112,3 +112,28 @@ def test_check_env_plays_a_reasoning_gym_env_and_says_which_have_no_solver() -> 
         "answer (answer=None) to answer with; score_answer checks a reply against the puzzle "
         "itself. Check its contract alone with rk_agent.envs.check_env."
     )
+
+
+@pytest.mark.slow  # rk-agent processes that import verifiers (7.5 s each, idle)
+def test_check_env_plays_a_verifiers_taskset_and_says_which_have_no_solver() -> None:
+    tasksets = Path(__file__).parents[1] / "interop" / "verifiers_tasksets"
+    env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(tasksets)}
+    out = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "check", "env", "verifiers:vf_scored",
+         "--episodes", "3", "--json"], capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = {row["name"]: row for row in json.loads(out.stdout)["rows"]}
+    # The reference answers 1.0; a wrong answer still earns brevity's 0.25 (its weight).
+    assert rows["reference"]["mean"] == 1.0 and rows["wrong"]["mean"] == 0.25
+    none = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "check", "env", "verifiers:vf_failing"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert none.returncode == 2
+    assert none.stderr.strip() == (
+        "error: check_env(adversarial=True) needs the environment's reference solver for its "
+        "baselines; verifiers:vf_failing has none: its task data (TaskData) has no 'answer' "
+        "field to answer with; its rewards score the transcript. Check its contract alone with "
+        "rk_agent.envs.check_env."
+    )

@@ -354,6 +354,7 @@ def test_envs_list() -> None:
         assert name in out.stdout
     assert "Environments from elsewhere (--env SCHEME:REST)" in out.stdout
     assert "│ reasoning-gym:NAME[,NAME...] │ yes       │ reasoning-gym's procedural" in out.stdout
+    assert "│ verifiers:MODULE             │ yes       │ verifiers v1 tasksets" in out.stdout
 
 
 def test_a_reasoning_gym_env_is_played_by_its_solver(tmp_path: Path) -> None:
@@ -638,3 +639,53 @@ def test_a_mistake_is_named_in_the_user_s_terms(
     )  # fmt: skip
     assert (out.returncode, out.stderr.strip()) == (2, message)
     assert not (tmp_path / "run").exists()
+
+
+# verifiers v1 tasksets of tests/interop/verifiers_tasksets, imported by module name.
+VF_ENV = {
+    **ENV,
+    "PYTHONPATH": os.pathsep.join(
+        p for p in [str(Path(__file__).parents[1] / "interop" / "verifiers_tasksets"),
+                    ENV.get("PYTHONPATH")] if p
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.slow  # rk-agent processes that import verifiers (7.5 s each, idle)
+def test_a_verifiers_taskset_with_tools_is_played_against_the_stub(tmp_path: Path) -> None:
+    with StubServer(call_first_tool_then_answer("red"), api_key=SECRET) as stub:
+        out = rk(
+            "rollout", "--env", "verifiers:vf_toolbox", "--base-url", stub.base_url,
+            "--model", "m", "--api-key", SECRET, "-n", "2", "--output", str(tmp_path / "run"),
+            env=VF_ENV,
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    first, second = sorted(lines(tmp_path / "run"), key=lambda t: t["task_index"])
+    # The stub calls the first tool offered, the taskset's shared shouter, then answers "red".
+    for trajectory in (first, second):
+        assert trajectory["turns"][0]["tool_calls"][0]["name"] == "shout"
+        assert trajectory["turns"][0]["environment"][0]["content"] == "X!"
+        assert trajectory["episode"]["metrics"]["verifiers.tool_results"]["score"] == 1.0
+    assert [first["episode"]["score"], second["episode"]["score"]] == [1.0, 0.0]  # red, green
+    offered = [sorted(t["function"]["name"] for t in second["provenance"]["tools"])]
+    assert offered == [["calc_add", "notebook_lookup", "shout"]]
+    assert "env: verifiers:vf_toolbox" in (tmp_path / "run" / "config.yaml").read_text()
+
+
+@pytest.mark.slow  # rk-agent processes that import verifiers (7.5 s each, idle)
+def test_a_verifiers_taskset_is_played_by_its_solver_and_a_loop_owner_refused(
+    tmp_path: Path,
+) -> None:
+    out = rk("rollout", "--env", "verifiers:vf_scored", "--policy", "solver", "-n", "6",
+             "--output", str(tmp_path / "run"), env=VF_ENV)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    episodes = lines(tmp_path / "run")
+    assert len(episodes) == 6 and all(t["episode"]["score"] == 1.0 for t in episodes)
+    refused = rk("rollout", "--env", "verifiers:vf_owns_loop", "--policy", "solver",
+                 "--output", str(tmp_path / "loop"), env=VF_ENV)  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "error: verifiers:vf_owns_loop exports an Env (LoopEnv), which owns the episode's loop: "
+        "rk-agent plays tasksets scored from the transcript, not Envs, harnesses, runtimes or "
+        "multi-agent episodes."
+    )

@@ -113,3 +113,10 @@ def test_an_env_whose_replay_differs_fails_the_check_naming_the_first_difference
         "clock and outside services out of observations and rewards."
     )
     check_env(UnseededEnv(), use_solver=False)  # without the solver: the contract alone
+
+
+def test_an_env_that_plays_a_dataset_is_replayed_on_the_task_it_played() -> None:
+    # The engine resets a dataset env with its task index; the replay does too, so the solver's
+    # episode must be played that way (not on the task its seed alone picks).
+    tasks = [ToolsEnv().reset(seed=seed)[1]["task"] for seed in range(6)]
+    check_env(ToolsEnv(tasks=tasks))
