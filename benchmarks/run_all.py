@@ -51,6 +51,7 @@ BENCHES = (
     Bench("bench_hf_batching", quick=("--rounds", "2")),
     Bench("bench_grpo_overhead", quick=("--tiny",)),
     Bench("bench_watch", args=("--tiny",)),
+    Bench("bench_dynamic_sampling", quick=("--steps", "2")),
     Bench("bench_mcp"),
 )
 

@@ -112,7 +112,7 @@ def test_a_constant_reward_stops_drawing_at_the_bound_and_says_so(
     trainer = _trainer(
         loop, tmp_path, tiny_model_dir, steps=1, rewards={"constant": constant},
         sampling=SamplingOptions(dynamic=True, max_extra_draws=2),
-        watch=AlarmOptions(zero_spread_steps=1, truncated_share=0.999),
+        watch=AlarmOptions(zero_spread_steps=1),
     )  # fmt: skip
     batches = _trained_batches(trainer)
     with caplog.at_level("WARNING"):
@@ -127,12 +127,18 @@ def test_a_constant_reward_stops_drawing_at_the_bound_and_says_so(
         "spread; it hit its bound, so 2 zero-spread groups filled the batch."
     )
     assert f"step 1: {note} Raise --max-extra-draws" in caplog.text
-    [alarm] = [a for line in read_watch(tmp_path / "out") for a in line["alarms"]]
-    assert alarm["kind"] == "zero_spread" and alarm["message"].endswith(f"This step {note}")
+    alarms = {a["kind"]: a["message"] for line in read_watch(tmp_path / "out")
+              for a in line["alarms"]}  # fmt: skip
+    assert alarms["zero_spread"].endswith(f"This step {note}")
     # The batch keeps TRL's shape with the first draw's groups, which teach nothing.
     assert [_groups_with_spread(b) for b in batches] == [[False, False]]
     assert len(batches[0]["advantages"]) == 4
     assert trainer.state.log_history[0]["sampling/bound_hit"] == 1.0
+
+
+def _replies(episodes: list[dict[str, Any]]) -> list[Any]:
+    """What the model wrote in each episode, turn by turn (timings left out)."""
+    return [[(t["assistant"]["content"], t.get("token_ids")) for t in e["turns"]] for e in episodes]
 
 
 def _weights(trainer: Any) -> dict[str, Any]:
@@ -169,7 +175,7 @@ def test_off_nothing_changes_and_on_with_spread_everywhere_it_changes_nothing(
     assert type(off) is GRPOTrainer and isinstance(on, SamplingGRPOTrainer)
     for key, value in off_weights.items():
         torch.testing.assert_close(on_weights[key], value, rtol=0, atol=0, msg=key)
-    assert [e["turns"] for e in on_episodes] == [e["turns"] for e in off_episodes]
+    assert _replies(on_episodes) == _replies(off_episodes)
     losses = [[h["loss"] for h in t.state.log_history if "loss" in h] for t in (off, on)]
     assert losses[0] == losses[1]
     counts = [line["sampling"] for line in read_watch(tmp_path / "on" / "out")]
@@ -231,6 +237,16 @@ def test_a_task_always_solved_is_drawn_no_more_after_k_steps(
     assert record.sampling.retired == retired and record.sampling.replaced == 1
     for step in range(6):  # still two groups every step
         assert len({e["task"]["id"] for e in episodes if e["metadata"]["train_step"] == step}) == 2
+
+    from typer.testing import CliRunner
+
+    from rk_agent.cli.app import app
+
+    shown = CliRunner().invoke(app, ["show", str(tmp_path / "run")], env={"COLUMNS": "300"})
+    assert shown.exit_code == 0, shown.output
+    assert "tasks retired" in shown.output
+    assert f"1: {solved_id} (step {retired[0].step})" in shown.output
+    assert "12 in 6 generations: " in shown.output and "1 replaced" in shown.output
 
 
 def _solved_task() -> str:
