@@ -49,6 +49,9 @@ __all__ = ["GroupSampler", "SamplingOptions", "check_sampling"]
 
 logger = logging.getLogger(__name__)
 
+_KEPT = 100
+"""`GroupSampler.take_pending` keeps at most this many generations unread."""
+
 Rows = list[dict[str, Any]]
 Score = Callable[[Rows], Any]
 """TRL's scoring of rows (a multiple of ``num_generations``, groups consecutive): a batch."""
@@ -264,7 +267,7 @@ class GroupSampler:
     def _report(self, step: int, counts: StepSampling) -> None:
         self.record.add(step, counts)
         self.last = counts
-        self._pending.append(counts)
+        self._pending = [*self._pending[-_KEPT:], counts]  # a run without the watch reads none
         if counts.bound_hit:
             logger.warning(
                 "step %d: %s Raise --max-extra-draws, or make the tasks' rewards vary within a "

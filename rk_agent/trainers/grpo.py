@@ -10,8 +10,9 @@ Each reward's scores also go to wandb as a histogram per logging step, when wand
 step teaching nothing, and alarms when they say so (`rk_agent.trainers.watch`), with the token
 drift a re-tokenizing trainer would have had (multi-turn: `rk_agent.trainers.drift_rate`; the
 loop itself trains on the generated ids). The trainer itself is built as TRL's own loop's is
-(`rk_agent.trainers.grpo_builder`: model, tokenizer, TRL's patches, the watch); everything else
-is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
+(`rk_agent.trainers.grpo_builder`: model, tokenizer, TRL's patches, the watch, and with
+``sampling`` dynamic sampling and task retirement, `rk_agent.trainers.group_sampling`);
+everything else is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
 
 Main names: `grpo_trainer`.
 

@@ -23,6 +23,8 @@ third-party specs have (``trl.experimental.openreward``): ``.train_dataset``,
 - The watch (`rk_agent.trainers.watch`) also logs the token drift a re-tokenizing trainer would
   have had: TRL trains on its own prompt and completion ids, and `rk_agent.trainers.drift_rate`
   compares them with the chat template over each episode's messages, turn by turn.
+- Dynamic sampling and task retirement (``sampling``, `rk_agent.trainers.group_sampling`) work
+  as in rk-agent's loop: the spec's ``task_source`` opens fresh tasks as rows of its dataset.
 
 Main names: `trl_environment`, `TRLEnvSpec`, `trl_grpo_trainer`.
 
