@@ -52,6 +52,7 @@ BENCHES = (
     Bench("bench_policy_memory", quick=("--batches", "4", "--marks", "4", "8", "--turns", "2")),
     Bench("bench_grpo_overhead", quick=("--tiny",)),
     Bench("bench_watch", args=("--tiny",)),
+    Bench("bench_dynamic_sampling", quick=("--steps", "2")),
     Bench("bench_mcp"),
     Bench(
         "bench_openenv",

@@ -3,8 +3,9 @@
 A folder ``rk-agent train`` wrote holds ``run.json`` of kind ``training``
 (`rk_agent.runs.run_record`) and, for GRPO, ``watch.jsonl`` (`rk_agent.trainers.watch`).
 `render_training_run` prints the run's status, step and last checkpoint, the watch's figures
-of its last step, and every alarm it raised (from the record; from ``watch.jsonl`` when the
-record has none, as for a killed run).
+of its last step, what dynamic sampling and task retirement did in all (from the record), and
+every alarm it raised (from the record; from ``watch.jsonl`` when the record has none, as for a
+killed run).
 Everything is printed as plain text.
 
 Main names: `is_training_run`, `render_training_run`.
@@ -51,6 +52,14 @@ def render_training_run(path: Path, console: Console) -> None:
         rows.append(("last checkpoint", record.last_checkpoint or "none"))
         if record.error:
             rows.append(("error", record.error))
+        sampling = record.sampling
+        if sampling is not None and sampling.steps:
+            rows.append(("groups played", f"{sampling.drawn} in {sampling.steps} generations: "
+                         f"{sampling.kept} kept, {sampling.dropped} dropped, {sampling.filled} "
+                         f"filled, {sampling.replaced} replaced"))  # fmt: skip
+        if sampling is not None and sampling.retired:
+            retired = ", ".join(f"{r.task_id} (step {r.step})" for r in sampling.retired)
+            rows.append(("tasks retired", f"{len(sampling.retired)}: {retired}"))
     if watched:
         last = watched[-1]
         fail, passed = (

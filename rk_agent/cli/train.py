@@ -36,7 +36,9 @@ _FLAGS = {
     "watch.dominant_share": "--alarm-dominant-share",
     "watch.truncated_share": "--alarm-truncated", "sft_filter.min_reward": "--min-reward",
     "sft_filter.success_only": "--include-unsuccessful",
-    "sft_filter.max_per_task": "--max-per-task",
+    "sft_filter.max_per_task": "--max-per-task", "sampling.dynamic": "--dynamic-sampling",
+    "sampling.max_extra_draws": "--max-extra-draws", "sampling.retire_after": "--retire-after",
+    "sampling.retire_keep": "--retire-keep",
 }  # fmt: skip
 
 ConfigOpt = Annotated[
@@ -87,6 +89,13 @@ StopOnAlarmOpt = Annotated[
 
 def _share(flag: str, what: str) -> Any:
     return typer.Option(flag, help=what, rich_help_panel=_ALARMS, show_default=False)
+
+
+_SAMPLING = "Dynamic sampling and task retirement (GRPO, off by default)"
+
+
+def _sampling(flag: str, what: str) -> Any:
+    return typer.Option(flag, help=what, rich_help_panel=_SAMPLING, show_default=False)
 
 
 def _resume(value: str | None) -> bool | str | None:
@@ -236,12 +245,41 @@ def grpo(
         float | None,
         _share("--alarm-truncated", "Share of completions cut by a token limit allowed (0.3)."),
     ] = None,
+    dynamic_sampling: Annotated[
+        bool,
+        _sampling(
+            "--dynamic-sampling",
+            "Drop the groups whose rewards are all equal (they teach nothing) and play groups "
+            "of fresh tasks in their place, until the step holds only groups with spread.",
+        ),
+    ] = False,
+    max_extra_draws: Annotated[
+        int | None,
+        _sampling(
+            "--max-extra-draws",
+            "Most rounds of fresh groups a step plays beyond its first (2); then it trains "
+            "on what it has, filled with dropped groups.",
+        ),
+    ] = None,
+    retire_after: Annotated[
+        int | None,
+        _sampling(
+            "--retire-after",
+            "Retire a task whose last K groups all passed or all failed: it is played no "
+            "more (see --retire-keep), a fresh task in its place. Default: never.",
+        ),
+    ] = None,
+    retire_keep: Annotated[
+        float | None,
+        _sampling("--retire-keep", "Share of its draws a retired task is still played in (0)."),
+    ] = None,
 ) -> None:
     """GRPO on an environment: whole episodes, environment tokens masked out of the loss.
 
     Every step is watched (zero-spread groups, farmed step rewards, collapsing answers, NaN
     rewards, a dominant component, truncation): watch.jsonl in the run folder, watch/* in the
-    logs, a one-line warning per alarm; `rk-agent show RUN` lists them.
+    logs, a one-line warning per alarm; `rk-agent show RUN` lists them. --dynamic-sampling
+    replaces the groups that teach nothing, --retire-after the tasks that do.
 
     Example: rk-agent train grpo --env tools --max_steps 20 --learning_rate 1e-5
     """
@@ -271,6 +309,10 @@ def grpo(
             "watch.collapse_share": alarm_collapse,
             "watch.dominant_share": alarm_dominant_share,
             "watch.truncated_share": alarm_truncated,
+            "sampling.dynamic": True if dynamic_sampling else None,
+            "sampling.max_extra_draws": max_extra_draws,
+            "sampling.retire_after": retire_after,
+            "sampling.retire_keep": retire_keep,
         },
     )
 

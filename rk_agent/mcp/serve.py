@@ -85,8 +85,6 @@ def build_env_server(
     import anyio.to_thread
     from mcp.server.lowlevel.server import Server
 
-    from rk_agent.envs.offered_tools import ToolScope
-
     probe = make_env()
     if probe.tool_scope is not ToolScope.ENV:
         label = getattr(probe, "env_name", None) or type(probe).__name__

@@ -17,6 +17,8 @@ Modules:
     summary / stats / watch / alarms / watch_log / token_drift / segment_tokens: what a run's
         episodes add up to, the signals and alarms a batch raises, a training run's watch
         log, and whether the tokens trained on are the tokens the model produced.
+    group_sampling: what a training run's dynamic sampling and task retirement did, per step
+        and in all (`StepSampling`, `SamplingRecord`).
     replay / rescore / rescorer / rescore_workers / compare: runs played again turn by turn,
         scored again (on worker processes from 8 MiB), and compared.
 """

@@ -6,7 +6,9 @@ reads one batch alone (a rollout run, its tasks as groups: the conditions that n
 each holding for that one batch):
 
 - **zero spread** (`AlarmKind.ZERO_SPREAD`): at least ``zero_spread_share`` of the groups have
-  zero reward spread for ``zero_spread_steps`` steps in a row: those groups teach nothing.
+  zero reward spread for ``zero_spread_steps`` steps in a row: those groups teach nothing. With
+  dynamic sampling the groups are every one the step played, and the message says how many it
+  dropped (`rk_agent.runs.group_sampling.StepSampling.note`).
 - **farming** (`AlarmKind.FARMING`): over the last ``farming_window`` steps the per-step reward
   (shaping) rose while success fell by at least ``farming_min_drop`` (least-squares trends):
   the policy earns the bonus instead of solving the task.
@@ -41,6 +43,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rk_agent.runs.group_sampling import StepSampling
 from rk_agent.runs.watch import STEP_REWARDS, WatchSignals
 
 __all__ = ["Alarm", "AlarmKind", "AlarmOptions", "AlarmWatch", "batch_alarms"]
@@ -128,8 +131,11 @@ class AlarmWatch:
                    self.options.collapse_steps)  # fmt: skip
         self._history: deque[WatchSignals] = deque(maxlen=keep)
 
-    def observe(self, step: int, signals: WatchSignals) -> list[Alarm]:
-        """Take one step's signals; return the alarms raised for the first time."""
+    def observe(
+        self, step: int, signals: WatchSignals, sampling: StepSampling | None = None
+    ) -> list[Alarm]:
+        """Take one step's signals (and what dynamic sampling did in it, which the zero-spread
+        alarm reports); return the alarms raised for the first time."""
         self._history.append(signals)
         fired = {alarm.kind for alarm in self.raised}
         new = []
@@ -138,6 +144,9 @@ class AlarmWatch:
                 continue
             message = check(signals)
             if message is not None:
+                note = sampling.note() if sampling is not None else None
+                if kind is AlarmKind.ZERO_SPREAD and note:
+                    message = f"{message} This step {note}"
                 new.append(Alarm(kind=kind, step=step, message=f"step {step}: {message}"))
         self.raised.extend(new)
         return new

@@ -6,8 +6,9 @@ of run it is (`RunKind`: ``rollout``, from ``rk-agent rollout`` and ``rk-agent r
 started and was last written, and by which process. A rollout run adds what reproduces it
 (seed, Python and package versions); a training run records the same (its first task seed
 and TRL's ``seed`` too) and adds how far it got (optimizer step, last checkpoint, resident
-memory, the alarms it raised). Fields a kind does not use are left out of
-the file.
+memory, the alarms it raised, what dynamic sampling and task retirement did:
+`rk_agent.runs.group_sampling.SamplingRecord`). Fields a kind does not use are left out of the
+file.
 
 The writer of the run rewrites the record as the run goes (`write_run_record`, atomically:
 `rk_agent.atomic_file`), then once more when it ends: ``finished``, ``interrupted`` (Ctrl-C),
@@ -43,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rk_agent.atomic_file import write_atomic
 from rk_agent.runs.alarms import Alarm
+from rk_agent.runs.group_sampling import SamplingRecord
 from rk_agent.runs.run_lock import process_alive
 from rk_agent.types import RunStatus
 
@@ -97,6 +99,9 @@ class RunRecord(BaseModel):
         machine_memory_bytes: the machine's physical memory.
         alarms: the alarms a training run raised (`rk_agent.runs.alarms`), in order (a
             rollout run's are in its summary).
+        sampling: a training run's dynamic sampling and task retirement in all (groups drawn,
+            kept, dropped, filled, the steps that hit the bound, the tasks retired), when
+            either was on.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -118,6 +123,7 @@ class RunRecord(BaseModel):
     peak_rss_bytes: int | None = None
     machine_memory_bytes: int | None = None
     alarms: list[Alarm] = Field(default_factory=list)
+    sampling: SamplingRecord | None = None
 
     @field_validator("status", mode="before")
     @classmethod

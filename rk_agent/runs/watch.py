@@ -13,8 +13,9 @@ truncation, invalid and NaN rewards, and tool calls per episode. The training al
 Definitions:
 
 - **zero spread**: a group whose valid rewards are all equal (within ``1e-9``), or which has
-  fewer than two valid rewards: GRPO gives it no advantage. **All-fail** / **all-pass**: such a
-  group where every episode with a verdict failed / succeeded (and at least one has a verdict).
+  fewer than two valid rewards (`has_spread` tells): GRPO gives it no advantage. **All-fail** /
+  **all-pass**: such a group where every episode with a verdict failed / succeeded (and at
+  least one has a verdict).
 - **component share**: a component's mean absolute contribution to the reward (its weight times
   its score) over the sum of every component's; ``step_rewards`` is the weighted sum of the
   per-step rewards. The **outcome** components are the episode reward's components with the
@@ -27,7 +28,7 @@ Definitions:
   that came out NaN or infinite (counted among the invalid ones).
 
 Main names: `EpisodeOutcome`, `WatchSignals`, `watch_signals` (`WatchCounter` the same one group
-at a time), `outcome_of`, `trajectory_groups`, `final_answer`.
+at a time), `has_spread`, `outcome_of`, `trajectory_groups`, `final_answer`.
 
 Example:
     >>> ok = EpisodeOutcome(reward=1.0, success=True, components={"answer": 1.0})
@@ -56,6 +57,7 @@ __all__ = [
     "WatchCounter",
     "WatchSignals",
     "final_answer",
+    "has_spread",
     "outcome_of",
     "trajectory_groups",
     "watch_signals",
@@ -174,6 +176,18 @@ def _ratio(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
 
+def has_spread(rewards: Sequence[float | None]) -> bool:
+    """Whether a group's rewards have spread: two or more valid ones (``None`` is invalid) that
+    are not all equal (within ``1e-9``). A group without spread gets no GRPO advantage.
+
+    Example:
+        >>> has_spread([1.0, 0.0]), has_spread([1.0, 1.0, None]), has_spread([0.5, None])
+        (True, False, False)
+    """
+    valid = [r for r in rewards if r is not None]
+    return len(valid) >= 2 and max(valid) - min(valid) > _EQUAL
+
+
 def watch_signals(groups: Sequence[Sequence[EpisodeOutcome]]) -> WatchSignals:
     """The `WatchSignals` of ``groups`` (each a GRPO group: the episodes of one task).
 
@@ -219,7 +233,7 @@ class WatchCounter:
         verdicts = [e.success for e in group if e.success is not None]
         if len(rewards) >= 2:
             self.group_stds.append(_std(rewards) or 0.0)
-        if len(rewards) < 2 or max(rewards) - min(rewards) <= _EQUAL:
+        if not has_spread(rewards):
             self.zero += 1
             self.fail += bool(verdicts) and not any(verdicts)
             self.passed += bool(verdicts) and all(verdicts)

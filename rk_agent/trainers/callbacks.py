@@ -2,7 +2,8 @@
 
 `RunRecordCallback` keeps the run's record, ``<output_dir>/run.json``
 (`rk_agent.runs.run_record`), up to date after every optimizer step and checkpoint, with
-its memory figures (`rk_agent.trainers.memory`), and adds ``memory/rss_gb`` (resident
+its memory figures (`rk_agent.trainers.memory`) and, with dynamic sampling or task retirement,
+their totals and retired tasks, and adds ``memory/rss_gb`` (resident
 memory now) and ``memory/peak_rss_gb`` (the process's peak so far) to every log line, so TRL's
 log, the console and wandb show whether memory stays flat from step to step. It must run
 before the reporting callbacks (`attach`), since it adds its figures to the logs they send.
@@ -22,6 +23,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from rk_agent.runs.alarms import Alarm
+from rk_agent.runs.group_sampling import SamplingRecord
 from rk_agent.runs.run_record import RunRecord, RunStatus, write_run_record
 from rk_agent.trainers.memory import memory_figures, peak_resident_bytes, resident_bytes
 
@@ -54,6 +56,11 @@ class RunRecordCallback(TrainerCallback):
     def add_alarm(self, alarm: Alarm) -> None:
         """Keep an alarm the run raised in the record (`rk_agent.trainers.watch`)."""
         self._write(alarms=[*self.record.alarms, alarm])
+
+    def set_sampling(self, record: SamplingRecord) -> None:
+        """Keep the run's dynamic sampling and retirement totals (written with the step's
+        record, `rk_agent.trainers.group_sampling`)."""
+        self.record = self.record.model_copy(update={"sampling": record.model_copy(deep=True)})
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._write(global_step=int(state.global_step))

@@ -57,6 +57,7 @@ from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.runs.run_trust import TRAINING_CONFIG_FILE, sign_config
 from rk_agent.secrets import redact, secret_values
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT
+from rk_agent.trainers.group_sampling import SamplingOptions, check_sampling
 from rk_agent.trainers.sft_filter import SFT_FILTER_FIELDS, SFTFilter
 
 __all__ = [
@@ -137,6 +138,9 @@ class TrainConfig(EnvConfig):
         wandb: Weights & Biases logging.
         watch: GRPO's watch: the alarms' thresholds and ``stop_on_alarm``
             (`rk_agent.runs.alarms.AlarmOptions`).
+        sampling: GRPO's dynamic sampling and task retirement, both off by default
+            (`rk_agent.trainers.group_sampling.SamplingOptions`: ``dynamic``,
+            ``max_extra_draws``, ``retire_after``, ``retire_keep``).
         trl: options of TRL's ``GRPOConfig`` / ``SFTConfig`` (``learning_rate``, ``max_steps``,
             ...); options left out get device defaults.
     """
@@ -157,6 +161,7 @@ class TrainConfig(EnvConfig):
     resume: bool | str = "auto"
     wandb: WandbSettings = Field(default_factory=WandbSettings)
     watch: AlarmOptions = Field(default_factory=AlarmOptions)
+    sampling: SamplingOptions = Field(default_factory=SamplingOptions)
     trl: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -229,7 +234,8 @@ def load_train_config(
         ConfigError: the file cannot be read or parsed, an option is unknown (with "did you
             mean") or invalid (named), ``sft_filter`` is not a mapping of its fields or has a
             bad value (the message lists the fields and their values), a TRL option has the
-            wrong type or is out of range, or TRL options do not fit together.
+            wrong type or is out of range, TRL options do not fit together, or do not fit
+            dynamic sampling (`rk_agent.trainers.group_sampling.check_sampling`).
     """
     data = {}
     if path is not None:  # its relative paths are read from its folder
@@ -252,6 +258,9 @@ def load_train_config(
         _check_names(data["wandb"], _option_names(WandbSettings, "wandb."), "wandb.", where)
     if isinstance(data.get("watch"), dict):
         _check_names(data["watch"], _option_names(AlarmOptions, "watch."), "watch.", where)
+    if isinstance(data.get("sampling"), dict):
+        prefix = "sampling."
+        _check_names(data["sampling"], _option_names(SamplingOptions, prefix), prefix, where)
     if isinstance(data.get("env"), dict):
         _check_names(data["env"], _option_names(EnvSetup, "env."), "env.", where)
     _check_sft_filter(data.get("sft_filter", {}), where)
@@ -272,6 +281,8 @@ def load_train_config(
     config_cls = schema_class(config.kind)
     config.trl = validate_trl_values(config_cls, config.trl)
     check_trl_combinations(config_cls, config.trl)
+    if config.kind == "grpo":
+        check_sampling(config.sampling, config.trl)
     return config
 
 

@@ -10,8 +10,9 @@ Each reward's scores also go to wandb as a histogram per logging step, when wand
 step teaching nothing, and alarms when they say so (`rk_agent.trainers.watch`), with the token
 drift a re-tokenizing trainer would have had (multi-turn: `rk_agent.trainers.drift_rate`; the
 loop itself trains on the generated ids). The trainer itself is built as TRL's own loop's is
-(`rk_agent.trainers.grpo_builder`: model, tokenizer, TRL's patches, the watch); everything else
-is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
+(`rk_agent.trainers.grpo_builder`: model, tokenizer, TRL's patches, the watch, and with
+``sampling`` dynamic sampling and task retirement, `rk_agent.trainers.group_sampling`);
+everything else is TRL's own `GRPOTrainer` and `GRPOConfig`, untouched.
 
 Main names: `grpo_trainer`.
 
@@ -38,10 +39,12 @@ from rk_agent.policies.episode_tokens import check_fixed_tools
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
+from rk_agent.trainers.group_sampling import SamplingOptions
 from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 from rk_agent.trainers.rewards import episode_reward_funcs, single_turn_reward_funcs
 from rk_agent.trainers.rollout import EpisodeRollout, vllm_server_url
-from rk_agent.trainers.tasks import TaskTable, env_dataset, task_rows
+from rk_agent.trainers.task_draws import task_source
+from rk_agent.trainers.tasks import TaskTable, env_dataset, task_columns, task_rows
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
@@ -69,6 +72,7 @@ def grpo_trainer(
     server_options: Mapping[str, Any] | None = None,
     watch: AlarmOptions | None = None,
     tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
+    sampling: SamplingOptions | None = None,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` that trains ``model`` on ``env`` with the environment's rewards.
 
@@ -99,6 +103,10 @@ def grpo_trainer(
             replies with (a name or a `rk_agent.tool_calls.ToolCallFormat`; the feedback after
             a malformed call is its note), as `rk_agent.trainers.trl_env.trl_grpo_trainer`
             checks replies in it.
+        sampling: dynamic sampling and task retirement
+            (`rk_agent.trainers.group_sampling.SamplingOptions`); default: off. Fresh tasks
+            are generated with the seeds after the training tasks', or, for a task dataset,
+            are its rows not yet drawn in the current pass (`rk_agent.trainers.task_draws`).
 
     An environment whose tools differ per task (``tool_scope`` ``task``) trains as any other:
     each episode's prompt is rendered with its own tools, and the drift check reads each
@@ -121,12 +129,13 @@ def grpo_trainer(
     if multi_turn:
         check_fixed_tools(built, env if isinstance(env, str) else env.__name__)
     rows = task_rows(built, n_tasks, seed)
+    table = TaskTable(rows)
     rollout_func = drift_tools = drift_format = None
     if multi_turn:
         funcs, weights = episode_reward_funcs(built, step_weight=step_weight)
         rollout_func = EpisodeRollout(
             lambda: make_env(env, **env_kwargs),
-            TaskTable(rows),
+            table,
             env_name=str(env),
             max_tokens_per_turn=max_tokens_per_turn,
             trajectory_log=Path(args.output_dir or ".") / "trajectories.jsonl",
@@ -151,10 +160,15 @@ def grpo_trainer(
         drift_tools=drift_tools,
         drift_format=drift_format,
         reward_histograms=True,
+        # A fresh task is told to the rollout, which finds each prompt's task in the table.
+        task_source=task_source(
+            built, rows, task_columns, lambda: make_env(env, **env_kwargs), on_fresh=table.add
+        ),
     )
     return build_grpo_trainer(
-        loop, args=args, model=model, tokenizer=tokenizer, callbacks=callbacks, watch=watch
-    )
+        loop, args=args, model=model, tokenizer=tokenizer, callbacks=callbacks, watch=watch,
+        sampling=sampling,
+    )  # fmt: skip
 
 
 def _drift_format(tool_option: str, text_format: str) -> str | None:

@@ -12,12 +12,16 @@ needs. `build_grpo_trainer` does the rest, the same way for both:
    that it has one weight per reward function;
 3. applies rk-agent's changes to TRL (`rk_agent.trainers.trl_patches.score_completions_only`);
 4. wraps the reward functions: each reward's scores kept for wandb's histograms
-   (`rk_agent.trainers.reward_histograms`, when the loop asks), and the watch's recorder
-   (`rk_agent.trainers.watch`) unless the watch is off;
-5. constructs the `GRPOTrainer`, with TRL's warning that ``rollout_func`` and
-   ``environment_factory`` are experimental silenced (rk-agent pins TRL);
+   (`rk_agent.trainers.reward_histograms`, when the loop asks), the watch's recorder
+   (`rk_agent.trainers.watch`) unless the watch is off, and dynamic sampling's and task
+   retirement's when either is on (`rk_agent.trainers.group_sampling`, checked first);
+5. constructs the `GRPOTrainer` (TRL's own, or, with dynamic sampling or retirement,
+   `rk_agent.trainers.sampling_trainer.SamplingGRPOTrainer` holding a `GroupSampler` over the
+   loop's tasks), with TRL's warning that ``rollout_func`` and ``environment_factory`` are
+   experimental silenced (rk-agent pins TRL);
 6. attaches the histogram callback and the watch's callback (with the token drift meter, when
-   the loop names the tools the model is offered), ahead of the loggers.
+   the loop names the tools the model is offered, and the sampler's counts), ahead of the
+   loggers.
 
 Main names: `GRPOLoop`, `build_grpo_trainer`.
 """
@@ -34,6 +38,8 @@ from rk_agent.errors import ConfigError
 from rk_agent.policies.local_model import resolve_model
 from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.runs.trajectory import Trajectory
+from rk_agent.trainers.group_sampling import SamplingOptions
+from rk_agent.trainers.task_draws import TaskSource
 from rk_agent.trainers.trl_patches import escape_printed_completions, score_completions_only
 
 if TYPE_CHECKING:
@@ -69,6 +75,8 @@ class GRPOLoop:
         drift_format: the text tool-call format the drift meter renders with (``None``:
             native tool calls; see `rk_agent.trainers.drift_rate.DriftMeter`).
         reward_histograms: keep each reward's scores for wandb histograms at each log.
+        task_source: the training tasks and how a fresh one becomes a dataset row, for dynamic
+            sampling and task retirement; ``None``: the loop offers neither.
     """
 
     name: str
@@ -82,6 +90,7 @@ class GRPOLoop:
     drift_tools: Sequence[dict[str, Any]] | None = None
     drift_format: str | None = None
     reward_histograms: bool = False
+    task_source: TaskSource | None = None
 
 
 def build_grpo_trainer(
@@ -92,6 +101,7 @@ def build_grpo_trainer(
     tokenizer: PreTrainedTokenizerBase | None = None,
     callbacks: list[TrainerCallback] | None = None,
     watch: AlarmOptions | None = None,
+    sampling: SamplingOptions | None = None,
 ) -> GRPOTrainer:
     """The `GRPOTrainer` of ``loop`` (module docstring).
 
@@ -103,10 +113,13 @@ def build_grpo_trainer(
         callbacks: extra `transformers.TrainerCallback`s.
         watch: the alarms' thresholds (`AlarmOptions`); default: the defaults. With
             ``enabled=False`` the run is not watched.
+        sampling: dynamic sampling and task retirement (`SamplingOptions`); default: off.
 
     Raises:
-        ConfigError: a loaded model without its tokenizer, a tokenizer the loop refuses, or
-            ``reward_weights`` of the wrong length.
+        ConfigError: a loaded model without its tokenizer, a tokenizer the loop refuses,
+            ``reward_weights`` of the wrong length, or sampling options the run cannot honour
+            (`rk_agent.trainers.group_sampling.check_sampling`, or a loop without tasks to
+            draw).
     """
     from transformers import AutoTokenizer, PreTrainedModel
     from trl import GRPOTrainer
@@ -120,6 +133,8 @@ def build_grpo_trainer(
     )
     from rk_agent.trainers.watch import WatchCallback, WatchRecorder
 
+    sampling = sampling or SamplingOptions()
+    _check_sampling(loop, args, sampling)
     model_spec: Any = model if isinstance(model, PreTrainedModel) else resolve_model(model)
     if tokenizer is None:
         if isinstance(model_spec, PreTrainedModel):
@@ -140,30 +155,74 @@ def build_grpo_trainer(
         funcs = recorder.wrap(funcs)
         if loop.batch_hooks is not None:
             loop.batch_hooks.append(recorder.add_trajectories)
+    sampler = None
+    if sampling.enabled and loop.task_source is not None:
+        sampled = WatchRecorder()  # each draw's scores and trajectories
+        funcs = sampled.wrap(funcs)
+        if loop.batch_hooks is not None:
+            loop.batch_hooks.append(sampled.add_trajectories)
+        sampler = _sampler(loop.task_source, sampling, sampled, funcs, args)
+    names = [getattr(f, "__name__", "") for f in funcs]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_EXPERIMENTAL, category=UserWarning)
-        trainer = GRPOTrainer(
-            model=model_spec,
-            reward_funcs=funcs,
-            args=args,
-            train_dataset=loop.train_dataset,
-            processing_class=tokenizer,
-            rollout_func=loop.rollout_func,
-            environment_factory=loop.environment_factory,
-            callbacks=callbacks,
-        )
+        common: dict[str, Any] = {
+            "model": model_spec, "reward_funcs": funcs, "args": args,
+            "train_dataset": loop.train_dataset, "processing_class": tokenizer,
+            "rollout_func": loop.rollout_func, "environment_factory": loop.environment_factory,
+            "callbacks": callbacks,
+        }  # fmt: skip
+        if sampler is None:
+            trainer = GRPOTrainer(**common)
+        else:
+            from rk_agent.trainers.sampling_trainer import SamplingGRPOTrainer
+
+            trainer = SamplingGRPOTrainer(rk_sampler=sampler, **common)
     if loop.reward_histograms:
         attach(trainer, RewardHistogramCallback(scores))  # ahead of wandb's own callback
     if watch.enabled:
-        names = [getattr(f, "__name__", "") for f in funcs]
         drift = None
         if loop.drift_tools is not None:
             drift = DriftMeter(tokenizer, loop.drift_tools, loop.drift_format)
         watcher = WatchCallback(
-            recorder, names, args.reward_weights or [], watch, args.output_dir, drift=drift
-        )
+            recorder, names, args.reward_weights or [], watch, args.output_dir, drift=drift,
+            sampling=sampler.take_pending if sampler is not None else None,
+        )  # fmt: skip
         attach(trainer, watcher)
     return trainer
+
+
+def _check_sampling(loop: GRPOLoop, args: GRPOConfig, sampling: SamplingOptions) -> None:
+    from rk_agent.trainers.group_sampling import check_sampling
+
+    check_sampling(sampling, args, loop.reward_funcs)
+    if sampling.enabled and loop.task_source is None:
+        raise ConfigError(
+            f"{loop.name} was given dynamic sampling or task retirement, but its loop names no "
+            "training tasks to draw fresh ones from (GRPOLoop.task_source). Give it one, or "
+            "train without them."
+        )
+
+
+def _sampler(
+    source: TaskSource,
+    sampling: SamplingOptions,
+    recorder: Any,
+    funcs: Sequence[Callable[..., Any]],
+    args: GRPOConfig,
+) -> Any:
+    from rk_agent.trainers.group_sampling import GroupSampler
+    from rk_agent.trainers.task_draws import TaskDraws
+
+    draws = TaskDraws(
+        source,
+        seed=int(args.seed),
+        retire_after=sampling.retire_after,
+        retire_keep=sampling.retire_keep,
+    )
+    names = [getattr(f, "__name__", "") for f in funcs]
+    weights = list(args.reward_weights or [])
+    size = int(args.num_generations or 1)  # TRL checks it
+    return GroupSampler(sampling, draws, recorder, names, weights, size)
 
 
 def _fill_reward_weights(args: GRPOConfig, loop: GRPOLoop) -> None:

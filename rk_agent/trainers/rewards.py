@@ -19,14 +19,18 @@ TRL logs every reward function on its own (``rewards/<name>/mean``) and weights 
 A failed episode, or an invalid score, is ``None``: TRL leaves it out instead of training on a
 fake 0.
 
+The reward a row is trained on is TRL's weighted sum of the functions' scores; `weighted_rewards`
+computes it from the scores the functions returned, for the watch and for dynamic sampling's
+choice of groups (one rule for both).
+
 Main names: `episode_reward_funcs`, `episode_stats`, `single_turn_reward_funcs`,
-`render_trajectory_text`.
+`render_trajectory_text`, `weighted_rewards`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rk_agent.envs.base import ChatEnv
@@ -43,6 +47,7 @@ __all__ = [
     "episode_reward_funcs",
     "render_trajectory_text",
     "single_turn_reward_funcs",
+    "weighted_rewards",
 ]
 
 RewardFunc = Callable[..., list[float | None]]
@@ -216,3 +221,43 @@ def _with_task(name: str, adapter: Callable[..., Any]) -> RewardFunc:
         return list(adapter(prompts, completions, **kwargs))
 
     return _named(reward, name)
+
+
+def weighted_rewards(
+    scores: Mapping[str, Sequence[Any]], names: Sequence[str], weights: Sequence[float]
+) -> tuple[list[float | None], list[bool]]:
+    """Each row's reward as TRL trains on it, from what the reward functions returned.
+
+    The reward is the sum of ``weight x score`` over the functions that scored the row; a
+    ``None`` score (or a value that is no number) is left out, as TRL leaves it out. A row no
+    function scored, or one with a NaN or infinite score, has no reward (``None``), and the
+    second list says which rows had a NaN or infinite score.
+
+    Args:
+        scores: each function's scores by name, one per row.
+        names: the functions' names, in order.
+        weights: their weights (``reward_weights``).
+
+    Example:
+        >>> weighted_rewards({"a": [1.0, None, 1.0], "b": [0.5, None, float("nan")]},
+        ...                  ["a", "b"], [1.0, 2.0])
+        ([2.0, None, None], [False, False, True])
+    """
+    rows = max((len(s) for s in scores.values()), default=0)
+    rewards: list[float | None] = []
+    nans: list[bool] = []
+    for i in range(rows):
+        total, seen, nan = 0.0, False, False
+        for name, weight in zip(names, weights, strict=False):
+            values = scores.get(name, [])
+            score = values[i] if i < len(values) else None
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                continue
+            if not math.isfinite(score):
+                nan = True
+                continue
+            total += weight * float(score)
+            seen = True
+        rewards.append(total if seen and not nan else None)
+        nans.append(nan)
+    return rewards, nans

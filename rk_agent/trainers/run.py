@@ -14,7 +14,9 @@ killed is reported as such when the next one starts in its folder
 steps free goes back to the OS (`rk_agent.trainers.allocator`), so it stays flat from step to
 step. A GRPO run is watched (`rk_agent.trainers.watch`): ``watch.jsonl`` in the run folder, and
 the alarms it raises kept in the run record; with ``watch.stop_on_alarm`` the first alarm ends
-the run after its step, with no final model: its checkpoints so far are what it leaves.
+the run after its step, with no final model: its checkpoints so far are what it leaves. With
+dynamic sampling or task retirement (``sampling``, `rk_agent.trainers.group_sampling`) the run
+record keeps their totals and the tasks retired, and the run ends by saying them.
 
 Main names: `run_training`, `TrainOutcome`.
 """
@@ -32,6 +34,7 @@ from typing import Any
 from rk_agent.errors import RkAgentError
 from rk_agent.policies.local_model import DEFAULT_MODEL
 from rk_agent.runs.alarms import Alarm
+from rk_agent.runs.group_sampling import SamplingRecord
 from rk_agent.runs.provenance import package_versions
 from rk_agent.runs.run_record import (
     RunKind,
@@ -76,6 +79,8 @@ class TrainOutcome:
         alarms: the alarms the run raised (`rk_agent.runs.alarms`).
         stopped_by: the alarm that ended the run (``watch.stop_on_alarm``), if any.
         last_checkpoint: the newest checkpoint in ``output_dir`` when the run ended.
+        sampling: what dynamic sampling and task retirement did in all (the tasks retired
+            among it), when either was on.
     """
 
     output_dir: Path
@@ -89,6 +94,7 @@ class TrainOutcome:
     alarms: list[Alarm] = field(default_factory=list)
     stopped_by: Alarm | None = None
     last_checkpoint: Path | None = None
+    sampling: SamplingRecord | None = None
 
 
 def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> TrainOutcome:
@@ -170,6 +176,9 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
     watcher = _watcher(trainer)
     if watcher is not None:
         watcher.on_alarm = recorder.add_alarm
+    sampler = getattr(trainer, "rk_sampler", None)
+    if sampler is not None:  # totals into run.json with every step's record
+        sampler.on_step.append(lambda step, counts: recorder.set_sampling(sampler.record))
     if piped:
         trainer.add_callback(StepLines(say))
     for note in plan.notes:
@@ -218,6 +227,8 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         final = save_final(trainer, output_dir)
         recorder.finish(RunStatus.FINISHED, step)
         say(f"model saved to {final}; evaluate it with `rk-agent rollout --model {final}`")
+    if sampler is not None:
+        _say_sampling(sampler.record, sampler.options.dynamic, say)
     peak = peak_resident_bytes()
     say(f"peak resident memory: {peak / 1024**3:.2f} GB")
     return TrainOutcome(
@@ -232,7 +243,17 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         alarms=list(watcher.alarms.raised) if watcher is not None else [],
         stopped_by=stopped_by,
         last_checkpoint=kept,
+        sampling=sampler.record if sampler is not None else None,
     )
+
+
+def _say_sampling(record: SamplingRecord, dynamic: bool, say: Callable[[str], None]) -> None:
+    """The end of a run with dynamic sampling or retirement: its totals, the tasks retired."""
+    if dynamic and record.steps:
+        say(record.summary())
+    retired = record.retired_summary()
+    if retired is not None:
+        say(retired)
 
 
 def save_final(trainer: Any, output_dir: str | Path) -> Path:
@@ -277,6 +298,7 @@ def _grpo(config: TrainConfig, args: Any) -> Any:
         "seed": spec.seed,
         "watch": config.watch,
         "tool_call_format": config.tool_call_format,
+        "sampling": config.sampling,
     }
     if config.loop == "trl":
         from rk_agent.trainers.trl_env import trl_grpo_trainer

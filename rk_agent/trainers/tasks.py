@@ -7,7 +7,8 @@ single-turn rewards decode). Each prompt message carries the task id under ``rk_
 templates ignore unknown keys): TRL hands a ``rollout_func`` only the prompts, and this is how
 it finds the task behind each one.
 
-Main names: `env_dataset`, `TaskTable`, `TASK_KEY`.
+Main names: `env_dataset` (`task_columns`: one row of it), `task_rows` (`task_of_seed`: one
+generated task), `TaskTable`, `TASK_KEY`.
 
 Example (scripts that run TRL themselves)::
 
@@ -32,7 +33,15 @@ from rk_agent.errors import ConfigError, DataError
 if TYPE_CHECKING:
     from datasets import Dataset
 
-__all__ = ["TASK_KEY", "TaskRow", "TaskTable", "env_dataset", "task_rows"]
+__all__ = [
+    "TASK_KEY",
+    "TaskRow",
+    "TaskTable",
+    "env_dataset",
+    "task_columns",
+    "task_of_seed",
+    "task_rows",
+]
 
 TASK_KEY = "rk_task"
 """The key on each prompt message naming the row's task (see the module docstring)."""
@@ -96,6 +105,18 @@ def task_rows(env: ChatEnv, n: int | None = None, seed: int = 0) -> list[TaskRow
     )
 
 
+def task_of_seed(env: ChatEnv, seed: int) -> TaskRow:
+    """The task ``env`` generates with ``seed`` (as `task_rows` draws them), with that seed.
+
+    Example:
+        >>> from rk_agent.envs.guess_env import GuessEnv
+        >>> row = task_of_seed(GuessEnv(high=4), 7)
+        >>> row.seed, row.task.id.startswith("guess-4-")
+        (7, True)
+    """
+    return _row(env, seed, None)
+
+
 def _row(env: ChatEnv, seed: int, options: dict[str, Any] | None) -> TaskRow:
     _, info = env.reset(seed=seed, options=options)
     return TaskRow(task=info["task"], seed=seed)
@@ -130,15 +151,31 @@ def env_dataset(
     from datasets import Dataset
 
     rows = list(rows) if rows is not None else task_rows(env, n, seed)
-    return Dataset.from_dict(
-        {
-            "prompt": [_prompt(r.task) for r in rows],
-            "ground_truth": [_text(r.task.ground_truth) for r in rows],
-            "task_id": [r.task.id for r in rows],
-            "seed": [r.seed for r in rows],
-            "task": [r.task.model_dump_json() for r in rows],
-        }
-    )
+    columns = [task_columns(r) for r in rows]
+    return Dataset.from_dict({name: [c[name] for c in columns] for name in _COLUMNS})
+
+
+_COLUMNS = ("prompt", "ground_truth", "task_id", "seed", "task")
+
+
+def task_columns(row: TaskRow) -> dict[str, Any]:
+    """One row of `env_dataset`, as TRL's dataloader hands it over (a plain dict).
+
+    Example:
+        >>> from rk_agent.envs.task import Task
+        >>> from rk_agent.types import Message
+        >>> task = Task(id="t", messages=[Message(role="user", content="2+2?")], ground_truth=4)
+        >>> columns = task_columns(TaskRow(task, seed=3))
+        >>> columns["prompt"], columns["ground_truth"], columns["seed"]
+        ([{'role': 'user', 'content': '2+2?', 'rk_task': 't'}], '4', 3)
+    """
+    return {
+        "prompt": _prompt(row.task),
+        "ground_truth": _text(row.task.ground_truth),
+        "task_id": row.task.id,
+        "seed": row.seed,
+        "task": row.task.model_dump_json(),
+    }
 
 
 class TaskTable:
@@ -153,6 +190,10 @@ class TaskTable:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def add(self, row: TaskRow) -> None:
+        """Learn one more task (a fresh task dynamic sampling draws during training)."""
+        self._rows[row.task.id] = row
 
     def for_prompt(self, prompt: Sequence[Mapping[str, Any]]) -> TaskRow:
         """The task a dataset prompt came from.

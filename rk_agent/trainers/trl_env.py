@@ -23,6 +23,8 @@ third-party specs have (``trl.experimental.openreward``): ``.train_dataset``,
 - The watch (`rk_agent.trainers.watch`) also logs the token drift a re-tokenizing trainer would
   have had: TRL trains on its own prompt and completion ids, and `rk_agent.trainers.drift_rate`
   compares them with the chat template over each episode's messages, turn by turn.
+- Dynamic sampling and task retirement (``sampling``, `rk_agent.trainers.group_sampling`) work
+  as in rk-agent's loop: the spec's ``task_source`` opens fresh tasks as rows of its dataset.
 
 Main names: `trl_environment`, `TRLEnvSpec`, `trl_grpo_trainer`.
 
@@ -55,9 +57,11 @@ from rk_agent.runs.provenance import NATIVE
 from rk_agent.runs.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.runs.trajectory import Trajectory
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat
+from rk_agent.trainers.group_sampling import SamplingOptions
 from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs
-from rk_agent.trainers.tasks import TaskRow, env_dataset, task_rows
+from rk_agent.trainers.task_draws import TaskSource, task_source
+from rk_agent.trainers.tasks import TaskRow, env_dataset, task_columns, task_rows
 from rk_agent.trainers.trl_tool_env import TRLToolEnv, episode_trajectory, trl_env_class
 
 if TYPE_CHECKING:
@@ -89,6 +93,8 @@ class TRLEnvSpec:
             `rk_agent.trainers.watch`, reads them).
         tool_schemas: the environment's tool schemas (what TRL offers, as the methods derive
             them).
+        task_source: the training tasks, and fresh ones as rows of ``train_dataset`` (dynamic
+            sampling and task retirement, `rk_agent.trainers.task_draws`).
     """
 
     train_dataset: Dataset
@@ -101,6 +107,7 @@ class TRLEnvSpec:
     trajectory_log: Path | None = None
     batch_hooks: list[Callable[[list[Trajectory]], None]] = field(default_factory=list)
     tool_schemas: list[dict[str, Any]] = field(default_factory=list)
+    task_source: TaskSource | None = None
 
     def trajectories(
         self,
@@ -194,6 +201,13 @@ def trl_environment(
     )
     rows = task_rows(built, n_tasks, seed)
     funcs, weights = episode_reward_funcs(built, step_weight=step_weight)
+    opener: list[ChatEnv] = []  # an environment of its own to open fresh tasks with
+
+    def fresh_row(row: TaskRow) -> dict[str, Any]:
+        if not opener:
+            opener.append(make_env(env, **kwargs))
+        return _columns(opener[0], row)
+
     spec = TRLEnvSpec(
         train_dataset=_dataset(built, rows),
         environment_factory=factory,
@@ -203,6 +217,7 @@ def trl_environment(
         env_name=name,
         trajectory_log=Path(trajectory_log) if trajectory_log is not None else None,
         tool_schemas=list(built.tool_schemas),
+        task_source=task_source(built, rows, fresh_row, lambda: make_env(env, **kwargs)),
     )
     spec.reward_funcs = [_reward(fn, spec, first=i == 0) for i, fn in enumerate(funcs)]
     return spec
@@ -211,13 +226,16 @@ def trl_environment(
 def _dataset(env: ChatEnv, rows: Sequence[TaskRow]) -> Dataset:
     """`env_dataset`, each prompt being the opening conversation the environment shows."""
     dataset = env_dataset(env, rows=rows)
-    prompts = []
-    for row in rows:
-        observation, _ = env.reset(seed=row.seed, options={"task": row.task})
-        prompts.append(
-            [{"role": m["role"], "content": m.get("content") or ""} for m in observation]
-        )
+    prompts = [_columns(env, row)["prompt"] for row in rows]
     return dataset.remove_columns("prompt").add_column("prompt", prompts)
+
+
+def _columns(env: ChatEnv, row: TaskRow) -> dict[str, Any]:
+    """One row of `_dataset`: `task_columns`, with the opening conversation the environment
+    shows as its prompt."""
+    observation, _ = env.reset(seed=row.seed, options={"task": row.task})
+    prompt = [{"role": m["role"], "content": m.get("content") or ""} for m in observation]
+    return {**task_columns(row), "prompt": prompt}
 
 
 def _reward(fn: Callable[..., Any], spec: TRLEnvSpec, *, first: bool) -> RewardFunc:
@@ -256,6 +274,7 @@ def trl_grpo_trainer(
     callbacks: list[TrainerCallback] | None = None,
     watch: AlarmOptions | None = None,
     tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
+    sampling: SamplingOptions | None = None,
 ) -> GRPOTrainer:
     """A `GRPOTrainer` that trains ``model`` on a tool environment with TRL's own tool loop.
 
@@ -281,11 +300,14 @@ def trl_grpo_trainer(
             ``enabled=False`` the run is not watched (`rk_agent.trainers.watch`).
         tool_call_format: the text tool-call format replies are checked in (see
             `trl_environment`).
+        sampling: dynamic sampling and task retirement
+            (`rk_agent.trainers.group_sampling.SamplingOptions`), as in
+            `rk_agent.trainers.grpo.grpo_trainer`; default: off.
 
     Raises:
         ConfigError: the environment needs rk-agent's loop, the chat template cannot do tool
-            calls, ``reward_weights`` has the wrong length, or ``tool_call_format`` is
-            unknown.
+            calls, ``reward_weights`` has the wrong length, ``tool_call_format`` is unknown,
+            or sampling options the run cannot honour.
     """
     spec = trl_environment(
         env, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs, rewards=rewards,
@@ -313,10 +335,12 @@ def trl_grpo_trainer(
         # TRL trains on its prompt and completion ids; the drift is theirs against re-rendering.
         drift_tools=spec.tool_schemas,
         drift_format=NATIVE,
+        task_source=spec.task_source,
     )
     return build_grpo_trainer(
-        loop, args=args, model=model, tokenizer=tokenizer, callbacks=callbacks, watch=watch
-    )
+        loop, args=args, model=model, tokenizer=tokenizer, callbacks=callbacks, watch=watch,
+        sampling=sampling,
+    )  # fmt: skip
 
 
 def _check_tool_template(tokenizer: Any, model: str) -> None:

@@ -14,7 +14,11 @@ rows), feeds the alarms (`rk_agent.runs.alarms`), and writes:
 - each alarm once, as a one-line warning on the ``rk_agent.trainers.watch`` logger, and to
   ``on_alarm`` (``rk-agent train`` keeps them in the run record);
 - with a `rk_agent.trainers.drift_rate.DriftMeter`, the token drift the step would have had
-  (``tokens/drift_episodes``, ``tokens/drift_turns``) in the log and in the step's line.
+  (``tokens/drift_episodes``, ``tokens/drift_turns``) in the log and in the step's line;
+- with dynamic sampling or task retirement (`rk_agent.trainers.group_sampling`), what they did
+  in the step (`rk_agent.runs.group_sampling.StepSampling`) in its line, and in the
+  zero-spread alarm's message. The signals are those of every group the step played, the
+  dropped ones too: the alarm says how many of them the step did not train on.
 
 With ``stop_on_alarm`` the first alarm ends training after its step (`stopped_by`); it is
 refused (`ConfigError`) when training runs in several processes, which would not agree.
@@ -44,11 +48,12 @@ from transformers import TrainerCallback
 
 from rk_agent.errors import ConfigError
 from rk_agent.runs.alarms import Alarm, AlarmOptions, AlarmWatch
+from rk_agent.runs.group_sampling import StepSampling
 from rk_agent.runs.trajectory import Trajectory
 from rk_agent.runs.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_signals
 from rk_agent.runs.watch_log import append_watch_line
 from rk_agent.trainers.drift_rate import DriftCount, DriftMeter
-from rk_agent.trainers.rewards import RewardFunc
+from rk_agent.trainers.rewards import RewardFunc, weighted_rewards
 
 __all__ = ["WatchCallback", "WatchRecorder"]
 
@@ -129,6 +134,8 @@ class WatchCallback(TrainerCallback):
         output_dir: where ``watch.jsonl`` goes.
         on_alarm: also called with each new alarm.
         drift: measures each step's token drift (`DriftMeter`); ``None``: not measured.
+        sampling: gives what dynamic sampling and retirement did since it was last asked
+            (`rk_agent.trainers.group_sampling.GroupSampler.take_pending`); ``None``: off.
 
     Attributes:
         alarms: the `AlarmWatch` (``alarms.raised``: every alarm so far).
@@ -146,6 +153,7 @@ class WatchCallback(TrainerCallback):
         output_dir: str | Path | None = None,
         on_alarm: Callable[[Alarm], None] | None = None,
         drift: DriftMeter | None = None,
+        sampling: Callable[[], list[StepSampling]] | None = None,
     ) -> None:
         self.recorder = recorder
         self.names = list(names)
@@ -158,6 +166,7 @@ class WatchCallback(TrainerCallback):
         self.drift = drift
         self.last_drift: DriftCount | None = None
         self.stopped_by: Alarm | None = None
+        self.sampling = sampling
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         processes = int(getattr(args, "world_size", 1) or 1)
@@ -179,7 +188,9 @@ class WatchCallback(TrainerCallback):
         groups = [outcomes[i : i + group] for i in range(0, len(outcomes), group)]
         signals = watch_signals(groups)
         step = int(state.global_step)
-        new = self.alarms.observe(step, signals)
+        sampled = self.sampling() if self.sampling is not None else []
+        sampling = sampled[-1] if sampled else None
+        new = self.alarms.observe(step, signals, sampling)
         self.last = signals
         if self.drift is not None:
             self.last_drift = sum(
@@ -188,7 +199,7 @@ class WatchCallback(TrainerCallback):
                 DriftCount(),
             )  # fmt: skip
         if getattr(state, "is_world_process_zero", True):
-            self._write(step, signals, new)
+            self._write(step, signals, new, sampling)
             for alarm in new:
                 logger.warning("%s", alarm.message)
                 if self.on_alarm is not None:
@@ -230,23 +241,7 @@ class WatchCallback(TrainerCallback):
         ]
 
     def _rewards(self, batch: _Batch) -> tuple[list[float | None], list[bool]]:
-        rows = max((len(s) for s in batch.scores.values()), default=0)
-        rewards: list[float | None] = []
-        nans: list[bool] = []
-        for i in range(rows):
-            total, seen, nan = 0.0, False, False
-            for name, weight in zip(self.names, self.weights, strict=False):
-                score = _number(batch.scores.get(name, [])[i : i + 1])
-                if score is None:
-                    continue
-                if not math.isfinite(score):
-                    nan = True
-                    continue
-                total += weight * score
-                seen = True
-            rewards.append(total if seen and not nan else None)
-            nans.append(nan)
-        return rewards, nans
+        return weighted_rewards(batch.scores, self.names, self.weights)
 
     def _single_turn(
         self, batch: _Batch, i: int, reward: float | None, nan: bool, budget: int | None
@@ -279,10 +274,12 @@ class WatchCallback(TrainerCallback):
             truncated=budget is not None and tokens >= int(budget),
         )
 
-    def _write(self, step: int, signals: WatchSignals, new: list[Alarm]) -> None:
+    def _write(
+        self, step: int, signals: WatchSignals, new: list[Alarm], sampling: StepSampling | None
+    ) -> None:
         if self.output_dir is not None:
             drift = self.last_drift.figures() if self.last_drift is not None else {}
-            append_watch_line(self.output_dir, step, signals, new, drift)
+            append_watch_line(self.output_dir, step, signals, new, drift, sampling)
 
 
 def _number(values: Sequence[Any]) -> float | None:

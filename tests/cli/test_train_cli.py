@@ -272,6 +272,14 @@ BAD_INPUT = [
     (("grpo", "--alarm-zero-spread", "2", "--alarm-truncated", "-1"),
      "--alarm-zero-spread 2.0: Input should be less than or equal to 1; --alarm-truncated -1.0: "
      "Input should be greater than or equal to 0."),
+    (("grpo", "--retire-after", "0", "--max-extra-draws", "-1"),
+     "--max-extra-draws -1: Input should be greater than or equal to 0; --retire-after 0: Input "
+     "should be greater than or equal to 1."),
+    (("grpo", "--dynamic-sampling", "--multi_objective_aggregation", "normalize_then_sum"),
+     "dynamic sampling drops the groups whose rewards have no spread, which GRPO gives no "
+     "advantage; with multi_objective_aggregation='normalize_then_sum' TRL normalises over the "
+     "whole batch and gives them one. Use the default 'sum_then_normalize', or train without "
+     "dynamic sampling."),
     (("grpo", "--config", "missing.yaml"),
      "cannot read config missing.yaml: No such file or directory"),
     (("grpo", "--tasks", "missing.jsonl"),

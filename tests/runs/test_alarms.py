@@ -9,6 +9,7 @@ import pytest
 
 from rk_agent.errors import ConfigError
 from rk_agent.runs.alarms import AlarmKind, AlarmOptions, AlarmWatch, batch_alarms
+from rk_agent.runs.group_sampling import StepSampling
 from rk_agent.runs.watch import STEP_REWARDS, WatchSignals
 from rk_agent.trainers.config import load_train_config
 
@@ -63,6 +64,26 @@ def test_zero_spread_needs_half_the_groups_for_three_steps_in_a_row() -> None:
         "those groups teach nothing. Try: easier tasks, more generations or partial credit when "
         "they all fail; harder tasks when they all pass."
     )
+
+
+def test_with_dynamic_sampling_the_zero_spread_alarm_says_what_was_dropped() -> None:
+    watch = AlarmWatch(AlarmOptions(zero_spread_steps=1))
+    sampling = StepSampling(draws=3, drawn=10, kept=2, dropped=6, filled=2, bound_hit=True)
+    flat = _signals(zero_spread=0.8, zero_spread_all_pass=0.8, truncated=0.9)
+    alarms = watch.observe(4, flat, sampling)
+    assert [a.kind for a in alarms] == [AlarmKind.ZERO_SPREAD, AlarmKind.TRUNCATION]
+    assert alarms[0].message == (
+        "step 4: 80% of groups had zero reward spread for 1 steps (0% all fail, 80% all pass): "
+        "those groups teach nothing. Try: easier tasks, more generations or partial credit when "
+        "they all fail; harder tasks when they all pass. This step dynamic sampling dropped 6 "
+        "of the 10 groups drawn (3 draws) and trained on 2 with spread; it hit its bound, so 2 "
+        "zero-spread groups filled the batch."
+    )
+    assert "dynamic sampling" not in alarms[1].message
+    # Retirement alone drops nothing: the message is the one without sampling.
+    alone = AlarmWatch(AlarmOptions(zero_spread_steps=1))
+    [alarm] = alone.observe(1, _signals(zero_spread=1.0), StepSampling(dynamic=False, drawn=4))
+    assert alarm.message.endswith("harder tasks when they all pass.")
 
 
 def test_each_alarm_is_raised_once() -> None:

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from rk_agent.envs.task import Task
+from rk_agent.runs.group_sampling import StepSampling
 from rk_agent.runs.trajectory import ToolCallOutcome, Trajectory, Turn
 from rk_agent.runs.watch import (
     STEP_REWARDS,
     EpisodeOutcome,
     final_answer,
+    has_spread,
     outcome_of,
     trajectory_groups,
     watch_signals,
 )
+from rk_agent.runs.watch_log import append_watch_line, read_watch
 from rk_agent.types import EvaluateResult, Message, StopReason
 
 
@@ -48,6 +52,23 @@ def test_a_group_with_fewer_than_two_valid_rewards_has_zero_spread() -> None:
     assert signals.zero_spread_all_pass == 0.5
     assert (signals.invalid_rewards, signals.nan_rewards) == (1, 1)
     assert signals.reward_group_std == 0.5  # only the second group has two valid rewards
+
+
+def test_has_spread_is_the_zero_spread_rule_for_one_group() -> None:
+    assert has_spread([1.0, 0.0]) and has_spread([None, 0.5, 0.25])
+    assert not has_spread([1.0, 1.0 + 1e-12]) and not has_spread([0.5, None])
+    assert not has_spread([]) and not has_spread([None, None])
+
+
+def test_a_watch_line_carries_what_dynamic_sampling_did(tmp_path: Path) -> None:
+    signals = watch_signals([[_o(1.0), _o(0.0)]])
+    sampling = StepSampling(draws=2, drawn=3, kept=1, dropped=2, retired=["t1"])
+    append_watch_line(tmp_path, 1, signals, [])
+    append_watch_line(tmp_path, 2, signals, [], {"tokens/drift_turns": 0.0}, sampling)
+    first, second = read_watch(tmp_path)
+    assert "sampling" not in first
+    assert second["sampling"] == sampling.model_dump(mode="json")
+    assert StepSampling.model_validate(second["sampling"]) == sampling
 
 
 def test_component_shares_are_shares_of_the_absolute_contributions() -> None:
