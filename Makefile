@@ -25,7 +25,8 @@ test-fast:
 bench:
 	uv run python benchmarks/run_all.py
 
-# About 40 minutes on 2 CPU cores: kept out of `make bench`.
+# The whole learning pipeline, about 45 minutes on 2 CPU cores: kept out of `make bench`,
+# which runs its warm start alone (`--warm-start`, against a floor).
 bench-learning:
 	uv run python benchmarks/bench_learning.py
 

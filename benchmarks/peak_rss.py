@@ -22,3 +22,14 @@ def peak_rss_mb() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def reset_peak_rss() -> bool:
+    """Start this process's peak resident memory afresh (Linux: ``5`` to ``clear_refs``), so
+    that `peak_rss_mb` gives the peak of what runs next; False where it cannot be reset."""
+    clear_refs = Path("/proc/self/clear_refs")
+    try:
+        clear_refs.write_text("5")
+    except OSError:
+        return False
+    return True

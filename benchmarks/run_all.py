@@ -49,6 +49,7 @@ BENCHES = (
     Bench("bench_rescore", quick=("--episodes", "2000", "--small", "500")),
     Bench("bench_view", quick=("--episodes", "10000", "--small", "1000", "--requests", "10")),
     Bench("bench_hf_batching", quick=("--rounds", "2")),
+    Bench("bench_learning", args=("--warm-start",), quick=("--warm-start", "--quick")),
     Bench("bench_policy_memory", quick=("--batches", "4", "--marks", "4", "8", "--turns", "2")),
     Bench("bench_grpo_overhead", quick=("--tiny",)),
     Bench("bench_watch", args=("--tiny",)),
