@@ -46,8 +46,9 @@ def install_context(folder: Path, venv: Path, *, offline: bool, extra: str | Non
     if extra:  # the same wheel with an extra: `./wheels/x.whl[local]`
         lines = requirements.read_text().splitlines()
         requirements.write_text("".join(f"{line}[{extra}]\n" for line in lines))
-    command = ["uv", "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-               "--link-mode", "copy", "-r", "requirements.txt", "--overrides", "overrides.txt"]  # fmt: skip
+    python = str(venv / "bin" / "python")
+    command = ["uv", "pip", "install", "-q", "--python", python, "--link-mode", "copy",
+               "-r", "requirements.txt", "--overrides", "overrides.txt"]  # fmt: skip
     if offline:
         command.append("--offline")
     subprocess.run(command, cwd=folder, check=True)
@@ -90,7 +91,7 @@ def main() -> None:
         total, per = sizes(base / "venv")
     mb = total / 1e6
     label = f"rk-agent[{args.extra}]" if args.extra else "rk-agent (core)"
-    print(f"\ninstalled size of a docker context ({label}): {mb:.0f} MB (target < {TARGET_MB:.0f} MB)")
+    print(f"\ninstalled size of a docker context ({label}): {mb:.0f} MB (target < 400 MB)")
     print(f"largest of {len(per)} entries in site-packages:")
     for name, size in per.most_common(args.top):
         print(f"  {size / 1e6:8.1f} MB  {name}")
