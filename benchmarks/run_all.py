@@ -35,6 +35,7 @@ class Bench:
 
 BENCHES = (
     Bench("bench_import"),
+    Bench("bench_install_size"),
     Bench("bench_decorator"),
     Bench("bench_math", quick=("--pairs", "600", "--repeats", "2")),
     Bench("bench_engine", quick=("--episodes", "200", "--runs", "1", "--high", "512")),

@@ -28,14 +28,22 @@ working. A failure *inside* a reward function is not raised at all: it becomes a
 
 Every exception here stays picklable (it travels between processes) and its message says what
 was expected, what arrived, and how to fix it.
+
+A feature whose packages come with an extra (``rk-agent[local]``: the model in this process;
+``rk-agent[train]``: TRL; ``rk-agent[plot]``; ``rk-agent[ray]``) checks them with
+`require_extra` before importing any: a core install (rewards, ``serve``, ``deploy``, envs,
+rollouts against servers) stops there with a `NotAvailableError` of one line naming the install
+command (`extra_install_hint`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "EXTRA_MODULES",
     "ConfigError",
     "ContextOverflowError",
     "DataError",
@@ -56,7 +64,9 @@ __all__ = [
     "UntrustedRunError",
     "WorkerError",
     "did_you_mean",
+    "extra_install_hint",
     "kind_of",
+    "require_extra",
     "sentence",
 ]
 
@@ -292,6 +302,60 @@ class WorkerError(RkAgentError, RuntimeError):
 
 class NotAvailableError(RkAgentError, NotImplementedError):
     """A feature that is not available yet, or not on this machine. The message says which."""
+
+
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "local": ("torch", "transformers", "gguf"),
+    "train": ("torch", "transformers", "trl", "datasets", "accelerate"),
+    "plot": ("matplotlib",),
+    "ray": ("ray",),
+}
+"""The top-level modules each extra of rk-agent installs that `require_extra` checks (an
+extra's optional packages, such as ``wandb`` in ``train``, are not checked)."""
+
+
+def extra_install_hint(extra: str) -> str:
+    """How to install rk-agent's ``extra``: pip, uv, and a checkout's ``uv sync``.
+
+    Example:
+        >>> extra_install_hint("plot")
+        "pip install 'rk-agent[plot]' (uv add 'rk-agent[plot]'; in a checkout of rk-agent: uv sync --extra plot)"
+    """  # noqa: E501 - a doctest's expected output is one line
+    return (
+        f"pip install 'rk-agent[{extra}]' (uv add 'rk-agent[{extra}]'; in a checkout of "
+        f"rk-agent: uv sync --extra {extra})"
+    )
+
+
+def require_extra(
+    extra: str, needed_for: str, *, modules: Iterable[str] | None = None, otherwise: str = ""
+) -> None:
+    """Raise `NotAvailableError` (one line, naming the install command) unless the modules of
+    rk-agent's ``extra`` can be found. Nothing is imported (``importlib.util.find_spec``).
+
+    Args:
+        extra: the extra (a key of `EXTRA_MODULES`).
+        needed_for: what needs it, the start of the message (``"rk-agent train"``).
+        modules: the modules to check; default: all of `EXTRA_MODULES[extra]`.
+        otherwise: a sentence appended: what to do instead (``"Or play a model on a server:
+            ..."``).
+
+    Example:
+        >>> require_extra("plot", "--plot", modules=["no_such_module"])
+        Traceback (most recent call last):
+        ...
+        rk_agent.errors.NotAvailableError: --plot needs no_such_module, which is not installed: pip install 'rk-agent[plot]' (uv add 'rk-agent[plot]'; in a checkout of rk-agent: uv sync --extra plot).
+    """  # noqa: E501 - a doctest's expected output is one line
+    wanted = EXTRA_MODULES[extra] if modules is None else tuple(modules)
+    missing = [name for name in wanted if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    names = missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"
+    verb = "is" if len(missing) == 1 else "are"
+    message = (
+        f"{needed_for} needs {names}, which {verb} not installed: {extra_install_hint(extra)}."
+    )
+    raise NotAvailableError(f"{message} {otherwise}".rstrip())
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import pickle
+import re
+import tomllib
+from pathlib import Path
 
 import pytest
 
 from rk_agent.errors import (
+    EXTRA_MODULES,
     ConfigError,
     DataError,
     EndpointError,
+    NotAvailableError,
     RewardInputError,
     RewardLoadError,
     RkAgentError,
@@ -17,6 +22,7 @@ from rk_agent.errors import (
     UntrustedRunError,
     did_you_mean,
     kind_of,
+    require_extra,
     sentence,
 )
 
@@ -84,3 +90,27 @@ def test_sentence_adds_a_stop_only_where_there_is_none(text: str, ended: str) ->
 )  # fmt: skip
 def test_kind_of_says_empty_where_a_type_name_would_mislead(value: object, shown: str) -> None:
     assert kind_of(value) == shown
+
+
+def test_a_missing_extra_is_one_line_naming_the_install_command() -> None:
+    expected = (
+        "rk-agent train grpo needs no_such_a and no_such_b, which are not installed: pip install "
+        "'rk-agent[train]' (uv add 'rk-agent[train]'; in a checkout of rk-agent: uv sync "
+        "--extra train). Or do something else."
+    )
+    with pytest.raises(NotAvailableError, match=re.escape(expected)):
+        require_extra(
+            "train", "rk-agent train grpo", modules=["no_such_a", "json", "no_such_b"],
+            otherwise="Or do something else.",
+        )  # fmt: skip
+
+
+def test_an_installed_extra_passes() -> None:
+    require_extra("local", "x", modules=["json"])
+
+
+def test_every_extra_checked_is_one_the_package_declares() -> None:
+    pyproject = tomllib.loads(
+        (Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    )
+    assert set(EXTRA_MODULES) <= set(pyproject["project"]["optional-dependencies"])

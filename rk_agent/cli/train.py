@@ -109,7 +109,11 @@ def _train(
     kind: Literal["grpo", "sft"], ctx: typer.Context, config: str | None, overrides: dict[str, Any]
 ) -> None:
     """Check every option, then train. The checks import neither torch nor TRL: a mistake
-    fails in about a second, not after the ten seconds those take to import."""
+    fails in about a second, not after the ten seconds those take to import. A core install
+    (no ``train`` extra) stops first, in one line naming the install command."""
+    from rk_agent.errors import require_extra
+
+    require_extra("train", f"rk-agent train {kind}")
     from rk_agent.trainers.config import load_train_config
     from rk_agent.trainers.preflight import check_train_inputs
     from rk_agent.trainers.trl_args import parse_cli_overrides, trl_fields

@@ -38,7 +38,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from rk_agent.errors import ConfigError, NotAvailableError
+from rk_agent.errors import ConfigError, NotAvailableError, extra_install_hint
 from rk_agent.registry import NameRegistry
 
 if TYPE_CHECKING:
@@ -129,10 +129,7 @@ class EnvSource:
         """How to install what the source needs."""
         if self.extra is None:
             return f"install {', '.join(self.packages)}"
-        return (
-            f"pip install 'rk-agent[{self.extra}]' (uv add 'rk-agent[{self.extra}]'; in a "
-            f"checkout of rk-agent: uv sync --extra {self.extra})"
-        )
+        return extra_install_hint(self.extra)
 
     def require(self) -> None:
         """Raise `NotAvailableError` (one line, naming the install command) unless installed."""

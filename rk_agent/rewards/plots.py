@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, require_extra
 from rk_agent.rewards.stats import RewardStats, reward_stats
 from rk_agent.types import EvaluateResult
 
@@ -137,7 +137,9 @@ def check_plot_path(path: str | Path) -> Path:
 
     Raises:
         ConfigError: it does not (the message lists the formats).
+        NotAvailableError: matplotlib is not installed (the ``plot`` extra).
     """
+    require_extra("plot", "--plot (reward histograms)")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     target = Path(path)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rk_agent.envs.env_setup import EnvFactory
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, require_extra
 from rk_agent.policies.policy import Policy
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.fork import fork_config, fork_vouched
@@ -293,6 +293,12 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
         )
         served.check_endpoint()  # reachable, and with a key it accepts, before any episode
         return served
+    require_extra(
+        "local",
+        "a model in this process (the embedded model, or --provider local)",
+        otherwise="Or play a model on a server: --base-url URL --model NAME (vLLM, SGLang, "
+        "Ollama), or --provider fireworks|openai --model NAME.",
+    )
     model = config.model
     if model is not None:
         from rk_agent.policies.local_model import check_model_folder

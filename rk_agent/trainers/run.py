@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rk_agent.errors import RkAgentError
+from rk_agent.errors import RkAgentError, require_extra
 from rk_agent.policies.local_model import DEFAULT_MODEL
 from rk_agent.runs.alarms import Alarm
 from rk_agent.runs.group_sampling import SamplingRecord
@@ -108,7 +108,9 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
         ConfigError: an option is invalid (unknown TRL option, bad env, no checkpoint to
             resume with ``resume: true``).
         DataError: the SFT trajectories are unreadable or none passes the filter.
+        NotAvailableError: TRL and torch are not installed (the ``train`` extra).
     """
+    require_extra("train", f"training ({config.kind})")
     check_train_inputs(config)  # a missing file or unknown env fails before anything is written
     return_freed_memory()
     output_dir = Path(str(config.output_dir))

@@ -30,7 +30,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.errors import ConfigError
+from rk_agent.errors import ConfigError, require_extra
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -74,6 +74,7 @@ def build_sft_trainer(
             template, or its template cannot mark the assistant's tokens (see
             `training_chat_template`); or an in-memory model came without a tokenizer.
     """
+    require_extra("train", "build_sft_trainer")
     from trl import SFTTrainer
 
     tokenizer = _load_tokenizer(model, tokenizer)

@@ -64,7 +64,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.errors import ConfigError, DataError, NotAvailableError
+from rk_agent.errors import ConfigError, DataError, NotAvailableError, require_extra
 from rk_agent.policies.hf_policy import native_message
 from rk_agent.runs.provenance import NATIVE, RunProvenance
 from rk_agent.runs.run_dir import CONFIG_FILE, RunDir, read_provenance, read_trajectories
@@ -405,6 +405,7 @@ def sft_dataset(
     trust_run: bool = False,
 ) -> Dataset:
     """The SFT dataset of `build_sft_data`, without the counts (same arguments and errors)."""
+    require_extra("train", "sft_dataset")
     return build_sft_data(source, filter=filter, tools=tools, trust_run=trust_run).dataset
 
 

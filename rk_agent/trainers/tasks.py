@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.task import Task
-from rk_agent.errors import ConfigError, DataError
+from rk_agent.errors import ConfigError, DataError, require_extra
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -148,6 +148,7 @@ def env_dataset(
     Returns:
         Columns ``prompt``, ``ground_truth``, ``task_id``, ``seed``, ``task``.
     """
+    require_extra("train", "env_dataset")
     from datasets import Dataset
 
     rows = list(rows) if rows is not None else task_rows(env, n, seed)

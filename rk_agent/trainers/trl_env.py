@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rk_agent.envs.registry import EnvLike, make_env
-from rk_agent.errors import ConfigError, DataError
+from rk_agent.errors import ConfigError, DataError, require_extra
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.runs.provenance import NATIVE
@@ -190,6 +190,7 @@ def trl_environment(
         >>> [f.__name__ for f in spec.reward_funcs], spec.reward_weights
         (['episode', 'step_rewards', 'answer', 'efficiency'], [1.0, 1.0, 0.0, 0.0])
     """
+    require_extra("train", "trl_environment")
     kwargs = dict(env_kwargs or {})
     if rewards:
         named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}

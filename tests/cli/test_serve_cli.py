@@ -417,3 +417,25 @@ def test_a_clients_path_is_logged_as_text_capped_and_rate_limited() -> None:
     assert output.count(" answered 401: ") <= 1 + int(took // 10), (took, output)
     assert len(output) < 20_000, len(output)
     assert grown < 50, f"the server grew {grown:.0f} MB"
+
+
+HEAVY = ("torch", "transformers", "trl", "accelerate", "datasets", "wandb", "matplotlib")
+
+
+def test_serving_a_reward_never_imports_torch_transformers_or_trl(rewards_file: Path) -> None:
+    """The real `rk-agent serve`, start to exit: ``PYTHONPROFILEIMPORTTIME`` makes the child
+    report every module it imports (on stderr, also while answering), so none escapes."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    with running(f"{rewards_file}::exact", env=env) as (url, _, lines):
+        one = httpx.post(f"{url}/evaluate", json={"messages": CHAT, "ground_truth": "4"})
+        sample = {"messages": CHAT, "ground_truth": "4"}
+        many = httpx.post(f"{url}/batch", json={"samples": [sample] * 3})
+    assert one.json()["score"] == 1.0
+    assert [r["score"] for r in many.json()["results"]] == [1.0, 1.0, 1.0]
+    imported = {
+        line.rpartition("|")[2].strip().split(".")[0]
+        for line in lines
+        if line.startswith("import time:")
+    }
+    assert {"rk_agent", "uvicorn", "fastapi"} <= imported  # the report is really there
+    assert sorted(imported & set(HEAVY)) == []
