@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rk_agent.envs.task import Task
+from rk_agent.rewards.decorator import reward_function
 from rk_agent.runs.group_sampling import StepSampling
 from rk_agent.runs.trajectory import ToolCallOutcome, Trajectory, Turn
 from rk_agent.runs.watch import (
@@ -20,7 +21,6 @@ from rk_agent.runs.watch import (
     watch_signals,
 )
 from rk_agent.runs.watch_log import append_watch_line, read_watch
-from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, ScoreFault, StopReason
 
 
