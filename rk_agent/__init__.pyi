@@ -161,6 +161,7 @@ from rk_agent.trainers.trl_env import (
     trl_grpo_trainer as trl_grpo_trainer,
 )
 from rk_agent.types import (
+    EpisodeReturn as EpisodeReturn,
     EvaluateResult as EvaluateResult,
     FailureKind as FailureKind,
     FailureSite as FailureSite,
@@ -170,6 +171,7 @@ from rk_agent.types import (
     MetricRewardOutput as MetricRewardOutput,
     RewardOutput as RewardOutput,
     RunStatus as RunStatus,
+    ScoreFault as ScoreFault,
     StepOutput as StepOutput,
     StopReason as StopReason,
     ToolCall as ToolCall,

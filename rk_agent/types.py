@@ -8,6 +8,8 @@ Main names:
     RunStatus: where a rollout or training run stands.
     EvaluateResult: what every reward function returns.
     RewardOutput, MetricRewardOutput: older names of EvaluateResult and MetricResult.
+    ScoreFault: why a score is no number to train on (missing, invalid, NaN or infinite).
+    EpisodeReturn: an episode's return, by the one rule every reader of episodes uses.
 
 Everything here round-trips through JSON (``model_dump_json`` / ``model_validate_json``). The
 validators that only widen what a model accepts (SDK objects, a dict of arguments, bare-number
@@ -18,7 +20,9 @@ read without them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
@@ -27,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rk_agent.trusted_json import widening
 
 __all__ = [
+    "EpisodeReturn",
     "EvaluateResult",
     "FailureKind",
     "FailureSite",
@@ -37,6 +42,7 @@ __all__ = [
     "RewardOutput",
     "Role",
     "RunStatus",
+    "ScoreFault",
     "StepOutput",
     "StopReason",
     "ToolCall",
@@ -158,6 +164,25 @@ class Message(_RkModel):
         return [cls.coerce(value) for value in values]
 
 
+class ScoreFault(str, Enum):
+    """Why a score is no number to train on (`EvaluateResult.fault`, `EpisodeReturn.fault`).
+
+    Ordered from the least to the most telling: where an episode has several, its return
+    carries the last of them (a NaN step outranks an invalid episode score).
+    """
+
+    MISSING = "missing"
+    """There is no score: the episode failed before it was scored."""
+    INVALID = "invalid"
+    """The reward could not compute it: it raised, timed out, or returned something that is
+    no score."""
+    NON_FINITE = "non_finite"
+    """The reward's score came out NaN or infinite."""
+
+
+_FAULT_RANK = {fault: rank for rank, fault in enumerate(ScoreFault)}
+
+
 class MetricResult(_RkModel):
     """One named component of a reward, e.g. ``format`` or ``correctness``.
 
@@ -241,6 +266,11 @@ class EvaluateResult(_RkModel):
             written the Reward Kit way (``EvaluateResult(score=0.0, error="judge timed out")``)
             is not trained on as a real 0.0.
         weights: for combined rewards, the weight of each component.
+        fault: why the score is invalid, when the reward machinery knows better than
+            `ScoreFault.INVALID` (``NON_FINITE``: the reward returned NaN or infinity, whose
+            ``score`` is then 0.0). A result built with a fault is invalid unless
+            ``is_score_valid=True`` is passed explicitly. ``None`` on an invalid result means
+            ``INVALID`` (`EpisodeReturn.fault_of`).
 
     Example:
         >>> r = EvaluateResult(score=0.5, metrics={"format": 1.0, "answer": 0.0})
@@ -254,6 +284,7 @@ class EvaluateResult(_RkModel):
     step_outputs: list[StepOutput] | None = None
     error: str | None = None
     is_score_valid: bool = True
+    fault: ScoreFault | None = None
     weights: dict[str, float] | None = None
 
     @field_validator("metrics", mode="before")
@@ -265,20 +296,119 @@ class EvaluateResult(_RkModel):
     @model_validator(mode="before")
     @classmethod
     def _an_error_is_not_a_score(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("error") and "is_score_valid" not in data:
+        if (
+            isinstance(data, dict)
+            and (data.get("error") or data.get("fault"))
+            and "is_score_valid" not in data
+        ):
             return {**data, "is_score_valid": False}
         return data
 
     @classmethod
-    def invalid(cls, error: str, *, reason: str | None = None) -> EvaluateResult:
-        """A result that must not be trained on: score 0.0, ``is_score_valid=False``."""
-        return cls(score=0.0, is_score_valid=False, error=error, reason=reason or error)
+    def invalid(
+        cls, error: str, *, reason: str | None = None, fault: ScoreFault | None = None
+    ) -> EvaluateResult:
+        """A result that must not be trained on: score 0.0, ``is_score_valid=False`` (and
+        ``fault``, when it says more than `ScoreFault.INVALID`)."""
+        return cls(
+            score=0.0, is_score_valid=False, error=error, reason=reason or error, fault=fault
+        )
 
     def __getitem__(self, key: str) -> Any:
         """Dict-style access (``result["score"]``), as older reward-kit code does."""
         if key not in type(self).model_fields:
             raise KeyError(key)
         return getattr(self, key)
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeReturn:
+    """An episode's return: its episode score plus the sum of its step rewards, or no number.
+
+    The one rule (`Trajectory.episode_return` applies it to a recorded episode; every reader of
+    episodes calls it: the run summary and the watch, rescoring, SFT's ranking, GRPO's reward
+    functions, ``check_env``): the return is ``None`` when the episode has no score (it failed
+    before it was scored), when its score is invalid, or when any step reward is invalid; an
+    invalid score never counts as 0. ``fault`` says why (`ScoreFault`); a NaN or infinite score
+    is `ScoreFault.NON_FINITE`, read from `EvaluateResult.fault` (``Turn.reward_fault``), never
+    from an error message.
+
+    Attributes:
+        episode: the episode score, when it is valid.
+        steps: the sum of the valid step rewards (what step shaping adds; a component of the
+            return, also when the return itself has no number).
+        fault: why the return has no number; ``None`` when it has one.
+
+    Example:
+        >>> ok = EvaluateResult(score=1.0)
+        >>> EpisodeReturn.of(ok, [(0.25, True, None)]).value
+        1.25
+        >>> bad = EpisodeReturn.of(ok, [(0.25, True, None), (0.0, False, ScoreFault.NON_FINITE)])
+        >>> bad.value, bad.fault.value, bad.steps
+        (None, 'non_finite', 0.25)
+    """
+
+    episode: float | None
+    steps: float = 0.0
+    fault: ScoreFault | None = None
+
+    @classmethod
+    def of(
+        cls,
+        episode: EvaluateResult | None,
+        steps: Iterable[tuple[float, bool, ScoreFault | None]] = (),
+    ) -> EpisodeReturn:
+        """The return of an episode scored ``episode`` whose steps were rewarded ``steps``.
+
+        Args:
+            episode: the episode's result (``None``: it failed before it was scored).
+            steps: each step's ``(reward, valid, fault)``, as a turn records them
+                (``Turn.reward``, ``Turn.reward_valid``, ``Turn.reward_fault``) or a step's
+                `EvaluateResult` holds them (``score``, ``is_score_valid``, ``fault``).
+        """
+        fault = cls.fault_of(episode)
+        valid: list[float] = []
+        for reward, ok, why in steps:
+            if ok:
+                valid.append(reward)
+                continue
+            why = why or ScoreFault.INVALID
+            if fault is None or _FAULT_RANK[why] > _FAULT_RANK[fault]:
+                fault = why
+        score = episode.score if episode is not None and episode.is_score_valid else None
+        return cls(episode=score, steps=math.fsum(valid), fault=fault)
+
+    @staticmethod
+    def fault_of(result: EvaluateResult | None) -> ScoreFault | None:
+        """Why ``result``'s score does not count: ``MISSING`` for no result, its ``fault`` (else
+        ``INVALID``) when it is invalid, ``None`` when it is valid."""
+        if result is None:
+            return ScoreFault.MISSING
+        if result.is_score_valid:
+            return None
+        return result.fault or ScoreFault.INVALID
+
+    @property
+    def valid(self) -> bool:
+        """Whether the return has a number (no `ScoreFault`)."""
+        return self.fault is None and self.episode is not None
+
+    @property
+    def value(self) -> float | None:
+        """The return: the episode score plus the step rewards, ``None`` when there is none."""
+        return self.weighted()
+
+    @property
+    def non_finite(self) -> bool:
+        """Whether a score came out NaN or infinite (the watch's ``nan_rewards``)."""
+        return self.fault is ScoreFault.NON_FINITE
+
+    def weighted(self, episode_weight: float = 1.0, step_weight: float = 1.0) -> float | None:
+        """The return with the episode score and the step rewards weighted (GRPO's
+        ``reward_weights``); ``None`` when there is none."""
+        if self.fault is not None or self.episode is None:
+            return None
+        return episode_weight * self.episode + step_weight * self.steps
 
 
 RewardOutput = EvaluateResult

@@ -35,7 +35,7 @@ EXPECTED = {
     "EpisodeState", "ToolResult", "register_env", "RunLockedError", "FailurePolicy", "RunStatus",
     "RunDir", "prepare_run", "LoadError", "EnvLoadError", "TurnResult", "FailureSite",
     "EnvSetup", "check_reward", "Probe", "SoundnessReport", "AlarmOptions", "embedded_model_path",
-    "UntrustedRunError",
+    "UntrustedRunError", "EpisodeReturn", "ScoreFault",
 }  # fmt: skip
 
 

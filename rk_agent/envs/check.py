@@ -6,7 +6,8 @@ Main names:
     check_env: Gymnasium's ``check_env`` plus rk-agent's checks (below).
     play_with_solver: play one episode synchronously with a solver function (no event loop, no
         engine), e.g. an environment's reference solver.
-    PlayedEpisode: what `play_with_solver` returns.
+    PlayedEpisode: what `play_with_solver` returns; its return (`PlayedEpisode.episode_return`)
+        follows `EpisodeReturn`'s rule, as a rollout's trajectory does.
 
 rk-agent's checks (the first two run before Gymnasium's, the third after):
 
@@ -33,7 +34,7 @@ from rk_agent.envs.registry import EnvLike, get_env_class
 from rk_agent.envs.task import Task
 from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import EnvError
-from rk_agent.types import EvaluateResult, Message, StopReason
+from rk_agent.types import EpisodeReturn, EvaluateResult, Message, StopReason
 
 __all__ = ["PlayedEpisode", "check_env", "play_with_solver"]
 
@@ -47,7 +48,9 @@ class PlayedEpisode:
     Attributes:
         task: the task played.
         messages: the whole conversation.
-        rewards: the reward of every step (the last one includes the episode reward).
+        rewards: the reward of every step, as Gymnasium's ``step`` gives it (the last one
+            includes the episode reward; an invalid score counts 0 there, Gymnasium wants a
+            number).
         step_results: every step's `EvaluateResult`.
         episode: the episode's `EvaluateResult`.
         terminated: the episode ended normally (an answer, or the environment ended it).
@@ -65,9 +68,18 @@ class PlayedEpisode:
     turns: list[TurnResult] = field(default_factory=list)
 
     @property
-    def total_reward(self) -> float:
-        """The sum of the step rewards (the episode reward included)."""
-        return sum(self.rewards)
+    def episode_return(self) -> EpisodeReturn:
+        """The episode's return, by the rule a rollout's trajectory follows
+        (`EpisodeReturn`): no number when a step's or the episode's score is invalid."""
+        return EpisodeReturn.of(
+            self.episode, ((s.score, s.is_score_valid, s.fault) for s in self.step_results)
+        )
+
+    @property
+    def total_reward(self) -> float | None:
+        """The return's number (`episode_return`): the step rewards plus the episode score,
+        ``None`` when a score is missing or invalid."""
+        return self.episode_return.value
 
 
 def play_with_solver(

@@ -70,7 +70,9 @@ class TurnResult:
 
     @property
     def reward(self) -> float:
-        """The step's score, plus the episode's on the last turn (an invalid score counts 0)."""
+        """The step's score, plus the episode's on the last turn: Gymnasium's number for the
+        step (an invalid score counts 0 here; the episode's return, `EpisodeReturn`, has no
+        number then)."""
         reward = self.step.score if self.step.is_score_valid else 0.0
         if self.episode is not None and self.episode.is_score_valid:
             reward += self.episode.score

@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rk_agent.types import EvaluateResult, Message, MetricResult
+from rk_agent.types import EvaluateResult, Message, MetricResult, ScoreFault
 
 __all__ = ["build_trace", "opening_messages", "requires_runtime", "score_trace"]
 
@@ -183,12 +183,14 @@ async def score_trace(task: Any, trace: Any) -> EvaluateResult:
     out: dict[str, MetricResult] = {}
     weights: dict[str, float] = {}
     problems: list[str] = []
+    fault: ScoreFault | None = None
     for name, reward in trace.rewards.items():
         if reward is None:
             problems.append(f"reward {name!r} recorded nothing")
             continue
         if not math.isfinite(reward.score) or not math.isfinite(reward.weight):
             problems.append(f"reward {name!r} recorded {reward.score!r} (weight {reward.weight!r})")
+            fault = ScoreFault.NON_FINITE
             continue
         weights[name] = reward.weight
         out[name] = MetricResult(score=reward.score, reason=f"reward, weight {reward.weight:g}")
@@ -218,11 +220,11 @@ async def score_trace(task: Any, trace: Any) -> EvaluateResult:
     if problems:
         error = "; ".join(problems)
         return EvaluateResult(
-            score=0.0, is_score_valid=False, error=error, reason=error, metrics=out
+            score=0.0, is_score_valid=False, error=error, reason=error, metrics=out, fault=fault
         )
     score = trace.reward
     if not math.isfinite(score):
-        return EvaluateResult.invalid(f"the rewards sum to {score!r}")
+        return EvaluateResult.invalid(f"the rewards sum to {score!r}", fault=ScoreFault.NON_FINITE)
     parts = ", ".join(f"{n} {out[n].score:g} x {w:g}" for n, w in weights.items())
     return EvaluateResult(
         score=float(score),

@@ -24,7 +24,7 @@ from rk_agent.errors import ConfigError
 from rk_agent.rewards.decorator import AnyRewardFn, reward_function
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.trusted_json import build_trusted
-from rk_agent.types import EvaluateResult, MetricResult
+from rk_agent.types import EvaluateResult, MetricResult, ScoreFault
 
 __all__ = ["CombineMethod", "combine"]
 
@@ -167,15 +167,18 @@ class _Merge:
         metrics: dict[str, MetricResult] = {}
         errors: list[str] = []
         parts: list[str] = []
+        fault: ScoreFault | None = None  # NON_FINITE when a component's score was NaN or inf
         for name, result in results.items():  # one pass: this runs for every step
             _add_component(metrics, name, result)
             if not result.is_score_valid:
                 errors.append(f"{name}: {result.error}")
+                fault = fault or _non_finite(result)
             parts.append(f"{name}={result.score:.3g}")
         if gate is not None:
             _add_component(metrics, "gate", gate)
             if not gate.is_score_valid:
                 errors.append(f"gate: {gate.error}")
+                fault = fault or _non_finite(gate)
         if errors:
             return build_trusted(
                 EvaluateResult,
@@ -185,6 +188,7 @@ class _Merge:
                 reason="a component's score is invalid: " + "; ".join(errors),
                 metrics=metrics,
                 weights=self.weights,
+                fault=fault,
             )
         score = self._aggregate(results)
         listed = ", ".join(parts)
@@ -205,6 +209,10 @@ class _Merge:
         if self.method == "min":
             return min(r.score for r in results.values())
         return math.prod(r.score for r in results.values())
+
+
+def _non_finite(result: EvaluateResult) -> ScoreFault | None:
+    return ScoreFault.NON_FINITE if result.fault is ScoreFault.NON_FINITE else None
 
 
 def _add_component(metrics: dict[str, MetricResult], name: str, result: EvaluateResult) -> None:

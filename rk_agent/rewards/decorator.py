@@ -40,9 +40,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, overload
 
+from pydantic import ValidationError
+
 from rk_agent.errors import ConfigError, RewardInputError, did_you_mean
 from rk_agent.rewards.deploy_targets import get_deploy_target
-from rk_agent.types import EvaluateResult, Message, MetricResult
+from rk_agent.types import EvaluateResult, Message, MetricResult, ScoreFault
 
 __all__ = [
     "AsyncRewardFn",
@@ -516,7 +518,17 @@ def _failed(plan: _CallPlan, exc: Exception) -> EvaluateResult:
         ) from exc
     error = f"{type(exc).__name__}: {exc}"
     _log_raised(name, error, exc)
-    return EvaluateResult.invalid(error, reason=f"reward {name!r} raised {error}")
+    return EvaluateResult.invalid(
+        error, reason=f"reward {name!r} raised {error}", fault=_non_finite_fault(exc)
+    )
+
+
+def _non_finite_fault(exc: Exception) -> ScoreFault | None:
+    """`ScoreFault.NON_FINITE` when ``exc`` is pydantic refusing a NaN or infinite number (the
+    function built ``EvaluateResult(score=math.nan)``), by the error's type, not its text."""
+    if isinstance(exc, ValidationError) and any(e["type"] == "finite_number" for e in exc.errors()):
+        return ScoreFault.NON_FINITE
+    return None
 
 
 _RAISED: Counter[tuple[str, str]] = Counter()
@@ -553,7 +565,7 @@ def standardize_result(out: Any, *, name: str = "reward") -> EvaluateResult:
         score = float(out)
         if math.isfinite(score):
             return EvaluateResult(score=score)
-        return _bad_output(name, f"a non-finite score ({score})")
+        return _bad_output(name, f"a non-finite score ({score})", ScoreFault.NON_FINITE)
     try:
         if isinstance(out, tuple) and len(out) == 2:
             score, metrics = out
@@ -565,7 +577,8 @@ def standardize_result(out: Any, *, name: str = "reward") -> EvaluateResult:
         if isinstance(out, MetricResult):
             return EvaluateResult(score=out.score, reason=out.reason, metrics={name: out})
     except Exception as exc:
-        return _bad_output(name, f"{_short(out)}, which does not validate: {exc}")
+        what = f"{_short(out)}, which does not validate: {exc}"
+        return _bad_output(name, what, _non_finite_fault(exc))
     return _bad_output(name, _short(out))
 
 
@@ -578,14 +591,14 @@ def _short(value: Any) -> str:
     return f"{type(value).__name__} {text[:80]}{'...' if len(text) > 80 else ''}"
 
 
-def _bad_output(name: str, what: str) -> EvaluateResult:
+def _bad_output(name: str, what: str, fault: ScoreFault | None = None) -> EvaluateResult:
     template = (
         "RewardOutputError: reward %r returned %s; expected an EvaluateResult, a number, a "
         "(score, {name: score}) tuple or a dict with 'score'"
     )
     # What the reward returned may hold a model's text: an argument, never the template.
     logger.warning(template, name, what)
-    return EvaluateResult.invalid(template % (name, what))
+    return EvaluateResult.invalid(template % (name, what), fault=fault)
 
 
 def _deploy(

@@ -39,7 +39,14 @@ from rk_agent.inline_budget import InlineBudget
 from rk_agent.policies.policy import Policy, PolicyOutput, SamplingParams, Usage
 from rk_agent.runs.provenance import ToolChange, episode_provenance, turn_tool_call_format
 from rk_agent.runs.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
-from rk_agent.types import EvaluateResult, FailureKind, FailureSite, Message, StopReason
+from rk_agent.types import (
+    EpisodeReturn,
+    EvaluateResult,
+    FailureKind,
+    FailureSite,
+    Message,
+    StopReason,
+)
 
 __all__ = ["EpisodeSlot", "env_failure", "play_episode", "step_turn"]
 
@@ -129,9 +136,6 @@ async def play_episode(
         task = env.task
     except EnvError:  # reset itself failed: there is no task to record
         task = Task(id=f"unavailable-{slot.id}", messages=[])
-    total = sum(t.reward for t in record.turns)
-    if record.episode is not None and record.episode.is_score_valid:
-        total += record.episode.score
     return Trajectory(
         id=slot.id,
         task_index=slot.task_index,
@@ -143,7 +147,6 @@ async def play_episode(
         model=policy.name,
         turns=record.turns,
         episode=record.episode,
-        total_reward=total,
         success=env.is_success(record.episode) if record.episode is not None else None,
         stop_reason=record.stop_reason or StopReason.ERROR,
         failure=record.failure,
@@ -302,6 +305,7 @@ def step_turn(
         ],
         reward=step.score,
         reward_valid=step.is_score_valid,
+        reward_fault=EpisodeReturn.fault_of(step),
         metrics=step.metrics,
         parse_error=result.parse_error,
         prompt_token_ids=output.prompt_token_ids,

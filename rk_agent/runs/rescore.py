@@ -10,7 +10,8 @@ What changes in each episode, and what does not:
 
 - the **episode reward** (`EvaluateResult`, its components under the reward's name, as
   ``--reward`` records them), the **success** verdict (the environment's rule, from the new
-  score) and the **total reward** (the step rewards plus the new episode score);
+  score) and the **total reward** (the episode's return, `Trajectory.episode_return`: the step
+  rewards plus the new episode score, none when a score is invalid);
 - the **step rewards** only with ``step_reward``: each turn is scored again on the conversation
   up to that turn, its tool calls' recorded outcomes and the environment's ``tool_calls``,
   ``tool_success`` and ``parse_error`` metrics kept; without it they stay as recorded;

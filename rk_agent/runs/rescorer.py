@@ -30,7 +30,7 @@ from rk_agent.runs.run_dir import parse_trajectory_line, trajectory_bytes
 from rk_agent.runs.run_wants import env_wants
 from rk_agent.runs.summary import EpisodeFacts
 from rk_agent.runs.trajectory import Trajectory, Turn
-from rk_agent.types import EvaluateResult, StepOutput
+from rk_agent.types import EpisodeReturn, EvaluateResult, StepOutput
 
 __all__ = ["RescoreSpec", "RescoredLine", "Rescorer", "ScoreSide"]
 
@@ -253,14 +253,10 @@ class Rescorer:
         return RescoredLine.of(old, self._scored(old, old.turns, episode))
 
     def _scored(self, t: Trajectory, turns: list[Turn], episode: EvaluateResult) -> Trajectory:
-        total = sum(turn.reward for turn in turns)
-        if episode.is_score_valid:
-            total += episode.score
         return t.model_copy(
             update={
                 "turns": turns,
                 "episode": episode,
-                "total_reward": total,
                 "success": self.is_success(episode),
             }
         )
@@ -282,6 +278,7 @@ class Rescorer:
                     update={
                         "reward": result.score,
                         "reward_valid": result.is_score_valid,
+                        "reward_fault": EpisodeReturn.fault_of(result),
                         "metrics": metrics,
                     }
                 )

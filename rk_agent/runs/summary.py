@@ -145,7 +145,7 @@ class EpisodeFacts(NamedTuple):
     Attributes:
         counts: what `EpisodeCounter` counts of it.
         episode_reward: its valid episode score, NaN when missing or invalid.
-        total_reward: its total reward.
+        total_reward: its return (`Trajectory.episode_return`), NaN when it has none.
         metrics: its episode result's valid components, ``(name, score)`` in order.
         reward_error: the first 200 characters of its result's error (``None`` without one).
         prompt_tokens: its prompt tokens.
@@ -171,7 +171,7 @@ class EpisodeFacts(NamedTuple):
     @classmethod
     def of(cls, t: Trajectory) -> EpisodeFacts:
         """The facts of one episode."""
-        reward = t.episode_reward
+        reward, total = t.episode_reward, t.episode_return.value
         metrics: tuple[tuple[str, float], ...] = ()
         error = None
         if t.episode is not None:
@@ -190,7 +190,7 @@ class EpisodeFacts(NamedTuple):
         return cls(
             counts=EpisodeCounts.of(t),
             episode_reward=_NONE if reward is None else reward,
-            total_reward=t.total_reward,
+            total_reward=_NONE if total is None else total,
             metrics=metrics,
             reward_error=error,
             prompt_tokens=t.usage.prompt_tokens,

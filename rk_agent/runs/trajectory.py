@@ -8,23 +8,32 @@ what the environment answered, tool outcomes, the step reward and its metrics, t
 when the backend gave them, latency, usage), the episode `EvaluateResult`, why it stopped
 (`StopReason`) and, when it failed, a typed `Failure`. The full conversation, as the model saw it,
 is `Trajectory.conversation`; the opening it was sent, `Trajectory.opening_messages`.
+
+**The episode's return** is `Trajectory.episode_return` (an `EpisodeReturn`; its number,
+``total_reward``, is written with the line): the episode score plus the step rewards, or no
+number at all when the episode has no score, its score is invalid or any step reward is invalid
+(`EpisodeReturn` holds the rule and `ScoreFault` says why). No reader sums rewards itself: the
+run summary and the watch, rescoring, SFT's ranking, GRPO's reward functions and
+``check_env`` all read it, so they agree on every episode.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, computed_field, field_validator
 
 from rk_agent.envs.task import Task
 from rk_agent.policies.policy import Usage
 from rk_agent.runs.provenance import EpisodeProvenance
 from rk_agent.types import (
+    EpisodeReturn,
     EvaluateResult,
     FailureKind,
     FailureSite,
     Message,
     MetricResult,
+    ScoreFault,
     StopReason,
 )
 
@@ -50,6 +59,8 @@ class Turn(BaseModel):
         tool_calls: the outcome of each tool call.
         reward: the step reward.
         reward_valid: whether the step reward could be computed.
+        reward_fault: why it could not, when it could not (``None`` on an older line: then
+            `ScoreFault.INVALID`); ``NON_FINITE``: it came out NaN or infinite.
         metrics: the step reward's components.
         parse_error: set when the model's tool call could not be parsed.
         prompt_token_ids, token_ids, logprobs: from the backend, when it gives them.
@@ -65,6 +76,7 @@ class Turn(BaseModel):
     tool_calls: list[ToolCallOutcome] = Field(default_factory=list)
     reward: float = 0.0
     reward_valid: bool = True
+    reward_fault: ScoreFault | None = None
     metrics: dict[str, MetricResult] = Field(default_factory=dict)
     parse_error: str | None = None
     prompt_token_ids: list[int] | None = None
@@ -125,7 +137,10 @@ class Trajectory(BaseModel):
         env: the environment's name; model: the policy's name.
         turns: every turn, in order.
         episode: the episode's `EvaluateResult` (``None`` when a failure prevented scoring).
-        total_reward: the sum of step rewards and the episode score.
+        total_reward: the episode's return, ``episode_return.value``: the episode score plus
+            the step rewards, ``None`` (left out of the line) when the score is missing or
+            invalid or a step reward is invalid. Computed from ``turns`` and ``episode``, never
+            stored apart from them (a value given to the constructor is ignored).
         success: whether the episode counts as solved (the environment's rule).
         stop_reason: why it ended.
         failure: what failed, if anything.
@@ -147,7 +162,6 @@ class Trajectory(BaseModel):
     model: str
     turns: list[Turn] = Field(default_factory=list)
     episode: EvaluateResult | None = None
-    total_reward: float = 0.0
     success: bool | None = None
     stop_reason: StopReason
     failure: Failure | None = None
@@ -182,6 +196,20 @@ class Trajectory(BaseModel):
             messages.append(turn.assistant)
             messages.extend(turn.environment)
         return messages
+
+    @property
+    def episode_return(self) -> EpisodeReturn:
+        """The episode's return, by `EpisodeReturn`'s rule (module docstring): every reader of
+        an episode's return reads it here."""
+        return EpisodeReturn.of(
+            self.episode, ((t.reward, t.reward_valid, t.reward_fault) for t in self.turns)
+        )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total_reward(self) -> float | None:
+        """``episode_return.value``: the return's number, ``None`` when it has none."""
+        return self.episode_return.value
 
     @property
     def episode_reward(self) -> float | None:

@@ -24,8 +24,10 @@ Definitions:
   with its whitespace collapsed; an episode that ended on a tool call has none.
 - **truncated**: a reply was cut by a token limit (finish reason ``length``), the episode ran
   out of its token budget, or it stopped as truncated.
-- **invalid reward**: missing or not trainable (TRL leaves it out); **NaN reward**: a reward
-  that came out NaN or infinite (counted among the invalid ones).
+- **invalid reward**: the episode's return has no number (`Trajectory.episode_return`: the
+  score is missing or invalid, or a step reward is invalid; TRL leaves it out); **NaN reward**:
+  a score that came out NaN or infinite (`ScoreFault.NON_FINITE`; counted among the invalid
+  ones).
 
 Main names: `EpisodeOutcome`, `WatchSignals`, `watch_signals` (`WatchCounter` the same one group
 at a time), `has_spread`, `outcome_of`, `trajectory_groups`, `final_answer`.
@@ -306,10 +308,11 @@ def outcome_of(
 ) -> EpisodeOutcome:
     """The `EpisodeOutcome` of a finished episode.
 
-    Its reward is the episode score times ``episode_weight`` plus the per-step rewards times
-    ``step_weight`` (``None`` when the score or a step reward is invalid, or the episode failed
-    before it was scored). A trainer that knows the reward it trained on puts that in instead
-    (``dataclasses.replace``).
+    Its reward is the episode's return (`Trajectory.episode_return`) with the episode score
+    weighted ``episode_weight`` and the per-step rewards ``step_weight``: ``None`` when the
+    score is missing or invalid or a step reward is invalid; ``nan`` when a score came out NaN
+    or infinite (`ScoreFault.NON_FINITE`). A trainer that knows the reward it trained on puts
+    that in instead (``dataclasses.replace``).
 
     Args:
         trajectory: the episode.
@@ -317,12 +320,9 @@ def outcome_of(
         step_weight: the weight of the summed per-step rewards.
     """
     episode = trajectory.episode
-    steps = math.fsum(turn.reward for turn in trajectory.turns if turn.reward_valid)
-    nan = bool(episode is not None and episode.error and "non-finite" in episode.error)
-    score = trajectory.episode_reward
-    reward = None
-    if score is not None and all(turn.reward_valid for turn in trajectory.turns):
-        reward = episode_weight * score + step_weight * steps
+    returned = trajectory.episode_return
+    steps = returned.steps
+    reward = returned.weighted(episode_weight, step_weight)
     components: dict[str, float] = {}
     outcome: frozenset[str] = frozenset()
     if episode is not None and episode.is_score_valid:
@@ -340,7 +340,7 @@ def outcome_of(
     components[STEP_REWARDS] = step_weight * steps
     return EpisodeOutcome(
         reward=reward,
-        nan=nan,
+        nan=returned.non_finite,
         success=trajectory.success,
         components=components,
         outcome=outcome,

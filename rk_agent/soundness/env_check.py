@@ -337,16 +337,16 @@ def _play(
     played = play_with_solver(env, policy, seed=seed)
     if finals is not None:  # the reference's last reply, another seed's honest wrong answer
         finals[seed] = next(m for m in reversed(played.messages) if m.role == "assistant")
-    episode = played.episode
-    invalid = [s for s in played.step_results if not s.is_score_valid]
-    if episode is None or not episode.is_score_valid or invalid:
+    episode, returned = played.episode, played.episode_return
+    if episode is None or returned.value is None:
+        invalid = [s for s in played.step_results if not s.is_score_valid]
         bad = episode if episode is not None and not episode.is_score_valid else None
         reason = (bad.error or bad.reason) if bad else (invalid[0].error if invalid else None)
         return Score(None, error=reason or "no episode reward")
-    steps = played.total_reward - episode.score
+    steps = returned.steps
     weights = env.episode_reward_weights
     components = {name: metric.score for name, metric in episode.metrics.items() if name in weights}
     weighted = {name for name, w in weights.items() if w and name in components}
     components["steps"] = steps  # the step rewards' sum: a component of the total too
     weighted.add("steps")
-    return Score(played.total_reward, episode.score, components, frozenset(weighted))
+    return Score(returned.value, episode.score, components, frozenset(weighted))

@@ -16,8 +16,10 @@ TRL logs every reward function on its own (``rewards/<name>/mean``) and weights 
   `rk_agent.rewards.trl_adapter.to_trl_reward`, fed the task's ground truth and metadata from the
   dataset's ``task`` column, weighted as the environment weights it.
 
-A failed episode, or an invalid score, is ``None``: TRL leaves it out instead of training on a
-fake 0.
+An episode whose return has no number (`Trajectory.episode_return`: it failed before it was
+scored, its score is invalid, or a step reward is) is ``None`` in every function, the
+components' too: TRL finds the row unscorable (every function ``None``) and gives it no
+advantage, instead of training on a fake 0 or on the episode score without its steps.
 
 The reward a row is trained on is TRL's weighted sum of the functions' scores; `weighted_rewards`
 computes it from the scores the functions returned, for the watch and for dynamic sampling's
@@ -93,23 +95,21 @@ def episode_reward_funcs(env: ChatEnv, *, step_weight: float = 1.0) -> RewardFun
         if callable(log_extra):
             log_extra("trajectory", [render_trajectory_text(t) for t in trajectories])
             log_extra("stop_reason", [t.stop_reason.value for t in trajectories])
-        return [t.episode_reward for t in trajectories]
+        returns = [t.episode_return for t in trajectories]
+        return [r.episode if r.valid else None for r in returns]
 
     def step_rewards(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
-        out: list[float | None] = []
-        for t in _trajectories(kwargs, "step_rewards"):
-            # An episode whose score is invalid is not trained on its shaping alone: that would
-            # count the invalid score as a silent 0 against the rest of its group.
-            valid = t.episode_reward is not None and all(turn.reward_valid for turn in t.turns)
-            out.append(sum(turn.reward for turn in t.turns) if valid else None)
-        return out
+        # An episode whose return is invalid is not trained on its shaping alone: that would
+        # count the invalid score as a silent 0 against the rest of its group.
+        returns = [t.episode_return for t in _trajectories(kwargs, "step_rewards")]
+        return [r.steps if r.valid else None for r in returns]
 
     def component(name: str) -> RewardFunc:
         def score(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
             out: list[float | None] = []
             for t in _trajectories(kwargs, name):
                 metric = t.episode.metrics.get(name) if t.episode is not None else None
-                valid = metric is not None and metric.is_score_valid
+                valid = metric is not None and metric.is_score_valid and t.episode_return.valid
                 out.append(metric.score if valid and metric is not None else None)
             return out
 

@@ -263,10 +263,16 @@ def _best_per_task(trajectories: list[Trajectory], limit: int) -> list[Trajector
         by_task[trajectory.task.id].append(index)
     keep: set[int] = set()
     for indices in by_task.values():
-        # Highest total reward first; ties keep the file order (sorted() is stable).
-        best = sorted(indices, key=lambda i: -trajectories[i].total_reward)[:limit]
+        # Highest return first, an episode without one (an invalid score) last, never as a 0;
+        # ties keep the file order (sorted() is stable).
+        best = sorted(indices, key=lambda i: _rank(trajectories[i]))[:limit]
         keep.update(best)
     return [t for i, t in enumerate(trajectories) if i in keep]
+
+
+def _rank(trajectory: Trajectory) -> tuple[bool, float]:
+    value = trajectory.episode_return.value
+    return (value is None, 0.0 if value is None else -value)
 
 
 # ---------------------------------------------------------------------------- rows

@@ -26,7 +26,9 @@ class SFTFilter(BaseModel):
             threshold; an episode without a valid reward fails any threshold).
         drop_failed: drop episodes that recorded a `Failure` (model errors, timeouts, ...).
         max_per_task: keep at most this many samples of each task (by ``task.id``), those
-            with the highest total reward, so that easy tasks do not dominate.
+            with the highest return (`Trajectory.episode_return`; an episode without one, an
+            invalid score, comes last, never ranked as a 0), so that easy tasks do not
+            dominate.
     """
 
     model_config = ConfigDict(extra="forbid")

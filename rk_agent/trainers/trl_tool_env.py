@@ -363,9 +363,6 @@ class _Replay:
     ) -> Trajectory:
         env, episode = self.env, self.episode
         task = self.owner._task or Task(id="unavailable", messages=[])
-        total = sum(t.reward for t in self.turns)
-        if episode is not None and episode.is_score_valid:
-            total += episode.score
         metadata: dict[str, Any] = {"loop": "trl", "budget_hit": budget_hit}
         if step is not None:
             metadata["train_step"] = step
@@ -383,7 +380,6 @@ class _Replay:
             model=self.model,
             turns=self.turns,
             episode=episode,
-            total_reward=total,
             success=env.is_success(episode) if episode is not None else None,
             stop_reason=self.stop or StopReason.ERROR,
             failure=self.failure,

@@ -24,9 +24,12 @@ With ``stop_on_alarm`` the first alarm ends training after its step (`stopped_by
 refused (`ConfigError`) when training runs in several processes, which would not agree.
 
 The reward of a row is TRL's: the weighted sum of the functions' scores, ``None`` ones left out
-(``None`` when every score is). Single-turn runs have no trajectories: then each function with
-a weight is a component, lengths are counted from ``completion_ids`` (truncated: as long as
-``max_completion_length``) and the answer is the completion's text.
+(``None`` when every score is). A row with an episode has one only when the episode's return
+does (`rk_agent.runs.trajectory.Trajectory.episode_return`, the rule every reader of episodes
+uses), and it is NaN when a score of the episode came out NaN or infinite. Single-turn runs
+have no trajectories: then each function with a weight is a component, lengths are counted
+from ``completion_ids`` (truncated: as long as ``max_completion_length``) and the answer is the
+completion's text.
 
 Main names: `WatchRecorder`, `WatchCallback`.
 """
@@ -233,7 +236,10 @@ class WatchCallback(TrainerCallback):
                     episode_weight=weight.get("episode", 1.0),
                     step_weight=weight.get("step_rewards", 1.0),
                 )
-                out.append(dataclasses.replace(base, reward=reward, nan=nan or base.nan))
+                # The return's rule says whether the row has a reward (rk-agent's reward
+                # functions all give None then, and TRL trains on nothing); TRL's sum, how much.
+                kept = reward if t.episode_return.valid else None
+                out.append(dataclasses.replace(base, reward=kept, nan=nan or base.nan))
             return out
         return [
             self._single_turn(batch, i, reward, nan, budget)

@@ -67,7 +67,6 @@ def full_episode() -> Trajectory:
             ),
         ],
         episode=EvaluateResult(score=1.0, reason="right", metrics={}),
-        total_reward=1.25,
         success=True,
         failure=Failure(kind=FailureKind.TIMEOUT, message="slow", where="engine"),
         metadata={"note": None, "nested": {"x": None}, "step": 3},
@@ -181,7 +180,7 @@ def test_an_episode_repeated_in_a_run_counts_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with RunDir.create(tmp_path / "run", config()) as run:
-        first, again = episode(0, total_reward=1.0), episode(0, total_reward=0.0)
+        first, again = episode(0, wall_time_s=1.0), episode(0, wall_time_s=2.0)
         for trajectory in (first, episode(1), again):
             run.append(trajectory)
     with caplog.at_level(logging.WARNING):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rk_agent.envs.task import Task
+from rk_agent.rewards.decorator import reward_function
 from rk_agent.runs.group_sampling import StepSampling
 from rk_agent.runs.trajectory import ToolCallOutcome, Trajectory, Turn
 from rk_agent.runs.watch import (
@@ -20,7 +21,7 @@ from rk_agent.runs.watch import (
     watch_signals,
 )
 from rk_agent.runs.watch_log import append_watch_line, read_watch
-from rk_agent.types import EvaluateResult, Message, StopReason
+from rk_agent.types import EvaluateResult, Message, ScoreFault, StopReason
 
 
 def _o(reward: float | None, success: bool | None = None, **kwargs: object) -> EpisodeOutcome:
@@ -180,11 +181,25 @@ def test_an_episode_outcome_reads_the_weighted_components_and_the_step_rewards()
 
 
 def test_a_non_finite_episode_score_is_a_nan_reward() -> None:
-    invalid = EvaluateResult(score=0.0, error="RewardOutputError: a non-finite score (nan)")
+    @reward_function
+    def nan_reward(messages: list[Message], **kwargs: object) -> float:
+        return math.nan
+
+    invalid = nan_reward(messages=[Message(role="user", content="x")])
     outcome = outcome_of(_trajectory([_turn(0, "x")], invalid))
     assert outcome.reward is None and outcome.nan
     failed = outcome_of(_trajectory([_turn(0, "x")], None))
     assert failed.reward is None and not failed.nan
+
+
+def test_nan_is_told_by_the_fault_never_by_the_message() -> None:
+    worded = EvaluateResult(score=0.0, error="ValueError: a non-finite score, says the judge")
+    assert not outcome_of(_trajectory([_turn(0, "x")], worded)).nan
+    typed = EvaluateResult.invalid("judge gave inf", fault=ScoreFault.NON_FINITE)
+    assert outcome_of(_trajectory([_turn(0, "x")], typed)).nan
+    step = _turn(0, "x", reward=0.0, reward_valid=False, reward_fault=ScoreFault.NON_FINITE)
+    outcome = outcome_of(_trajectory([step], EvaluateResult(score=1.0)))
+    assert outcome.reward is None and outcome.nan  # a NaN step reward counts too
 
 
 @pytest.mark.parametrize(

@@ -138,13 +138,31 @@ def test_filter_counts(run: Path, rules: SFTFilter, expected: str) -> None:
     assert [t.id for t in kept] == [t.id for t in trajectories if t.id in {k.id for k in kept}]
 
 
-def test_max_per_task_keeps_the_best_total_rewards(run: Path) -> None:
+def returning(t: Trajectory, value: float) -> Trajectory:
+    """``t`` with its episode score set so that its return is ``value``."""
+    assert t.episode is not None
+    score = value - t.episode_return.steps
+    return t.model_copy(update={"episode": t.episode.model_copy(update={"score": score})})
+
+
+def test_max_per_task_keeps_the_best_returns(run: Path) -> None:
     solved = [t for t in load_trajectories(run) if t.success]
     rewards = {"0-0": 1.0, "0-1": 1.5, "3-0": 1.1, "3-1": 1.1}
-    scored = [t.model_copy(update={"total_reward": rewards[t.id]}) for t in solved]
+    scored = [returning(t, rewards[t.id]) for t in solved]
+    assert [t.total_reward for t in scored] == pytest.approx([rewards[t.id] for t in solved])
     kept, report = select_trajectories(scored, SFTFilter(max_per_task=1))
     assert [t.id for t in kept] == ["0-1", "3-0"]  # a tie keeps the first
     assert str(report) == "kept 2 of 4 trajectories (2 over max_per_task)"
+
+
+def test_an_episode_without_a_return_ranks_last_not_as_zero(run: Path) -> None:
+    solved = [t for t in load_trajectories(run) if t.success and t.task_index == 0]
+    worse, invalid = returning(solved[0], -1.0), returning(solved[1], 1.0)
+    step = invalid.turns[0].model_copy(update={"reward": 0.0, "reward_valid": False})
+    invalid = invalid.model_copy(update={"turns": [step, *invalid.turns[1:]]})
+    assert invalid.episode_return.value is None  # an invalid step: no return at all
+    kept, _ = select_trajectories([invalid, worse], SFTFilter(max_per_task=1))
+    assert [t.id for t in kept] == [worse.id]
 
 
 def test_rows_hold_the_conversation_and_the_environments_tools(run: Path) -> None:
