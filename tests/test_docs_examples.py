@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import re
 import subprocess
 import sys
@@ -23,6 +24,8 @@ PAGES = [
     if "```python" in page.read_text()
 ]
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)python\s*$")
+# The test tasksets docs/environments-from-elsewhere.md plays, on the path as the page says.
+TASKSETS = ROOT / "tests" / "interop" / "verifiers_tasksets"
 SKIP = ("# docs: no-run", "GRPOTrainer(", 'base_url="http://localhost')
 CHECKER = """
 import io as _io
@@ -96,7 +99,9 @@ def test_examples_run_as_documented(page: Path) -> None:
     program = CHECKER + "\n".join(
         f"# --- {page.name}:{n}\n{with_checked_prints(src)}" for n, src in blocks
     )
+    path = os.pathsep.join(p for p in (str(TASKSETS), os.environ.get("PYTHONPATH")) if p)
     out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=300
-    )
+        [sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip
     assert out.returncode == 0, f"{page.name}: {out.stderr[-3000:]}"
