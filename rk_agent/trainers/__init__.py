@@ -8,8 +8,10 @@ Modules:
     grpo: `grpo_trainer`, a TRL ``GRPOTrainer`` wired to an environment.
     trl_env / trl_tool_env: the same with TRL's own tool loop (``environment_factory``).
     grpo_builder: the one place both build their ``GRPOTrainer`` (`build_grpo_trainer`).
-    group_sampling / task_draws / sampling_trainer / trl_batches: dynamic sampling (groups
-        without reward spread replaced by fresh tasks) and task retirement, in both loops.
+    hooked_trainer / scored_batch: that ``GRPOTrainer``, which hands each generation batch to
+        its hooks before scoring it (trajectory log, watch, dynamic sampling).
+    group_sampling / task_draws / trl_batches: dynamic sampling (groups without reward
+        spread replaced by fresh tasks) and task retirement, in both loops.
     sft_data / sft: SFT (rejection sampling) from trajectories, assistant-only loss.
     config / trl_args / wandb_setup / run: ``rk-agent train``'s config, TRL options with
         device defaults, wandb (offline without a key), and the run itself.

@@ -18,7 +18,7 @@ several scored batches into one (`rk_agent.trainers.trl_batches.select_groups`).
 reward is read from what TRL's reward functions returned for it (kept by a `WatchRecorder`)
 and weighted by `rk_agent.trainers.rewards.weighted_rewards`, the watch's rule too; a group has
 spread by `rk_agent.runs.watch.has_spread`, the watch's definition. The trainer that calls it
-is `rk_agent.trainers.sampling_trainer.SamplingGRPOTrainer`.
+is `rk_agent.trainers.hooked_trainer.HookedGRPOTrainer`.
 
 What each generation did is a `rk_agent.runs.group_sampling.StepSampling`: in TRL's log
 (``sampling/...``), the watch's line and zero-spread alarm, and the run's totals
@@ -79,7 +79,7 @@ class SamplingOptions(BaseModel):
 
     @property
     def enabled(self) -> bool:
-        """Whether either is on (then the trainer is a `SamplingGRPOTrainer`)."""
+        """Whether either is on (then the `HookedGRPOTrainer` holds a `GroupSampler`)."""
         return self.dynamic or self.retire_after is not None
 
 

@@ -14,11 +14,14 @@ needs. `build_grpo_trainer` does the rest, the same way for both:
 4. wraps the reward functions: each reward's scores kept for wandb's histograms
    (`rk_agent.trainers.reward_histograms`, when the loop asks), the watch's recorder
    (`rk_agent.trainers.watch`) unless the watch is off, and dynamic sampling's and task
-   retirement's when either is on (`rk_agent.trainers.group_sampling`, checked first);
-5. constructs the `GRPOTrainer` (TRL's own, or, with dynamic sampling or retirement,
-   `rk_agent.trainers.sampling_trainer.SamplingGRPOTrainer` holding a `GroupSampler` over the
-   loop's tasks), with TRL's warning that ``rollout_func`` and ``environment_factory`` are
-   experimental silenced (rk-agent pins TRL);
+   retirement's when either is on (`rk_agent.trainers.group_sampling`, checked first); each
+   recorder opens every batch from a batch hook, before the reward functions run;
+5. constructs a `rk_agent.trainers.hooked_trainer.HookedGRPOTrainer`: TRL's `GRPOTrainer` that
+   hands each generation batch to the loop's hooks and the recorders' before scoring it (with
+   its trajectories: the rows', or the loop's `GRPOLoop.trajectories`), holding a
+   `GroupSampler` over the loop's tasks with dynamic sampling or retirement; TRL's warning that
+   ``rollout_func`` and ``environment_factory`` are experimental is silenced (rk-agent pins
+   TRL);
 6. attaches the histogram callback and the watch's callback (with the token drift meter, when
    the loop names the tools the model is offered, and the sampler's counts), ahead of the
    loggers.
@@ -37,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 from rk_agent.errors import ConfigError
 from rk_agent.policies.local_model import resolve_model
 from rk_agent.runs.alarms import AlarmOptions
-from rk_agent.runs.trajectory import Trajectory
 from rk_agent.trainers.group_sampling import SamplingOptions
+from rk_agent.trainers.scored_batch import BatchHook, TrajectoriesOf
 from rk_agent.trainers.task_draws import TaskSource
 from rk_agent.trainers.trl_patches import escape_printed_completions, score_completions_only
 
@@ -68,8 +71,10 @@ class GRPOLoop:
         check_tokenizer: called with the tokenizer and the resolved model (a path, hub id or
             loaded model) before the model loads; raises `ConfigError` for one the loop cannot
             use.
-        batch_hooks: where a loop whose reward functions do not see the episodes (TRL's tool
-            loop) hands each scored batch's trajectories; the watch's recorder is added to it.
+        batch_hooks: called with each generation batch before it is scored (`ScoredBatch`;
+            TRL's tool loop writes its trajectories there), ahead of the recorders' own.
+        trajectories: how a batch's trajectories are read when its rows carry none (TRL's tool
+            loop: from TRL's environments, `rk_agent.trainers.trl_env.TRLEnvSpec.trajectories`).
         drift_tools: the tool schemas the model is offered, to measure the token drift of a
             re-tokenizing trainer (`rk_agent.trainers.drift_rate`); ``None``: not measured.
         drift_format: the text tool-call format the drift meter renders with (``None``:
@@ -86,7 +91,8 @@ class GRPOLoop:
     rollout_func: Callable[..., Any] | None = None
     environment_factory: type | None = None
     check_tokenizer: Callable[[Any, Any], None] | None = None
-    batch_hooks: list[Callable[[list[Trajectory]], None]] | None = None
+    batch_hooks: Sequence[BatchHook] = ()
+    trajectories: TrajectoriesOf | None = None
     drift_tools: Sequence[dict[str, Any]] | None = None
     drift_format: str | None = None
     reward_histograms: bool = False
@@ -122,10 +128,10 @@ def build_grpo_trainer(
             draw).
     """
     from transformers import AutoTokenizer, PreTrainedModel
-    from trl import GRPOTrainer
 
     from rk_agent.trainers.callbacks import attach
     from rk_agent.trainers.drift_rate import DriftMeter
+    from rk_agent.trainers.hooked_trainer import HookedGRPOTrainer
     from rk_agent.trainers.reward_histograms import (
         RewardHistogramCallback,
         ScoreBuffer,
@@ -151,16 +157,15 @@ def build_grpo_trainer(
         funcs = record_scores(funcs, scores)
     watch = watch or AlarmOptions()
     recorder = WatchRecorder()
+    hooks: list[BatchHook] = list(loop.batch_hooks)
     if watch.enabled:
         funcs = recorder.wrap(funcs)
-        if loop.batch_hooks is not None:
-            loop.batch_hooks.append(recorder.add_trajectories)
+        hooks.append(recorder.begin)
     sampler = None
     if sampling.enabled and loop.task_source is not None:
         sampled = WatchRecorder()  # each draw's scores and trajectories
         funcs = sampled.wrap(funcs)
-        if loop.batch_hooks is not None:
-            loop.batch_hooks.append(sampled.add_trajectories)
+        hooks.append(sampled.begin)
         sampler = _sampler(loop.task_source, sampling, sampled, funcs, args)
     names = [getattr(f, "__name__", "") for f in funcs]
     with warnings.catch_warnings():
@@ -171,12 +176,10 @@ def build_grpo_trainer(
             "rollout_func": loop.rollout_func, "environment_factory": loop.environment_factory,
             "callbacks": callbacks,
         }  # fmt: skip
-        if sampler is None:
-            trainer = GRPOTrainer(**common)
-        else:
-            from rk_agent.trainers.sampling_trainer import SamplingGRPOTrainer
-
-            trainer = SamplingGRPOTrainer(rk_sampler=sampler, **common)
+        trainer = HookedGRPOTrainer(
+            rk_sampler=sampler, rk_batch_hooks=hooks, rk_trajectories=loop.trajectories,
+            **common,
+        )  # fmt: skip
     if loop.reward_histograms:
         attach(trainer, RewardHistogramCallback(scores))  # ahead of wandb's own callback
     if watch.enabled:

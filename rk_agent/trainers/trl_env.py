@@ -60,6 +60,7 @@ from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat
 from rk_agent.trainers.group_sampling import SamplingOptions
 from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs
+from rk_agent.trainers.scored_batch import ScoredBatch
 from rk_agent.trainers.task_draws import TaskSource, task_source
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_columns, task_rows
 from rk_agent.trainers.trl_tool_env import TRLToolEnv, episode_trajectory, trl_env_class
@@ -88,9 +89,6 @@ class TRLEnvSpec:
             environment allows.
         env_name: the environment's name.
         model_name: recorded in trajectories as the policy (`trl_grpo_trainer` sets it).
-        trajectory_log: when set, every episode's `Trajectory` is appended to this JSONL file.
-        batch_hooks: each is called with the trajectories of every batch scored (the watch,
-            `rk_agent.trainers.watch`, reads them).
         tool_schemas: the environment's tool schemas (what TRL offers, as the methods derive
             them).
         task_source: the training tasks, and fresh ones as rows of ``train_dataset`` (dynamic
@@ -104,8 +102,6 @@ class TRLEnvSpec:
     max_tool_calling_iterations: int
     env_name: str
     model_name: str = "policy"
-    trajectory_log: Path | None = None
-    batch_hooks: list[Callable[[list[Trajectory]], None]] = field(default_factory=list)
     tool_schemas: list[dict[str, Any]] = field(default_factory=list)
     task_source: TaskSource | None = None
 
@@ -161,7 +157,6 @@ def trl_environment(
     env_kwargs: Mapping[str, Any] | None = None,
     rewards: Mapping[str, RewardLike] | Sequence[str] | None = None,
     step_weight: float = 1.0,
-    trajectory_log: str | os.PathLike[str] | None = None,
     tool_call_format: str | ToolCallFormat = DEFAULT_TOOL_CALL_FORMAT,
 ) -> TRLEnvSpec:
     """A tool environment as TRL's ``environment_factory`` spec (see the module docstring).
@@ -175,7 +170,6 @@ def trl_environment(
         env_kwargs: keyword arguments for the environment (``tasks``, ``max_turns``, ...).
         rewards: episode rewards replacing the environment's (``{name: reward}`` or names).
         step_weight: weight of the summed per-step rewards.
-        trajectory_log: append every episode's `Trajectory` to this JSONL file.
         tool_call_format: the text tool-call format a reply in which TRL found no call is
             checked in (a call attempted in it is a parse error, with that format's feedback),
             as rk-agent's loop gives it to its policy (`rk_agent.trainers.trl_tool_env`).
@@ -216,11 +210,10 @@ def trl_environment(
         reward_weights=weights,
         max_tool_calling_iterations=max(0, built.max_turns - 1),
         env_name=name,
-        trajectory_log=Path(trajectory_log) if trajectory_log is not None else None,
         tool_schemas=list(built.tool_schemas),
         task_source=task_source(built, rows, fresh_row, lambda: make_env(env, **kwargs)),
     )
-    spec.reward_funcs = [_reward(fn, spec, first=i == 0) for i, fn in enumerate(funcs)]
+    spec.reward_funcs = [_reward(fn, spec) for fn in funcs]
     return spec
 
 
@@ -239,8 +232,10 @@ def _columns(env: ChatEnv, row: TaskRow) -> dict[str, Any]:
     return {**task_columns(row), "prompt": prompt}
 
 
-def _reward(fn: Callable[..., Any], spec: TRLEnvSpec, *, first: bool) -> RewardFunc:
-    """``fn`` (it reads ``trajectory``) fed the batch's trajectories from TRL's environments."""
+def _reward(fn: Callable[..., Any], spec: TRLEnvSpec) -> RewardFunc:
+    """``fn`` (it reads ``trajectory``) fed the batch's trajectories from TRL's environments
+    (each episode stepped once: every function, and the trainer's batch hooks, get the same
+    `Trajectory`)."""
 
     def reward(prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list:
         state = kwargs.get("trainer_state")
@@ -250,11 +245,6 @@ def _reward(fn: Callable[..., Any], spec: TRLEnvSpec, *, first: bool) -> RewardF
             task_ids=kwargs.get("task_id"),
             step=int(state.global_step) if state is not None else None,
         )
-        if first and spec.trajectory_log is not None:
-            append_trajectories(spec.trajectory_log, trajectories)
-        if first:
-            for hook in spec.batch_hooks:
-                hook(trajectories)
         return list(fn(prompts, completions, trajectory=trajectories, **kwargs))
 
     reward.__name__ = reward.__qualname__ = fn.__name__
@@ -283,7 +273,9 @@ def trl_grpo_trainer(
     ``GRPOConfig`` option passes through to TRL untouched (``use_vllm``, ``vllm_mode``,
     ``max_completion_length``, ...), except two that are filled in when left unset:
     ``reward_weights`` (the spec's) and ``max_tool_calling_iterations`` (the environment's
-    ``max_turns - 1``). Episodes are appended to ``<output_dir>/trajectories.jsonl``.
+    ``max_turns - 1``). Episodes are appended to ``<output_dir>/trajectories.jsonl`` by the
+    trainer itself, once per generation batch before its rewards
+    (`rk_agent.trainers.hooked_trainer.HookedGRPOTrainer`), in the batch's order.
 
     Args:
         env: the environment (see `trl_environment`).
@@ -312,10 +304,14 @@ def trl_grpo_trainer(
     """
     spec = trl_environment(
         env, n_tasks=n_tasks, seed=seed, env_kwargs=env_kwargs, rewards=rewards,
-        step_weight=step_weight,
-        trajectory_log=Path(args.output_dir or ".") / TRAJECTORIES_FILE,
-        tool_call_format=tool_call_format,
+        step_weight=step_weight, tool_call_format=tool_call_format,
     )  # fmt: skip
+    log = Path(args.output_dir or ".") / TRAJECTORIES_FILE
+
+    def write_trajectories(batch: ScoredBatch) -> None:
+        if batch.trajectories is not None:
+            append_trajectories(log, batch.trajectories)
+
     if args.max_tool_calling_iterations is None:
         args.max_tool_calling_iterations = spec.max_tool_calling_iterations
 
@@ -332,7 +328,8 @@ def trl_grpo_trainer(
         reward_weights=spec.reward_weights,
         environment_factory=spec.environment_factory,
         check_tokenizer=check_tokenizer,
-        batch_hooks=spec.batch_hooks,
+        batch_hooks=[write_trajectories],  # before the reward functions run: the trainer's hook
+        trajectories=spec.trajectories,
         # TRL trains on its prompt and completion ids; the drift is theirs against re-rendering.
         drift_tools=spec.tool_schemas,
         drift_format=NATIVE,

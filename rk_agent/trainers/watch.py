@@ -1,11 +1,14 @@
 """Watching a GRPO run: the watch's signals and alarms at every step, in both loops.
 
 `WatchRecorder` wraps the trainer's reward functions (same names, same results) and keeps what
-each generation batch produced: every function's scores, and the episodes' `Trajectory`s
-(``trajectory`` column of the rk loop; TRL's loop hands them over through
-``TRLEnvSpec.batch_hooks``). `WatchCallback` turns what was kept into one `WatchSignals` per
-optimizer step (`rk_agent.runs.watch`; groups are TRL's, ``num_generations`` consecutive
-rows), feeds the alarms (`rk_agent.runs.alarms`), and writes:
+each generation batch produced: every function's scores, by name, and the episodes'
+`Trajectory`s. The trainer opens each batch before its reward functions run
+(`WatchRecorder.begin`, a batch hook of `rk_agent.trainers.hooked_trainer.HookedGRPOTrainer`,
+with the batch's trajectories: the rk loop's ``trajectory`` column, or those TRL's loop read
+from its environments), so nothing depends on the order TRL calls the reward functions in.
+`WatchCallback` turns what was kept into one `WatchSignals` per optimizer step
+(`rk_agent.runs.watch`; groups are TRL's, ``num_generations`` consecutive rows), feeds the
+alarms (`rk_agent.runs.alarms`), and writes:
 
 - ``<output_dir>/watch.jsonl`` (`rk_agent.runs.watch_log`): one line per step, its
   signals and the alarms it raised;
@@ -57,6 +60,7 @@ from rk_agent.runs.watch import EpisodeOutcome, WatchSignals, outcome_of, watch_
 from rk_agent.runs.watch_log import append_watch_line
 from rk_agent.trainers.drift_rate import DriftCount, DriftMeter
 from rk_agent.trainers.rewards import RewardFunc, weighted_rewards
+from rk_agent.trainers.scored_batch import ScoredBatch
 
 __all__ = ["WatchCallback", "WatchRecorder"]
 
@@ -72,58 +76,65 @@ class _Batch:
 
 
 class WatchRecorder:
-    """Keeps each generation batch's reward scores and trajectories (thread-safe)."""
+    """Keeps each generation batch's reward scores and trajectories (thread-safe).
+
+    A batch opens when the trainer announces it (`begin`, a batch hook of
+    `rk_agent.trainers.hooked_trainer.HookedGRPOTrainer`), before any reward function runs;
+    each wrapped function then keeps its scores in it under its name, whatever order TRL calls
+    them in. Without that hook (the functions called on their own), a function opens a new
+    batch when none is open or when it has scored the open one already.
+    """
 
     def __init__(self) -> None:
         self._batches: list[_Batch] = []
         self._lock = threading.Lock()
-        self._first: str | None = None
 
     def wrap(self, funcs: Sequence[RewardFunc]) -> list[RewardFunc]:
         """The same reward functions, also keeping what they return (async ones as they are)."""
         wrapped: list[RewardFunc] = []
-        for index, fn in enumerate(funcs):
+        for fn in funcs:
             name = getattr(fn, "__name__", type(fn).__name__)
-            if index == 0:
-                self._first = name
             # TRL awaits async reward functions itself; they are not watched.
             wrapped.append(fn if inspect.iscoroutinefunction(fn) else self._wrap(fn, name))  # type: ignore[arg-type]
         return wrapped
 
+    def begin(self, batch: ScoredBatch) -> None:
+        """Open a batch: the trainer is about to score ``batch`` (a batch hook)."""
+        opened = _Batch(
+            trajectories=list(batch.trajectories) if batch.trajectories is not None else None,
+            completion_ids=list(batch.completion_ids),
+            completions=list(batch.completions),
+        )
+        with self._lock:
+            self._batches.append(opened)
+
     def _wrap(self, fn: RewardFunc, name: str) -> RewardFunc:
         @functools.wraps(fn)
         def watched(*args: Any, **kwargs: Any) -> list[float | None]:
-            if name == self._first:  # a new batch; TRL's loop adds its trajectories during fn
-                trajectories = kwargs.get("trajectory")
-                completions = kwargs.get("completions", args[1] if len(args) > 1 else None)
-                batch = _Batch(
-                    trajectories=list(trajectories) if isinstance(trajectories, list) else None,
-                    completion_ids=kwargs.get("completion_ids"),
-                    completions=completions,
-                )
-                with self._lock:
-                    self._batches.append(batch)
             scores = fn(*args, **kwargs)
             with self._lock:
-                if not self._batches:
-                    self._batches.append(_Batch())
+                if not self._batches or name in self._batches[-1].scores:  # not announced
+                    self._batches.append(_unannounced(args, kwargs))
                 self._batches[-1].scores[name] = list(scores)
             return scores
 
         return cast(RewardFunc, watched)
-
-    def add_trajectories(self, trajectories: Sequence[Trajectory]) -> None:
-        """The trajectories of the batch being scored (TRL's loop calls this)."""
-        with self._lock:
-            if not self._batches:
-                self._batches.append(_Batch())
-            self._batches[-1].trajectories = list(trajectories)
 
     def take(self) -> list[_Batch]:
         """Every batch kept since the last call."""
         with self._lock:
             taken, self._batches = self._batches, []
         return taken
+
+
+def _unannounced(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Batch:
+    """A batch opened by a reward function's call (no trainer hook announced it)."""
+    trajectories = kwargs.get("trajectory")
+    return _Batch(
+        trajectories=list(trajectories) if isinstance(trajectories, list) else None,
+        completion_ids=kwargs.get("completion_ids"),
+        completions=kwargs.get("completions", args[1] if len(args) > 1 else None),
+    )
 
 
 class WatchCallback(TrainerCallback):

@@ -2,7 +2,7 @@
 
 TRL's scoring is stood in for by a function that calls the (real, wrapped) reward functions on
 the rows as TRL would and returns the rows it scored; the real runs are in
-``test_sampling_trainer.py``.
+``test_hooked_trainer.py``.
 """
 
 from __future__ import annotations

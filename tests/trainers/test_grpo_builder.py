@@ -51,11 +51,12 @@ def _loop(**changes: Any) -> GRPOLoop:
 def test_a_loop_gets_its_weights_its_checks_and_the_watch(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
+    from rk_agent.trainers.hooked_trainer import HookedGRPOTrainer
     from rk_agent.trainers.reward_histograms import RewardHistogramCallback
     from rk_agent.trainers.watch import WatchCallback
 
     seen: list[tuple[str, str]] = []
-    hooks: list[Any] = []
+    hooks: list[Any] = [print]
     loop = _loop(
         check_tokenizer=lambda tok, model: seen.append((type(tok).__name__, model)),
         batch_hooks=hooks,
@@ -69,7 +70,10 @@ def test_a_loop_gets_its_weights_its_checks_and_the_watch(
     first, second = trainer.callback_handler.callbacks[:2]  # ahead of the loggers
     assert isinstance(first, WatchCallback) and isinstance(second, RewardHistogramCallback)
     assert first.drift is None  # no tools named: no drift meter
-    assert len(hooks) == 1  # the watch's recorder takes each batch's trajectories
+    # the loop's hook, then the watch's recorder, opening each batch before its rewards
+    assert isinstance(trainer, HookedGRPOTrainer) and trainer.rk_sampler is None
+    assert trainer.rk_batch_hooks[0] is print and len(trainer.rk_batch_hooks) == 2
+    assert hooks == [print]  # the loop's own list is left as it was
 
     quiet = _loop(batch_hooks=[])
     trainer = build_grpo_trainer(
@@ -78,7 +82,8 @@ def test_a_loop_gets_its_weights_its_checks_and_the_watch(
     )  # fmt: skip
     assert trainer.args.reward_weights == [2.0, 0.0]
     kinds = {type(c) for c in trainer.callback_handler.callbacks}
-    assert not kinds & {WatchCallback, RewardHistogramCallback} and quiet.batch_hooks == []
+    assert not kinds & {WatchCallback, RewardHistogramCallback}
+    assert isinstance(trainer, HookedGRPOTrainer) and trainer.rk_batch_hooks == []
 
 
 def test_a_loaded_model_needs_its_tokenizer(tmp_path: Path, tiny_model_dir: Path) -> None:

@@ -24,6 +24,7 @@ from rk_agent.errors import ConfigError, DataError
 from rk_agent.policies.policy import SamplingParams
 from rk_agent.rollouts.episode import EpisodeSlot, play_episode
 from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.watch_log import read_watch
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.trainers import trl_env, trl_tool_methods
 from rk_agent.trainers.trl_env import trl_environment, trl_grpo_trainer
@@ -448,6 +449,8 @@ def test_a_drop_in_trl_script_trains_with_tools_and_logs_the_components(
 def test_trl_grpo_trainer_trains_the_tools_env(tmp_path: Path, tiny_model_dir: Path) -> None:
     from trl import GRPOConfig
 
+    from rk_agent.trainers.hooked_trainer import HookedGRPOTrainer
+
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"), max_steps=2, num_generations=2,
         per_device_train_batch_size=2, max_completion_length=16, use_cpu=True, bf16=False,
@@ -457,6 +460,9 @@ def test_trl_grpo_trainer_trains_the_tools_env(tmp_path: Path, tiny_model_dir: P
         "tools", args=args, model=tiny_model_dir, n_tasks=2, env_kwargs={"tool_names": ["lookup"]}
     )
     assert args.reward_weights == [1.0, 1.0, 0.0, 0.0] and args.max_tool_calling_iterations == 7
+    assert isinstance(trainer, HookedGRPOTrainer)
+    announced: list[Trajectory] = []  # what the trainer's hook hands on, before the rewards
+    trainer.rk_batch_hooks.append(lambda batch: announced.extend(batch.trajectories or []))
     trainer.train()
     logs = [h for h in trainer.state.log_history if "rewards/episode/mean" in h]
     assert len(logs) == 2
@@ -466,7 +472,11 @@ def test_trl_grpo_trainer_trains_the_tools_env(tmp_path: Path, tiny_model_dir: P
     lines = (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()
     episodes = [json.loads(line) for line in lines]
     assert len(episodes) == 4 and {e["metadata"]["loop"] for e in episodes} == {"trl"}
-    assert {e["metadata"]["train_step"] for e in episodes} == {0, 1}
+    assert [e["metadata"]["train_step"] for e in episodes] == [0, 0, 1, 1]
+    assert [e["task_index"] for e in episodes] == [0, 1, 0, 1]  # each batch's rows, in order
+    # written from the trainer's hook, once per batch: the episodes the rewards scored
+    assert [Trajectory.model_validate_json(line) for line in lines] == announced
+    assert [line["episodes"] for line in read_watch(tmp_path / "out")] == [2, 2]
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ from rk_agent.runs.alarms import AlarmKind, AlarmOptions
 from rk_agent.runs.watch_log import WATCH_FILE, read_watch
 from rk_agent.testing.stub_server import StubServer
 from rk_agent.trainers.grpo import grpo_trainer
+from rk_agent.trainers.scored_batch import ScoredBatch
 from rk_agent.trainers.tasks import task_rows
 from rk_agent.trainers.watch import WatchCallback, WatchRecorder
 from rk_agent.types import Message
@@ -94,6 +95,71 @@ def test_the_recorder_keeps_each_batch_and_changes_nothing(tmp_path: Path) -> No
     # A step that reused an earlier generation adds no line.
     callback.on_step_end(args, *_state(2))
     assert len(read_watch(tmp_path)) == 1
+
+
+def answer(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+    return [1.0 if c == "4" else 0.0 for c in completions]
+
+
+def length(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+    return [None if c == "?" else 0.1 * len(c) for c in completions]
+
+
+def _watched_step(
+    out: Path, given: list[str], called: list[str], *, announced: bool
+) -> dict[str, Any]:
+    """The watch's line of one step of two generation batches, the reward functions given to
+    the trainer in the order ``given`` and called by it in the order ``called``; each batch
+    announced by the trainer's hook first, or not."""
+    funcs = {"answer": answer, "length": length}
+    weights = {"answer": 1.0, "length": 0.5}
+    recorder = WatchRecorder()
+    wrapped = dict(zip(given, recorder.wrap([funcs[name] for name in given]), strict=True))
+    batches = [(["4", "four", "4", "?"], [[1], [1, 2, 3, 4], [1], [1, 2, 3, 4]]),
+               (["4", "4", "no", "nope"], [[1], [1], [1, 2], [1, 2, 3]])]  # fmt: skip
+    for completions, ids in batches:
+        if announced:
+            recorder.begin(ScoredBatch(rows=[{}] * 4, completions=completions,
+                                       completion_ids=ids, trajectories=None, step=0))  # fmt: skip
+        for name in called:
+            wrapped[name](prompts=["q"] * 4, completions=completions, completion_ids=ids)
+    callback = WatchCallback(recorder, given, [weights[name] for name in given], None, out)
+    callback.on_step_end(SimpleNamespace(num_generations=2, max_completion_length=4), *_state(1))
+    [line] = read_watch(out)
+    return line
+
+
+@pytest.mark.parametrize("announced", [True, False], ids=["trainer-hook", "no-hook"])
+def test_the_watch_does_not_depend_on_the_order_of_the_reward_functions(
+    tmp_path: Path, announced: bool
+) -> None:
+    orders = [["answer", "length"], ["length", "answer"]]
+    lines = {
+        (tuple(given), tuple(called)): _watched_step(
+            tmp_path / f"{'-'.join(given)}.{'-'.join(called)}", given, called, announced=announced
+        )
+        for given in orders
+        for called in orders
+    }
+    first = lines[("answer", "length"), ("answer", "length")]
+    # TRL's weighted sum, a None score left out (the "?" row: 0.0 from answer alone)
+    assert first["reward_mean"] == pytest.approx(
+        (1.05 + 0.2 + 1.05 + 0.0 + 1.05 + 1.05 + 0.1 + 0.2) / 8
+    )
+    assert first["component_shares"] == pytest.approx({"answer": 4 / 4.7, "length": 0.7 / 4.7})
+    for (given, called), line in lines.items():
+        assert _rounded(line) == _rounded(first), (given, called)
+
+
+def _rounded(value: Any) -> Any:
+    """``value`` with every float rounded (sums in another order differ in the last bits)."""
+    if isinstance(value, float):
+        return round(value, 12)
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
 
 
 def test_stop_on_alarm_is_refused_in_several_processes() -> None:

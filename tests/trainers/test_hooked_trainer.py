@@ -1,6 +1,7 @@
-"""Dynamic sampling and task retirement in real GRPO runs (TRL, tiny random Llama, CPU), in both
-loops: what each step trained on (the advantages TRL received), what it logged, the bound, the
-retired tasks, a resumed run, and nothing changed when they are off or have nothing to do.
+"""rk-agent's GRPOTrainer: dynamic sampling and task retirement in real GRPO runs (TRL, tiny
+random Llama, CPU), in both loops: what each step trained on (the advantages TRL received),
+what it logged, the bound, the retired tasks, a resumed run, and nothing changed when they are
+off or have nothing to do.
 
 The rewards (`tests.trainers.sampling_rewards`) read the random model's replies where a group
 should have spread and ignore them where it should have none.
@@ -19,7 +20,7 @@ from rk_agent.runs.run_record import read_run_record
 from rk_agent.runs.watch_log import read_watch
 from rk_agent.trainers.group_sampling import SamplingOptions
 from rk_agent.trainers.grpo import grpo_trainer
-from rk_agent.trainers.sampling_trainer import SAMPLING_STATE_FILE, SamplingGRPOTrainer
+from rk_agent.trainers.hooked_trainer import SAMPLING_STATE_FILE, HookedGRPOTrainer
 from rk_agent.trainers.trl_env import trl_grpo_trainer
 from tests.trainers.sampling_rewards import by_reply, constant, on_a_third
 from tests.trainers.test_grpo import _args
@@ -75,7 +76,7 @@ def test_each_step_trains_on_groups_with_spread_when_most_tasks_give_none(
         loop, tmp_path, tiny_model_dir, rewards={"on_a_third": on_a_third},
         sampling=SamplingOptions(dynamic=True, max_extra_draws=8),
     )  # fmt: skip
-    assert isinstance(trainer, SamplingGRPOTrainer)
+    assert isinstance(trainer, HookedGRPOTrainer)
     batches = _trained_batches(trainer)
     trainer.train()
 
@@ -151,12 +152,11 @@ def test_off_nothing_changes_and_on_with_spread_everywhere_it_changes_nothing(
     loop: str, tmp_path: Path, tiny_model_dir: Path
 ) -> None:
     import torch
-    from trl import GRPOTrainer
 
-    # The tools env's defaults: no sampler, TRL's own trainer, nothing sampled or saved.
+    # The tools env's defaults: no sampler, TRL's own generation, nothing sampled or saved.
     plain = _trainer(loop, tmp_path / "defaults", tiny_model_dir, steps=1,
                      args={"save_strategy": "steps", "save_steps": 1})  # fmt: skip
-    assert type(plain) is GRPOTrainer
+    assert isinstance(plain, HookedGRPOTrainer) and plain.rk_sampler is None
     plain.train()
     out = tmp_path / "defaults" / "out"
     assert "sampling" not in read_watch(out)[0]
@@ -172,7 +172,7 @@ def test_off_nothing_changes_and_on_with_spread_everywhere_it_changes_nothing(
         trainer.train()
         runs[name] = (trainer, _weights(trainer), _episodes(tmp_path / name / "out"))
     (off, off_weights, off_episodes), (on, on_weights, on_episodes) = runs["off"], runs["on"]
-    assert type(off) is GRPOTrainer and isinstance(on, SamplingGRPOTrainer)
+    assert off.rk_sampler is None and on.rk_sampler is not None
     for key, value in off_weights.items():
         torch.testing.assert_close(on_weights[key], value, rtol=0, atol=0, msg=key)
     assert _replies(on_episodes) == _replies(off_episodes)
