@@ -27,6 +27,7 @@ from rk_agent.runs.trajectory import Trajectory
 from rk_agent.runs.watch import outcome_of, watch_signals
 from rk_agent.runs.watch_log import read_watch
 from rk_agent.trainers.rewards import episode_reward_funcs, weighted_rewards
+from rk_agent.trainers.scored_batch import ScoredBatch
 from rk_agent.trainers.sft_data import SFTFilter, select_trajectories
 from rk_agent.trainers.trl_env import trl_environment
 from rk_agent.trainers.trl_tool_env import episode_trajectory
@@ -181,9 +182,12 @@ def _trl_loop(
     instance = spec.environment_factory()
     instance.reset(task=t.task.model_dump_json(), seed=t.seed)
     recorder = WatchRecorder()
-    spec.batch_hooks.append(recorder.add_trajectories)
     funcs = recorder.wrap(spec.reward_funcs)
     completion = _completion(t)
+    # The batch as HookedGRPOTrainer announces it before TRL calls the reward functions.
+    played = spec.trajectories([instance], [completion], None, 1)
+    recorder.begin(ScoredBatch(rows=[{}], completions=[completion], completion_ids=[[]],
+                               trajectories=played, step=1))  # fmt: skip
     scores = {
         f.__name__: f(prompts=[[]], completions=[completion], environments=[instance])
         for f in funcs
