@@ -26,10 +26,8 @@ DEFINED = re.compile(r"^\s*(?:async )?(?:def|class) (\w+)", re.M)
 
 
 def qa(question: str, reply: str, answer: str) -> dict:
-    return {
-        "messages": [{"role": "user", "content": question}, {"role": "assistant", "content": reply}],
-        "ground_truth": answer,
-    }
+    user = {"role": "user", "content": question}
+    return {"messages": [user, {"role": "assistant", "content": reply}], "ground_truth": answer}
 
 
 QA = [qa("What is 6*7?", "42", "42"), qa("What is 2+2?", "4", "4"),
@@ -165,11 +163,9 @@ def test_example_rewards_pass_check_reward(tmp_path: Path) -> None:
         "--max-score", "0.6",
     )  # fmt: skip
     assert relevance.returncode == 0, relevance.stdout + relevance.stderr
-    coding = [
-        {**row, "messages": [*row["messages"][:-1], {"role": "assistant",
-                                                     "content": f"```python\n{row['messages'][-1]['content']}```"}]}
-        for row in example_samples("examples/coding/problems.jsonl", "reference_solution")
-    ]  # fmt: skip
+    coding = example_samples("examples/coding/problems.jsonl", "reference_solution")
+    for row in coding:
+        row["messages"][-1]["content"] = f"```python\n{row['messages'][-1]['content']}```"
     code = check(
         "reward", "examples/coding/metrics/code_tests/main.py::evaluate", "--kind", "code",
         "--samples", str(write_jsonl(tmp_path / "code.jsonl", coding)),
