@@ -87,6 +87,29 @@ def test_bad_input_exits_2_with_one_line(samples: Path, tmp_path: Path) -> None:
     assert done.stderr.startswith("error: --probe 'os.path:join' is a function, not a probe")
 
 
+TYPO = (
+    "error: environment 'guess' does not take 'hihg'. Did you mean 'high'? It takes: "
+    "episode_rewards, episode_weights, high, max_turns, mcp, render_mode, step_rewards, tasks.\n"
+)
+
+
+def test_a_typo_in_check_env_kwargs_is_one_line_and_exit_2() -> None:
+    """Bad input (2), not a flagged environment (1), and no traceback (issue 40 item 6)."""
+    done = check("env", "guess", "--kwargs", '{"hihg": 3}')
+    assert (done.returncode, done.stderr, done.stdout) == (2, TYPO, "")
+
+
+@pytest.mark.parametrize("command", ["mcp", "openenv"])
+def test_a_typo_in_env_kwargs_of_the_servers_is_the_same_line(command: str) -> None:
+    """Every command that takes an environment's arguments on the command line says the same."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rk_agent", command, "serve", "--env", "guess",
+         "--env-kwargs", '{"hihg": 3}'],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (2, TYPO)
+
+
 def test_check_env_prints_json_for_ci() -> None:
     done = check("env", "guess", "--episodes", "2", "--json")
     assert done.returncode == 0, done.stderr
