@@ -83,6 +83,37 @@ def test_tools_episodes_record_tool_calls(stub: StubServer, tmp_path: Path) -> N
     assert "turn 0" in shown.stdout and "-> calculator(" in shown.stdout
 
 
+def test_own_tools_tasks_without_min_tool_calls_score_the_answer(tmp_path: Path) -> None:
+    """A row with only a prompt and a ground truth: a right answer earns 1.0, valid; the
+    zero-weight efficiency metric says what it lacks, and no call earns the step bonus
+    (issue 40 item 3)."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"prompt": "What is 47 + 12?", "ground_truth": 59}) + "\n")
+
+    def reply(request: dict[str, Any]) -> Any:
+        if any(m["role"] == "tool" for m in request["messages"]):
+            return "Answer: 59"
+        return {"tool_calls": [{"name": "calculator", "arguments": {"expression": "47 + 12"}}]}
+
+    with StubServer(reply) as server:
+        out = rk(
+            "rollout", "--env", "tools", "--tasks", str(tasks), "--base-url", server.base_url,
+            "--model", "m", "--n", "1", "--group-size", "2", "--output", str(tmp_path / "run"),
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "episode reward                 │ mean 1.000  std 0.000  (invalid 0)" in out.stdout
+    for trajectory in lines(tmp_path / "run"):
+        episode = trajectory["episode"]
+        assert (episode["score"], episode["is_score_valid"], trajectory["success"]) == (
+            1.0, True, True,
+        )  # fmt: skip
+        assert episode["metrics"]["efficiency"]["reason"] == "metadata has no min_tool_calls"
+        assert episode["metrics"]["efficiency"]["is_score_valid"] is False
+        called = episode["step_outputs"][0]
+        assert trajectory["turns"][0]["environment"][0]["content"] == "59"
+        assert called["reward"] == 0.0, "no call earns the bonus without min_tool_calls"
+
+
 @pytest.mark.parametrize("env_name", ["tools", "math", "guess"])
 def test_the_reference_solver_plays_without_a_model(tmp_path: Path, env_name: str) -> None:
     out = rk("rollout", "--env", env_name, "--provider", "solver", "--n", "4",
