@@ -85,6 +85,19 @@ def test_bad_input_exits_2_with_one_line(samples: Path, tmp_path: Path) -> None:
     done = check("reward", "math", "--samples", str(samples), "--probe", "os.path:join")
     assert done.returncode == 2
     assert done.stderr.startswith("error: --probe 'os.path:join' is a function, not a probe")
+    # A name the file lacks: the probes it does define, or how to make one (issue 40 item 14).
+    user = tmp_path / "user.py"
+    done = check("reward", "math", "--samples", str(samples), "--probe", f"{user}::lod")
+    assert done.stderr == (
+        f"error: cannot load probe '{user}::lod': '{user}' has no 'lod'. Did you mean 'loud'? "
+        "It defines these probes: loud.\n"
+    )
+    (tmp_path / "none.py").write_text("x = 1\n")
+    done = check("reward", "math", "--samples", str(samples), "--probe", f"{tmp_path}/none.py::x2")
+    assert done.stderr.endswith(
+        "It defines no probes: make one with @rk_agent.soundness.probes.probe(name, "
+        "description) on a function of the view.\n"
+    )
 
 
 TYPO = (

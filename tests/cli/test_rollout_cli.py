@@ -352,6 +352,35 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> N
     assert json.loads((run_dir / "summary.json").read_text())["episodes"] == 30
 
 
+def test_resume_of_what_is_not_a_run_says_what_it_is(tmp_path: Path) -> None:
+    """A missing folder, a training run, a file: each named as what it is (issue 40 item 14)."""
+    missing = rk("rollout", "--resume", str(tmp_path / "nope"))
+    assert (missing.returncode, missing.stderr) == (2, (
+        f"error: {tmp_path / 'nope'} does not exist: expected a directory made by "
+        "`rk-agent rollout`. Check the path.\n"
+    ))  # fmt: skip
+    trained = tmp_path / "train-grpo"
+    trained.mkdir()
+    (trained / "rk_agent_config.yaml").write_text("# rk-agent train grpo\nkind: grpo\n")
+    training = rk("rollout", "--resume", str(trained))
+    assert (training.returncode, training.stderr) == (2, (
+        f"error: {trained} is a training run (`rk-agent train grpo`), not a rollout. To go on "
+        f"training it, `rk-agent train grpo --config {trained}/rk_agent_config.yaml` resumes "
+        f"from its last checkpoint; `rk-agent show {trained}` shows it.\n"
+    ))  # fmt: skip
+    a_file = rk("rollout", "--resume", str(trained / "rk_agent_config.yaml"))
+    assert a_file.stderr.startswith(f"error: {trained}/rk_agent_config.yaml is a file, not a run")
+
+
+def test_a_misspelt_policy_gets_did_you_mean(tmp_path: Path) -> None:
+    out = rk("rollout", "--env", "tools", "--policy", "slover", "-o", str(tmp_path / "run"))
+    assert (out.returncode, out.stderr) == (2, (
+        "error: --provider slover: Input should be 'fireworks', 'openai', 'local' or "
+        "'solver'. Did you mean 'solver'?\n"
+    ))  # fmt: skip
+    assert not (tmp_path / "run").exists()
+
+
 def test_resume_refuses_new_flags(tmp_path: Path) -> None:
     out = rk("rollout", "--resume", str(tmp_path), "--n", "3", "--concurrency", "2")
     assert out.returncode == 2
