@@ -145,12 +145,12 @@ def test_a_rollout_raises_the_alarms_of_its_groups_and_show_lists_them(tmp_path:
     assert out.returncode == 0, out.stderr
     zero_spread = (
         "100% of groups had zero reward spread (0% all fail, 100% all pass): those groups "
-        "teach nothing. Try: easier tasks, more generations or partial credit when they all "
-        "fail; harder tasks when they all pass."
+        "teach nothing. Try: easier tasks, more generations (--group-size) or partial credit "
+        "when they all fail; harder tasks when they all pass."
     )
     collapse = (
         "in 100% of groups every episode gave the same final answer: the samples no longer "
-        "explore. Try: a higher temperature, more generations, a lower learning rate."
+        "explore. Try: a higher temperature (--temperature), more generations (--group-size)."
     )
     alarms = json.loads((run / "summary.json").read_text())["alarms"]
     assert alarms == [
@@ -160,6 +160,19 @@ def test_a_rollout_raises_the_alarms_of_its_groups_and_show_lists_them(tmp_path:
     for shown in (out.stdout, rk("show", str(run), "--limit", "0").stdout):
         flat = " ".join(shown.split())
         assert f"warning: {zero_spread}" in flat and f"warning: {collapse}" in flat
+
+
+def test_the_truncation_alarm_of_a_rollout_names_the_rollouts_flags(tmp_path: Path) -> None:
+    """Not a training flag (--max_completion_length): rollout's own (issue 40 item 10)."""
+    cut = {"role": "assistant", "content": "Let me think about", "finish_reason": "length"}
+    with StubServer([cut] * 4) as server:
+        out = rk("rollout", "--env", "math", "--base-url", server.base_url, "--model", "m",
+                 "--n", "2", "--max-turns", "1", "--output", str(tmp_path / "run"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert " ".join(out.stdout.split()).endswith(
+        "warning: 100% of completions were cut by a token limit: the reward scores unfinished "
+        "work. Try: a larger --max-tokens, or fewer turns (--max-turns)."
+    )
 
 
 def test_show_limits_all_and_a_run_without_failures(tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def test_stop_on_alarm_ends_the_run_at_its_last_checkpoint_and_show_lists_the_al
     # dominant_component alarm, kept quiet here with a share of 1.)
     warning = (
         "step 1: 100% of completions were cut by a token limit: the reward scores unfinished "
-        "work. Try: a larger --max_completion_length (or max tokens per turn), or fewer turns."
+        "work. Try: a larger --max_completion_length, or fewer turns (--max-turns)."
     )
     assert warning in done.stderr
     assert (
