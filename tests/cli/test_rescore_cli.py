@@ -163,3 +163,15 @@ def test_compare_prints_a_plain_table_and_its_z_scores(tmp_path: Path) -> None:
     assert "McNemar z: undefined (no pair differs: b + c = 0)" in same.stdout
     bad = rk("compare", str(a), str(tmp_path / "nope"))
     assert (bad.returncode, bad.stderr) == (2, f"error: no run at {tmp_path / 'nope'}: {NO_RUN}\n")
+
+
+def test_rescore_of_an_empty_file_fails_and_writes_nothing(tmp_path: Path) -> None:
+    """Not an empty run that exits 0 (issue 40 item 13)."""
+    empty = tmp_path / "episodes.jsonl"
+    empty.write_text("")
+    out = rk("rescore", str(empty), "--reward", "math")
+    assert (out.returncode, out.stderr) == (2, (
+        f"error: {empty} has no episodes: nothing to rescore, and nothing was written. Expected "
+        "finished episodes, one trajectory a line, as `rk-agent rollout` writes them.\n"
+    ))  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.jsonl"]
