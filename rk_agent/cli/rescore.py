@@ -116,7 +116,7 @@ def rescore(
         _stop(progress)
     render_summary(result.summary, console, title=f"Summary of {result.output}")
     _render_change(result, console)
-    console.print(_closing(result))
+    console.print(_closing(result, run))
 
 
 def _stop(progress: Progress) -> None:
@@ -148,10 +148,11 @@ def _render_change(result: RescoreResult, console: Console) -> None:
     console.print(table)
 
 
-def _closing(result: RescoreResult) -> str:
+def _closing(result: RescoreResult, source: Path) -> str:
+    """What was done, with the source as the user named it (``rescore.json`` keeps it whole)."""
     record = result.record
     lines = [
-        f"Rescored {record.rescored} of {record.episodes} episodes of {record.source} with "
+        f"Rescored {record.rescored} of {record.episodes} episodes of {source} with "
         f"{record.reward} (sha256 {(record.reward_sha256 or 'unavailable')[:12]}); wrote "
         f"{result.output}."
     ]

@@ -175,3 +175,20 @@ def test_rescore_of_an_empty_file_fails_and_writes_nothing(tmp_path: Path) -> No
         "finished episodes, one trajectory a line, as `rk-agent rollout` writes them.\n"
     ))  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.jsonl"]
+
+
+def test_rescore_names_the_runs_as_the_user_typed_them(tmp_path: Path) -> None:
+    """Relative paths stay relative in what it prints (issue 40 item 15)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "rollout", "--env", "math", "--provider", "solver",
+         "--n", "2", "--output", "solver"], cwd=tmp_path, capture_output=True, env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "rescore", "solver", "--reward", "math"],
+        cwd=tmp_path, capture_output=True, text=True, env=ENV,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    flat = " ".join(out.stdout.split())
+    assert "Rescored 2 of 2 episodes of solver with math (sha256 " in flat
+    assert "wrote solver-rescored-math." in flat

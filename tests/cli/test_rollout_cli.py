@@ -195,10 +195,19 @@ def test_show_limits_all_and_a_run_without_failures(tmp_path: Path) -> None:
 def test_a_run_of_the_embedded_model_ends_with_the_next_steps(tmp_path: Path) -> None:
     run = tmp_path / "first"
     out = rk("rollout", "--env", "tools", "--n", "1", "--max-turns", "1", "--max-tokens", "4",
-             "--output", str(run))  # fmt: skip
+             "--output", str(run), env={**ENV, "COLUMNS": "80"})  # fmt: skip
     assert out.returncode == 0, out.stderr
-    text = " ".join(out.stdout.split())
-    assert "Next steps:" in text and f"uv run rk-agent show {run} --limit 2" in text
+    # Each command whole on its line, also at 80 columns: pasted back as is (issue 40 item 15).
+    steps = out.stdout.split("Next steps:\n", 1)[1].splitlines()
+    assert steps == [
+        "  # what the model did, turn by turn",
+        f"  uv run rk-agent show {run} --limit 2",
+        "  # solved episodes without a model, then a warm start from them",
+        "  uv run rk-agent rollout --env tools --policy solver --n 64 --output runs/demos",
+        "  uv run rk-agent train sft --trajectories runs/demos",
+        "  # a real model: vLLM, SGLang, Ollama (or --provider fireworks|openai)",
+        "  uv run rk-agent rollout --env tools --base-url http://localhost:8000/v1 --model NAME",
+    ]
     demos = tmp_path / "demos"
     suggested = rk("rollout", "--env", "tools", "--policy", "solver", "--n", "2",
                    "--output", str(demos))  # fmt: skip

@@ -52,12 +52,15 @@ def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
 ) -> None:
     out = tmp_path / "run"
     common = ("--n-tasks", "4", "--max-turns", "3", "--no-wandb")
-    first = train_guess(tiny_model_dir, out, *common, "--max_steps", "1", env=_env(tmp_path))
+    # Started as `uv run` starts it: the command it suggests is pasted back as is (issue 40
+    # item 15).
+    uv_run = _env(tmp_path, UV_RUN_RECURSION_DEPTH="1")
+    first = train_guess(tiny_model_dir, out, *common, "--max_steps", "1", env=uv_run)
     assert first.returncode == 0, first.stderr
     assert (out / "checkpoint-1" / "trainer_state.json").is_file()
     final = out / "final"
     assert (final / "config.json").is_file() and (final / "tokenizer_config.json").is_file()
-    assert f"rk-agent rollout --model {final}" in first.stdout
+    assert f"evaluate it with `uv run rk-agent rollout --model {final}`" in first.stdout
     saved = yaml.safe_load((out / "rk_agent_config.yaml").read_text())
     assert saved["env"] == "guess" and saved["trl"]["max_steps"] == 1
 
