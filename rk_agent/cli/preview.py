@@ -121,6 +121,9 @@ def preview(
             weights=parse_weights(weight or ()) or None,
         )
     elif reward is not None:
+        from rk_agent.cli.reward_options import check_reward_options
+
+        check_reward_options(reward, {k: v for k, v in bound.items() if k != "sandbox"})
         spec = reward
     else:
         spec = load_reward_config(config)  # type: ignore[arg-type]

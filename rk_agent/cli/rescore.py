@@ -83,9 +83,11 @@ def rescore(
     from rk_agent.cli.console import make_console
     from rk_agent.cli.preview import _parse_kwargs  # one reading of --kwargs for every command
     from rk_agent.cli.render import render_summary
+    from rk_agent.cli.reward_options import check_reward_options
     from rk_agent.runs.rescore import rescore as rescore_run
 
     bound = _parse_kwargs(kwargs)
+    check_reward_options(reward, bound)
     console = make_console()
     progress = Progress(
         TextColumn("rescoring", style="bold"), BarColumn(),

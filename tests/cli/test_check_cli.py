@@ -123,6 +123,22 @@ def test_a_typo_in_env_kwargs_of_the_servers_is_the_same_line(command: str) -> N
     assert (done.returncode, done.stderr) == (2, TYPO)
 
 
+def test_a_typo_in_a_rewards_kwargs_is_the_same_kind_of_line(samples: Path) -> None:
+    """A reward drops what it does not take: a typo would be dropped silently."""
+    typo = (
+        "error: --kwargs names 'partial_credt', which the reward 'math' does not take. Did you "
+        "mean 'partial_credit'? It takes: ground_truth, partial_credit.\n"
+    )
+    options = ("--kwargs", '{"partial_credt": true}')
+    done = check("reward", "math", "--samples", str(samples), *options)
+    assert (done.returncode, done.stderr, done.stdout) == (2, typo, "")
+    done = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "preview", "--reward", "math",
+         "--samples", str(samples), *options], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr, done.stdout) == (2, typo, "")
+
+
 def test_check_env_prints_json_for_ci() -> None:
     done = check("env", "guess", "--episodes", "2", "--json")
     assert done.returncode == 0, done.stderr

@@ -192,3 +192,16 @@ def test_rescore_names_the_runs_as_the_user_typed_them(tmp_path: Path) -> None:
     flat = " ".join(out.stdout.split())
     assert "Rescored 2 of 2 episodes of solver with math (sha256 " in flat
     assert "wrote solver-rescored-math." in flat
+
+
+def test_a_typo_in_the_rewards_kwargs_is_one_line_before_any_work(tmp_path: Path) -> None:
+    run = tmp_path / "solver"
+    assert rk("rollout", "--env", "math", "--provider", "solver", "--n", "2",
+              "--output", str(run)).returncode == 0  # fmt: skip
+    out = rk("rescore", str(run), "--reward", "length", "--kwargs", '{"max_lenght": 100}')
+    assert (out.returncode, out.stderr) == (2, (
+        "error: --kwargs names 'max_lenght', which the reward 'length' does not take. Did you "
+        "mean 'max_length'? It takes: falloff, ground_truth, max_length, target_chars, "
+        "target_tokens, unit.\n"
+    ))  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["solver"]
