@@ -6,17 +6,19 @@ Main names: `read_yaml_mapping`, `rebase_paths`, `validation_problems`, `flag_pr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from rk_agent.errors import ConfigError, kind_of, sentence
+from rk_agent.errors import ConfigError, did_you_mean, kind_of, sentence
 
 __all__ = [
     "apply_overrides",
     "flag_problems",
+    "problem_message",
     "read_yaml_mapping",
     "rebase_paths",
     "validation_problems",
@@ -60,7 +62,7 @@ def validation_problems(exc: ValidationError, locate: Locate | None = None) -> s
     problems = []
     for error in exc.errors():
         name = _name(error["loc"], locate)
-        problems.append(f"{name}: {error['msg']}" if name else error["msg"])
+        problems.append(f"{name}: {problem_message(error)}" if name else problem_message(error))
     return "; ".join(problems)
 
 
@@ -98,8 +100,32 @@ def flag_problems(
         if name not in given:
             return None
         flag = flags.get(name, "--" + name.replace("_", "-"))
-        problems.append(f"{flag} {given[name]}: {error['msg']}")
+        problems.append(f"{flag} {given[name]}: {problem_message(error)}")
     return sentence("; ".join(problems)) if problems else None
+
+
+def problem_message(error: Any) -> str:
+    """One pydantic error's message, with "Did you mean ...?" when a name is not one of the
+    choices (a ``Literal`` or an enum).
+
+    Example:
+        >>> from typing import Literal
+        >>> from pydantic import BaseModel, ValidationError
+        >>> class Run(BaseModel):
+        ...     provider: Literal["openai", "solver"]
+        >>> try:
+        ...     Run(provider="slover")
+        ... except ValidationError as exc:
+        ...     problem_message(exc.errors()[0])
+        "Input should be 'openai' or 'solver'. Did you mean 'solver'?"
+    """
+    message = str(error["msg"])
+    expected = (error.get("ctx") or {}).get("expected")
+    if error["type"] in ("literal_error", "enum") and isinstance(error.get("input"), str):
+        hint = did_you_mean(error["input"], re.findall(r"'([^']*)'", str(expected or "")))
+        if hint:
+            return f"{message}.{hint}"
+    return message
 
 
 def _name(location: tuple[int | str, ...], locate: Locate | None) -> str:

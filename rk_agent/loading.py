@@ -73,11 +73,16 @@ def load_object(spec: str, *, kind: str = "object") -> Any:
 def _not_defined(spec: str, kind: str, where: str, name: str, module: Any) -> str:
     """The user's file or module has no ``name``: say which names of the kind it does have."""
     offered = _offered(module, kind)
-    what = {"reward": "functions", "environment": "classes"}.get(kind, "names")
+    what = {"reward": "functions", "environment": "classes", "probe": "probes"}.get(kind, "names")
     shown = ", ".join(offered[:_LISTED]) + (
         f" and {len(offered) - _LISTED} more" if len(offered) > _LISTED else ""
     )
     listing = f"It defines these {what}: {shown}." if offered else f"It defines no {what}."
+    if kind == "probe" and not offered:
+        listing = (
+            "It defines no probes: make one with @rk_agent.soundness.probes.probe(name, "
+            "description) on a function of the view."
+        )
     return (
         f"cannot load {kind} {spec!r}: {where} has no {name!r}.{did_you_mean(name, offered)} "
         f"{listing}"
@@ -87,7 +92,8 @@ def _not_defined(spec: str, kind: str, where: str, name: str, module: Any) -> st
 def _offered(module: Any, kind: str) -> list[str]:
     """The public names a module defines that could be a ``kind``: for an environment its own
     classes; for a reward its own functions and the callable objects it holds (a
-    ``RewardFunction(...)``); else everything of its own. Imported names are left out."""
+    ``RewardFunction(...)``); for a probe the objects that have a probe's ``name``,
+    ``variants`` and ``reply``; else everything of its own. Imported names are left out."""
     names = []
     for name, obj in vars(module).items():
         if name.startswith("_") or inspect.ismodule(obj):
@@ -98,6 +104,8 @@ def _offered(module: Any, kind: str) -> list[str]:
         elif kind == "reward":
             plain = inspect.isfunction(obj) or inspect.isbuiltin(obj)
             keep = callable(obj) and not inspect.isclass(obj) and (own or not plain)
+        elif kind == "probe":  # a Probe, by its protocol (made in rk_agent.soundness)
+            keep = all(hasattr(obj, a) for a in ("name", "variants", "reply"))
         else:
             keep = own
         if keep:

@@ -98,9 +98,11 @@ def check_reward_command(
     """Play the probe catalogue against a reward, next to each sample's reference reply and an
     honest wrong answer (another sample's reference reply)."""
     from rk_agent.cli.preview import _parse_kwargs
+    from rk_agent.cli.reward_options import check_reward_options
     from rk_agent.soundness.reward_check import check_reward
 
     bound: dict[str, Any] = _parse_kwargs(kwargs)
+    check_reward_options(reward, bound)
     if max_samples is not None and max_samples < 2:
         raise ConfigError(f"--max-samples must be at least 2, got {max_samples}.")
     report = check_reward(

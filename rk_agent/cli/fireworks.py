@@ -462,7 +462,16 @@ def rft(
             display_name=display_name,
         )  # fmt: skip
     except ValidationError as exc:
-        raise ConfigError(f"invalid RFT option: {_first_problem(exc)}") from None
+        given = {
+            "base_model": base_model, "warm_start_from": warm_start_from,
+            "output_model": output_model, "epochs": epochs, "learning_rate": learning_rate,
+            "lora_rank": lora_rank, "max_context_length": max_context_length,
+            "batch_size": batch_size, "temperature": temperature, "top_p": top_p,
+            "top_k": top_k, "max_output_tokens": max_output_tokens,
+            "response_candidates_count": group_size, "method": loss, "kl_beta": kl_beta,
+            "project": wandb_project, "entity": wandb_entity, "display_name": display_name,
+        }  # fmt: skip
+        raise ConfigError(_first_problem(exc, given)) from None
     client = _client(dry_run, console)
     with client:
         launch = launch_rft(
@@ -492,10 +501,25 @@ def rft(
     _report_end(final, console)
 
 
-def _first_problem(exc: Any) -> str:
+# RFT fields whose flag is named differently; any other field `name_x` is `--name-x`.
+_RFT_FLAGS = {
+    "response_candidates_count": "--group-size", "method": "--loss",
+    "project": "--wandb-project", "entity": "--wandb-entity",
+}  # fmt: skip
+
+
+def _first_problem(exc: Any, given: dict[str, Any]) -> str:
+    """The first problem, named by the flag it was typed as: ``--epochs 0: Input should ...``."""
+    from rk_agent.config_files import problem_message
+    from rk_agent.errors import sentence
+
     error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"])
-    return f"{where}: {error['msg']}"
+    field = str(error["loc"][-1]) if error["loc"] else ""
+    if field not in given:  # not one option: name where it is
+        where = ".".join(str(p) for p in error["loc"])
+        return sentence(f"invalid RFT option: {where}: {problem_message(error)}")
+    flag = _RFT_FLAGS.get(field, "--" + field.replace("_", "-"))
+    return sentence(f"{flag} {given[field]}: {problem_message(error)}")
 
 
 def _follow(client: FireworksClient, job: RFTJob, console: Console, poll: float) -> RFTJob:

@@ -104,6 +104,8 @@ def preview(
         # Reward Kit's `--metrics-folders a=./a b=./b`: the later folders come as arguments.
         metrics_folders = [*metrics_folders, *more_folders]
     bound = _parse_kwargs(kwargs)
+    if max_samples is not None and max_samples < 1:
+        raise ConfigError(f"--max-samples must be at least 1, got {max_samples}.")
     given = [reward is not None, config is not None, bool(metrics_folders)]
     if sum(given) != 1:
         raise ConfigError(
@@ -119,6 +121,9 @@ def preview(
             weights=parse_weights(weight or ()) or None,
         )
     elif reward is not None:
+        from rk_agent.cli.reward_options import check_reward_options
+
+        check_reward_options(reward, {k: v for k, v in bound.items() if k != "sandbox"})
         spec = reward
     else:
         spec = load_reward_config(config)  # type: ignore[arg-type]

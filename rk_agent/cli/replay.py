@@ -48,7 +48,8 @@ def describe(report: ReplayReport) -> list[str]:
     """The report as lines: the episode, each turn, the end, and a verdict."""
     lines = [
         f"Replaying episode {report.episode} of {report.run} ({report.env}, seed {report.seed}, "
-        f"{report.recorded_turns} turns) in a fresh environment",
+        f"{report.recorded_turns} turn{'s' if report.recorded_turns != 1 else ''}) in a fresh "
+        "environment",
         f"task: {'differs: ' + report.task.describe() if report.task else 'match'}",
     ]
     for turn in report.turns:
@@ -63,7 +64,12 @@ def describe(report: ReplayReport) -> list[str]:
     first = report.first_difference
     if first is None:
         lines.append(
-            f"All {len(report.turns)} turns match: observations, step rewards"
+            (
+                f"All {len(report.turns)} turns match"
+                if len(report.turns) != 1
+                else "The turn matches"
+            )
+            + ": observations, step rewards"
             + (", the episode's result and the stop reason." if report.end_checked else ".")
         )
     else:

@@ -83,9 +83,11 @@ def rescore(
     from rk_agent.cli.console import make_console
     from rk_agent.cli.preview import _parse_kwargs  # one reading of --kwargs for every command
     from rk_agent.cli.render import render_summary
+    from rk_agent.cli.reward_options import check_reward_options
     from rk_agent.runs.rescore import rescore as rescore_run
 
     bound = _parse_kwargs(kwargs)
+    check_reward_options(reward, bound)
     console = make_console()
     progress = Progress(
         TextColumn("rescoring", style="bold"), BarColumn(),
@@ -116,7 +118,7 @@ def rescore(
         _stop(progress)
     render_summary(result.summary, console, title=f"Summary of {result.output}")
     _render_change(result, console)
-    console.print(_closing(result))
+    console.print(_closing(result, run))
 
 
 def _stop(progress: Progress) -> None:
@@ -148,10 +150,11 @@ def _render_change(result: RescoreResult, console: Console) -> None:
     console.print(table)
 
 
-def _closing(result: RescoreResult) -> str:
+def _closing(result: RescoreResult, source: Path) -> str:
+    """What was done, with the source as the user named it (``rescore.json`` keeps it whole)."""
     record = result.record
     lines = [
-        f"Rescored {record.rescored} of {record.episodes} episodes of {record.source} with "
+        f"Rescored {record.rescored} of {record.episodes} episodes of {source} with "
         f"{record.reward} (sha256 {(record.reward_sha256 or 'unavailable')[:12]}); wrote "
         f"{result.output}."
     ]

@@ -262,7 +262,8 @@ def rollout(
         )  # fmt: skip
         raise typer.Exit(EXIT_ALL_FAILED)
     if run.uses_embedded_model:
-        console.print(_next_steps(run.run_dir.path, run.env_name))
+        # Never wrapped by rich: a command broken across lines cannot be pasted back.
+        console.print(_next_steps(run.run_dir.path, run.env_name), soft_wrap=True)
 
 
 def _on_workers(workers: int | None) -> str:
@@ -291,13 +292,15 @@ def _resources(specs: list[str] | None) -> dict[str, float] | None:
 def _next_steps(path: Path, env: str) -> str:
     """Where to go from a run of the embedded model (which solves next to nothing)."""
     rk = command()
-    return "\n".join([
+    return "\n".join([  # each command on a line of its own, what it is for above it
         "Next steps:",
-        f"  {rk} show {path} --limit 2    (what the model did, turn by turn)",
+        "  # what the model did, turn by turn",
+        f"  {rk} show {path} --limit 2",
+        "  # solved episodes without a model, then a warm start from them",
         f"  {rk} rollout --env {env} --policy solver --n 64 --output runs/demos",
-        f"  {rk} train sft --trajectories runs/demos    (a warm start from solved episodes)",
-        f"  {rk} rollout --env {env} --base-url http://localhost:8000/v1 --model NAME    "
-        "(a real model: vLLM, SGLang, Ollama; or --provider fireworks|openai)",
+        f"  {rk} train sft --trajectories runs/demos",
+        "  # a real model: vLLM, SGLang, Ollama (or --provider fireworks|openai)",
+        f"  {rk} rollout --env {env} --base-url http://localhost:8000/v1 --model NAME",
     ])  # fmt: skip
 
 

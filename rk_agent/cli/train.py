@@ -127,9 +127,10 @@ def _train(
     from rk_agent.trainers.allocator import return_freed_memory
 
     return_freed_memory()  # before torch loads and its threads allocate
+    from rk_agent.cli.invocation import command
     from rk_agent.trainers.run import run_training
 
-    outcome = run_training(resolved, say=echo)
+    outcome = run_training(resolved, say=echo, command=command())
     if outcome.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     if outcome.stopped_by is not None:  # --stop-on-alarm: the run did not finish

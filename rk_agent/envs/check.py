@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.envs.registry import EnvLike, get_env_class
+from rk_agent.envs.registry import EnvLike, checked_env_class
 from rk_agent.envs.task import Task
 from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import EnvError
@@ -154,7 +154,7 @@ def check_env(
     if isinstance(env, ChatEnv):
         instance = env
     else:
-        cls = get_env_class(env)
+        cls = checked_env_class(env, kwargs)  # a typo fails here, with "did you mean"
 
         def create(**arguments: Any) -> ChatEnv:
             return cls(**arguments)

@@ -47,6 +47,7 @@ __all__ = [
     "GYMNASIUM_IDS",
     "EnvLike",
     "Solver",
+    "checked_env_class",
     "get_env_class",
     "get_solver",
     "list_envs",
@@ -215,6 +216,19 @@ def make_env(spec: EnvLike, **kwargs: Any) -> ChatEnv:
         >>> make_env("math", retries=2).max_turns
         3
     """
+    return checked_env_class(spec, kwargs)(**kwargs)
+
+
+def checked_env_class(spec: EnvLike, kwargs: Mapping[str, Any]) -> type[ChatEnv]:
+    """The class `get_env_class` finds, once its constructor is known to take ``kwargs``.
+
+    What `make_env` checks before building; `check_env` checks the same before handing the
+    arguments to ``gymnasium.make``.
+
+    Raises:
+        ConfigError: ``kwargs`` names an argument the environment does not take (the message
+            suggests the closest one and lists those it takes).
+    """
     cls = get_env_class(spec)
     accepted = _accepted_arguments(cls)
     unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
@@ -226,7 +240,7 @@ def make_env(spec: EnvLike, **kwargs: Any) -> ChatEnv:
             f"environment {_label(spec)!r} does not take {', '.join(map(repr, unknown))}.{hint} "
             f"It takes: {', '.join(sorted(accepted or ()))}."
         )
-    return cls(**kwargs)
+    return cls
 
 
 def list_envs() -> dict[str, str]:

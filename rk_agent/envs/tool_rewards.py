@@ -222,7 +222,9 @@ def tool_use_reward(
     earns 0. Without that cap GRPO learnt to farm the bonus: on the learning benchmark a fourth,
     needless lookup instead of an answer paid 0.20, more than a wrong answer after the three
     needed calls (0.15), and within 20 steps the policy stopped answering (held-out success
-    0.48 -> 0.00). With it, not answering never pays more than answering.
+    0.48 -> 0.00). With it, not answering never pays more than answering. A task without
+    ``min_tool_calls`` (a dataset row that does not say) pays no bonus: failed calls still
+    cost the penalty.
     """
     if not tool_calls:
         return EvaluateResult(score=0.0, reason="no tool calls in this step")
@@ -231,7 +233,11 @@ def tool_use_reward(
     paid = ok
     reason = f"{ok} tool call(s) succeeded, {len(failed)} failed"
     needed = (metadata or {}).get("min_tool_calls")
-    if needed is not None and messages is not None:
+    if needed is None:  # needed calls cannot be told from needless ones: none is paid
+        paid = 0
+        if ok:
+            reason += "; the task has no min_tool_calls, so no call earns the bonus"
+    elif messages is not None:
         before = max(0, _calls_made(messages) - len(tool_calls))
         paid = min(ok, max(0, int(needed) - before))
         if paid < ok:

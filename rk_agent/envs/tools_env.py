@@ -23,8 +23,9 @@ Rewards:
         (``min_tool_calls``; needless extra calls earn 0), so a policy cannot farm it: an
         episode that never answers earns at most what one that answers wrongly does.
 
-JSONL tasks: ``{"prompt": "...", "ground_truth": 0.81, "tolerance": 0.01, "min_tool_calls": 3}``
-(the system prompt is added when the task has none).
+JSONL tasks: ``{"prompt": "...", "ground_truth": 0.81, "tolerance": 0.01, "min_tool_calls": 3}``,
+``tolerance`` and ``min_tool_calls`` optional (without the latter ``efficiency`` is invalid, at
+weight 0, and ``tool_use`` pays no bonus); the system prompt is added when the task has none.
 
 Main names: `ToolsEnv`, `solve` (the reference solver), `SYSTEM_PROMPT`, `system_prompt`. The
 rewards live in `rk_agent.envs.tool_rewards`.

@@ -45,8 +45,10 @@ def combine(
 
     Every component is called with the same arguments. The result's metrics hold each
     component's score under its name and the component's own metrics namespaced under it
-    (``safety.safety_penalty``); ``weights`` records the weights used. If any component's
-    score is invalid, the combined score is invalid too, with every component error listed.
+    (``safety.safety_penalty``); ``weights`` records the weights used. If a component that
+    counts has an invalid score, the combined score is invalid too, with every such error
+    listed. A component of weight 0 under ``weighted_sum`` or ``mean`` does not count (it is a
+    metric): its invalid score is kept in the metrics and the reason, and the total stays valid.
 
     Args:
         rewards: ``{name: reward}``, or a list of rewards named after themselves. A reward is a
@@ -170,10 +172,13 @@ class _Merge:
         fault: ScoreFault | None = None  # NON_FINITE when a component's score was NaN or inf
         for name, result in results.items():  # one pass: this runs for every step
             _add_component(metrics, name, result)
-            if not result.is_score_valid:
+            if result.is_score_valid:
+                parts.append(f"{name}={result.score:.3g}")
+            elif self.counts(name):
                 errors.append(f"{name}: {result.error}")
                 fault = fault or _non_finite(result)
-            parts.append(f"{name}={result.score:.3g}")
+            else:  # a zero-weight component is a metric: its failure cannot void the total
+                parts.append(f"{name}=invalid (weight 0: {result.error})")
         if gate is not None:
             _add_component(metrics, "gate", gate)
             if not gate.is_score_valid:
@@ -201,10 +206,15 @@ class _Merge:
             EvaluateResult, score=score, reason=reason, metrics=metrics, weights=self.weights
         )
 
+    def counts(self, name: str) -> bool:
+        """Whether the component's score enters the total: every one does under ``min`` and
+        ``product``, which ignore the weights; under the weighted methods, a non-zero weight."""
+        return self.method not in ("weighted_sum", "mean") or self.weights[name] != 0
+
     def _aggregate(self, results: dict[str, EvaluateResult]) -> float:
         if self.method in ("weighted_sum", "mean"):
             weights = self.weights
-            total = sum(weights[n] * r.score for n, r in results.items())
+            total = sum(weights[n] * r.score for n, r in results.items() if weights[n] != 0)
             return total if self.method == "weighted_sum" else total / sum(weights.values())
         if self.method == "min":
             return min(r.score for r in results.values())

@@ -21,9 +21,12 @@ each holding for that one batch):
   were cut by a token limit.
 
 `AlarmOptions` holds the thresholds (``watch:`` in a train config, ``--alarm-*`` flags) and
-``stop_on_alarm``.
+``stop_on_alarm``. The advice names the flags of the command that raised the alarm
+(`AlarmFlags`): ``rk-agent train`` 's (`TRAIN_FLAGS`, TRL's ``--max_completion_length``, ...)
+for `AlarmWatch`, ``rk-agent rollout`` 's (`ROLLOUT_FLAGS`, ``--max-tokens``, ...) for
+`batch_alarms`.
 
-Main names: `AlarmOptions`, `AlarmKind`, `Alarm`, `AlarmWatch`, `batch_alarms`.
+Main names: `AlarmOptions`, `AlarmKind`, `Alarm`, `AlarmWatch`, `batch_alarms`, `AlarmFlags`.
 
 Example:
     >>> from rk_agent.runs.watch import EpisodeOutcome, watch_signals
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,9 +50,50 @@ from pydantic import BaseModel, ConfigDict, Field
 from rk_agent.runs.group_sampling import StepSampling
 from rk_agent.runs.watch import STEP_REWARDS, WatchSignals
 
-__all__ = ["Alarm", "AlarmKind", "AlarmOptions", "AlarmWatch", "batch_alarms"]
+__all__ = [
+    "ROLLOUT_FLAGS",
+    "TRAIN_FLAGS",
+    "Alarm",
+    "AlarmFlags",
+    "AlarmKind",
+    "AlarmOptions",
+    "AlarmWatch",
+    "batch_alarms",
+]
 
 _Check = Callable[[WatchSignals], "str | None"]
+
+
+@dataclass(frozen=True)
+class AlarmFlags:
+    """The flags an alarm's advice names: those of the command that raised it.
+
+    Attributes:
+        max_tokens: the token limit that cuts completions.
+        max_turns: the turns per episode.
+        generations: the episodes per task (a GRPO group).
+        temperature: the sampling temperature.
+        learning_rate: the learning rate; ``None`` when the command does not train.
+    """
+
+    max_tokens: str
+    max_turns: str
+    generations: str
+    temperature: str
+    learning_rate: str | None
+
+
+TRAIN_FLAGS = AlarmFlags(
+    max_tokens="--max_completion_length", max_turns="--max-turns",
+    generations="--num_generations", temperature="--temperature",
+    learning_rate="--learning_rate",
+)  # fmt: skip
+"""``rk-agent train grpo``'s flags (TRL's own options are passed with underscores)."""
+ROLLOUT_FLAGS = AlarmFlags(
+    max_tokens="--max-tokens", max_turns="--max-turns", generations="--group-size",
+    temperature="--temperature", learning_rate=None,
+)  # fmt: skip
+"""``rk-agent rollout``'s flags."""
 
 
 class AlarmKind(str, Enum):
@@ -119,13 +164,17 @@ class AlarmWatch:
 
     Args:
         options: the thresholds.
+        flags: the flags its advice names (default: ``rk-agent train``'s).
 
     Attributes:
         raised: every alarm raised so far, in order.
     """
 
-    def __init__(self, options: AlarmOptions | None = None) -> None:
+    def __init__(
+        self, options: AlarmOptions | None = None, flags: AlarmFlags = TRAIN_FLAGS
+    ) -> None:
         self.options = options or AlarmOptions()
+        self.flags = flags
         self.raised: list[Alarm] = []
         keep = max(self.options.farming_window, self.options.zero_spread_steps,
                    self.options.collapse_steps)  # fmt: skip
@@ -152,14 +201,14 @@ class AlarmWatch:
         return new
 
     def _checks(self) -> list[tuple[AlarmKind, _Check]]:
-        o = self.options
+        o, f = self.options, self.flags
         return [
             (AlarmKind.NAN_REWARD, _nan),
-            (AlarmKind.ZERO_SPREAD, self._held(o.zero_spread_steps, _zero_spread(o))),
+            (AlarmKind.ZERO_SPREAD, self._held(o.zero_spread_steps, _zero_spread(o, f))),
             (AlarmKind.FARMING, self._farming),
-            (AlarmKind.ANSWER_COLLAPSE, self._held(o.collapse_steps, _collapse(o))),
+            (AlarmKind.ANSWER_COLLAPSE, self._held(o.collapse_steps, _collapse(o, f))),
             (AlarmKind.DOMINANT_COMPONENT, _dominant(o)),
-            (AlarmKind.TRUNCATION, _truncation(o)),
+            (AlarmKind.TRUNCATION, _truncation(o, f)),
         ]
 
     def _held(self, steps: int, check: _Check) -> _Check:
@@ -196,7 +245,11 @@ class AlarmWatch:
 
 
 def batch_alarms(
-    signals: WatchSignals, options: AlarmOptions | None = None, *, grouped: bool = True
+    signals: WatchSignals,
+    options: AlarmOptions | None = None,
+    *,
+    grouped: bool = True,
+    flags: AlarmFlags = ROLLOUT_FLAGS,
 ) -> list[Alarm]:
     """The alarms one batch raises on its own: a rollout run's, its tasks as the groups.
 
@@ -209,13 +262,15 @@ def batch_alarms(
         signals: the batch's signals (`rk_agent.runs.watch.watch_signals`).
         options: the thresholds; default: the defaults.
         grouped: the batch has several episodes per task.
+        flags: the flags its advice names (default: ``rk-agent rollout``'s).
     """
-    o = options or AlarmOptions()
+    o, f = options or AlarmOptions(), flags
     checks: list[tuple[AlarmKind, _Check]] = [(AlarmKind.NAN_REWARD, _nan)]
     if grouped:
-        checks += [(AlarmKind.ZERO_SPREAD, _zero_spread(o)),
-                   (AlarmKind.ANSWER_COLLAPSE, _collapse(o))]  # fmt: skip
-    checks += [(AlarmKind.DOMINANT_COMPONENT, _dominant(o)), (AlarmKind.TRUNCATION, _truncation(o))]
+        checks += [(AlarmKind.ZERO_SPREAD, _zero_spread(o, f)),
+                   (AlarmKind.ANSWER_COLLAPSE, _collapse(o, f))]  # fmt: skip
+    checks += [(AlarmKind.DOMINANT_COMPONENT, _dominant(o)),
+               (AlarmKind.TRUNCATION, _truncation(o, f))]  # fmt: skip
     alarms = []
     for kind, check in checks:
         message = check(signals)
@@ -238,28 +293,30 @@ def _nan(s: WatchSignals) -> str | None:
     )
 
 
-def _zero_spread(o: AlarmOptions) -> _Check:
+def _zero_spread(o: AlarmOptions, f: AlarmFlags) -> _Check:
     def check(s: WatchSignals) -> str | None:
         if (s.zero_spread or 0.0) < o.zero_spread_share:
             return None
         return (
             f"{s.zero_spread:.0%} of groups had zero reward spread{_EVERY_STEP} "
             f"({s.zero_spread_all_fail:.0%} all fail, {s.zero_spread_all_pass:.0%} all "
-            "pass): those groups teach nothing. Try: easier tasks, more generations or partial "
-            "credit when they all fail; harder tasks when they all pass."
+            f"pass): those groups teach nothing. Try: easier tasks, more generations "
+            f"({f.generations}) or partial credit when they all fail; harder tasks when they "
+            "all pass."
         )
 
     return check
 
 
-def _collapse(o: AlarmOptions) -> _Check:
+def _collapse(o: AlarmOptions, f: AlarmFlags) -> _Check:
     def check(s: WatchSignals) -> str | None:
         if s.single_answer_groups is None or s.single_answer_groups < o.collapse_share:
             return None
+        lower = f", a lower learning rate ({f.learning_rate})" if f.learning_rate else ""
         return (
             f"in {s.single_answer_groups:.0%} of groups every episode gave the same final "
-            f"answer{_EVERY_STEP}: the samples no longer explore. Try: a higher temperature, "
-            "more generations, a lower learning rate."
+            f"answer{_EVERY_STEP}: the samples no longer explore. Try: a higher temperature "
+            f"({f.temperature}), more generations ({f.generations}){lower}."
         )
 
     return check
@@ -285,14 +342,13 @@ def _dominant(o: AlarmOptions) -> _Check:
     return check
 
 
-def _truncation(o: AlarmOptions) -> _Check:
+def _truncation(o: AlarmOptions, f: AlarmFlags) -> _Check:
     def check(s: WatchSignals) -> str | None:
         if s.truncated is None or s.truncated <= o.truncated_share:
             return None
         return (
             f"{s.truncated:.0%} of completions were cut by a token limit: the reward scores "
-            "unfinished work. Try: a larger --max_completion_length (or max tokens per turn), "
-            "or fewer turns."
+            f"unfinished work. Try: a larger {f.max_tokens}, or fewer turns ({f.max_turns})."
         )
 
     return check

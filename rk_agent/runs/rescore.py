@@ -239,6 +239,17 @@ def rescore(
         )
     episodes = iter_trajectories(src)  # refuses a folder that is not a run, before any work
     file = trajectories_file(src)
+    first = next(episodes, None)
+    if first is None:
+        resume = (
+            f"; if the run was stopped early, `rk-agent rollout --resume {src}` plays them"
+            if (src / CONFIG_FILE).is_file()
+            else ", as `rk-agent rollout` writes them"
+        )
+        raise ConfigError(
+            f"{file} has no episodes: nothing to rescore, and nothing was written. Expected "
+            f"finished episodes, one trajectory a line{resume}."
+        )
     opened = RunDir.open(src) if (src / CONFIG_FILE).is_file() else None
     config = opened.config if opened is not None else None
     signed = opened is not None and opened.signed
@@ -265,9 +276,6 @@ def rescore(
         step_reward_sha256=_source_sha256(scorer.step_fn) if scorer.step_fn else None,
         success_rule=scorer.success_rule,
     )
-    first = next(episodes, None)
-    if first is None:
-        count = 0
     try:
         with ExitStack() as stack:
             stack.callback(scorer.close)
@@ -275,18 +283,17 @@ def rescore(
             run = RunDir.create(partial, _new_config(config, reward, out, first), signed=False)
             stack.callback(run.close)
             writer = _Writer(partial / TRAJECTORIES_FILE, config.group_size if config else None)
-            if first is not None:
-                if config is None:  # a training run's episodes, vouched for by its config
-                    signed = src.is_dir() and signed_training_env(src, first.env)
-                    scorer.spec = dataclasses.replace(scorer.spec, trusted=trust_run or signed)
-                scorer.choose_success_rule(first.env)
-                record.success_rule = scorer.success_rule
+            if config is None:  # a training run's episodes, vouched for by its config
+                signed = src.is_dir() and signed_training_env(src, first.env)
+                scorer.spec = dataclasses.replace(scorer.spec, trusted=trust_run or signed)
+            scorer.choose_success_rule(first.env)
+            record.success_rule = scorer.success_rule
             if count:
                 episodes.close()  # the workers read the file from its first line
                 pool = RescoreWorkers(scorer, file, count)
                 stack.callback(pool.close)
                 writer.run_lines(file, pool.results(), on_progress)
-            elif first is not None:
+            else:
                 writer.run(scorer, itertools.chain([first], episodes), on_episode, on_progress)
             writer.close(record)
             group_size = config.group_size if config is not None else writer.group_size

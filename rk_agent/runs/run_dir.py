@@ -70,6 +70,7 @@ from rk_agent.errors import ConfigError, DataError
 from rk_agent.jsonl import append_jsonl, end_last_line, is_torn, iter_jsonl, parse_jsonl_line
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.provenance import PROVENANCE_FILE, RunProvenance, package_versions
+from rk_agent.runs.run_kind import not_a_run
 from rk_agent.runs.run_lock import LockHolder, RunLock
 from rk_agent.runs.run_record import (
     RUN_RECORD_FILE,
@@ -202,10 +203,7 @@ class RunDir:
         path = Path(path)
         config_file = path / CONFIG_FILE
         if not config_file.is_file():
-            raise ConfigError(
-                f"{path} is not a run directory: {CONFIG_FILE} is missing. Point at a directory "
-                "made by `rk-agent rollout`."
-            )
+            raise ConfigError(not_a_run(path, CONFIG_FILE))
         from rk_agent.runs.config import load_rollout_config
 
         run = cls(path, load_rollout_config(config_file, overrides, rebase=False))

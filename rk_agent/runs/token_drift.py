@@ -211,8 +211,7 @@ class TokenChecker:
     """
 
     def __init__(self, run: str | Path, tokenizer: str | Path | None = None) -> None:
-        folder = Path(run)
-        self.provenance = read_provenance(folder) if folder.is_dir() else None
+        self.provenance = read_provenance(run_folder(run))
         self.tokenizer, self.source = load_tokenizer(run, tokenizer, self.provenance)
         self.note = _template_note(self.tokenizer, self.provenance)
         self._renderers: dict[str | None, TemplateRenderer] = {}
@@ -248,6 +247,7 @@ def check_tokens(run: str | Path, tokenizer: str | Path | None = None) -> TokenD
         (0, 0.0)
     """
     trajectories = iter_trajectories(run)  # checks the path first
+    _check_ids_recorded(run)  # before a tokenizer is looked for, or loaded
     checker = TokenChecker(run, tokenizer)
     episodes = checked = turns = 0
     drifts: list[tuple[int, int, TurnDrift]] = []
@@ -259,11 +259,6 @@ def check_tokens(run: str | Path, tokenizer: str | Path | None = None) -> TokenD
         checked += 1
         turns += count
         drifts += [(trajectory.task_index, trajectory.sample, drift) for drift in found]
-    if not checked:
-        raise ConfigError(
-            f"{run} has no generated token ids in its {episodes} episodes: only "
-            f"{RECORDING_POLICIES} record them. Play the run with one of those."
-        )
     return TokenDriftReport(
         run=str(run),
         tokenizer=checker.source,
@@ -272,6 +267,27 @@ def check_tokens(run: str | Path, tokenizer: str | Path | None = None) -> TokenD
         turns_checked=turns,
         drifts=[drift for *_, drift in sorted(drifts, key=lambda d: (d[0], d[1], d[2].turn))],
         note=checker.note,
+    )
+
+
+def run_folder(run: str | Path) -> Path:
+    """The run folder of ``run``: itself, or the folder of a run's ``trajectories.jsonl``
+    (whose ``provenance.json`` lies beside it); a trajectories file elsewhere has none, and
+    its folder holds no ``provenance.json``."""
+    path = Path(run)
+    return path if path.is_dir() else path.parent
+
+
+def _check_ids_recorded(run: str | Path) -> None:
+    """Raise, without loading a tokenizer, when no turn of ``run`` has generated ids."""
+    episodes = 0
+    for trajectory in iter_trajectories(run):
+        if any(turn.token_ids for turn in trajectory.turns):
+            return
+        episodes += 1
+    raise ConfigError(
+        f"{run} has no generated token ids in its {episodes} episodes: only "
+        f"{RECORDING_POLICIES} record them. Play the run with one of those."
     )
 
 
@@ -295,6 +311,11 @@ def load_tokenizer(
             said = f"names the model {model!r}, not a local folder" if model else "names no model"
             if provenance is None:
                 said = "has no provenance.json"
+                if not Path(run).is_dir():  # a trajectories file: nothing beside it says
+                    said = (
+                        f"is a trajectories file without its run's provenance.json beside it "
+                        f"(in {run_folder(run)})"
+                    )
             raise ConfigError(
                 f"{run} {said}: no tokenizer to re-render its episodes with. Give one with "
                 "--tokenizer PATH (a model folder with the tokenizer and chat template the run "

@@ -97,12 +97,16 @@ class TrainOutcome:
     sampling: SamplingRecord | None = None
 
 
-def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> TrainOutcome:
+def run_training(
+    config: TrainConfig, *, say: Callable[[str], None] = print, command: str = "rk-agent"
+) -> TrainOutcome:
     """Train as ``config`` says; see the module docstring.
 
     Args:
         config: the resolved training config.
         say: where progress lines go (the CLI prints them).
+        command: how the commands it suggests start, as the user runs rk-agent (the CLI
+            passes ``uv run rk-agent`` when it was started so).
 
     Raises:
         ConfigError: an option is invalid (unknown TRL option, bad env, no checkpoint to
@@ -228,7 +232,7 @@ def run_training(config: TrainConfig, *, say: Callable[[str], None] = print) -> 
     else:
         final = save_final(trainer, output_dir)
         recorder.finish(RunStatus.FINISHED, step)
-        say(f"model saved to {final}; evaluate it with `rk-agent rollout --model {final}`")
+        say(f"model saved to {final}; evaluate it with `{command} rollout --model {final}`")
     if sampler is not None:
         _say_sampling(sampler.record, sampler.options.dynamic, say)
     peak = peak_resident_bytes()

@@ -85,6 +85,58 @@ def test_bad_input_exits_2_with_one_line(samples: Path, tmp_path: Path) -> None:
     done = check("reward", "math", "--samples", str(samples), "--probe", "os.path:join")
     assert done.returncode == 2
     assert done.stderr.startswith("error: --probe 'os.path:join' is a function, not a probe")
+    # A name the file lacks: the probes it does define, or how to make one (issue 40 item 14).
+    user = tmp_path / "user.py"
+    done = check("reward", "math", "--samples", str(samples), "--probe", f"{user}::lod")
+    assert done.stderr == (
+        f"error: cannot load probe '{user}::lod': '{user}' has no 'lod'. Did you mean 'loud'? "
+        "It defines these probes: loud.\n"
+    )
+    (tmp_path / "none.py").write_text("x = 1\n")
+    done = check("reward", "math", "--samples", str(samples), "--probe", f"{tmp_path}/none.py::x2")
+    assert done.stderr.endswith(
+        "It defines no probes: make one with @rk_agent.soundness.probes.probe(name, "
+        "description) on a function of the view.\n"
+    )
+
+
+TYPO = (
+    "error: environment 'guess' does not take 'hihg'. Did you mean 'high'? It takes: "
+    "episode_rewards, episode_weights, high, max_turns, mcp, render_mode, step_rewards, tasks.\n"
+)
+
+
+def test_a_typo_in_check_env_kwargs_is_one_line_and_exit_2() -> None:
+    """Bad input (2), not a flagged environment (1), and no traceback (issue 40 item 6)."""
+    done = check("env", "guess", "--kwargs", '{"hihg": 3}')
+    assert (done.returncode, done.stderr, done.stdout) == (2, TYPO, "")
+
+
+@pytest.mark.parametrize("command", ["mcp", "openenv"])
+def test_a_typo_in_env_kwargs_of_the_servers_is_the_same_line(command: str) -> None:
+    """Every command that takes an environment's arguments on the command line says the same."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rk_agent", command, "serve", "--env", "guess",
+         "--env-kwargs", '{"hihg": 3}'],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (2, TYPO)
+
+
+def test_a_typo_in_a_rewards_kwargs_is_the_same_kind_of_line(samples: Path) -> None:
+    """A reward drops what it does not take: a typo would be dropped silently."""
+    typo = (
+        "error: --kwargs names 'partial_credt', which the reward 'math' does not take. Did you "
+        "mean 'partial_credit'? It takes: ground_truth, partial_credit.\n"
+    )
+    options = ("--kwargs", '{"partial_credt": true}')
+    done = check("reward", "math", "--samples", str(samples), *options)
+    assert (done.returncode, done.stderr, done.stdout) == (2, typo, "")
+    done = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "preview", "--reward", "math",
+         "--samples", str(samples), *options], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr, done.stdout) == (2, typo, "")
 
 
 def test_check_env_prints_json_for_ci() -> None:

@@ -246,7 +246,13 @@ def test_bad_options_are_reported_before_anything_is_sent(
     out = rk("fireworks", "rft", "--from", str(run.path), "--reward", reward, "--loss", "ppo",
              "--base-model", "m", env=env)  # fmt: skip
     assert isinstance(out.exception, ConfigError)
-    assert str(out.exception).startswith("invalid RFT option: method: Input should be 'METHOD_")
+    assert str(out.exception).startswith("--loss ppo: Input should be 'METHOD_")
+    typo = rk("fireworks", "rft", "--from", str(run.path), "--reward", reward, "--loss", "grpp",
+              "--base-model", "m", env=env)  # fmt: skip
+    assert str(typo.exception).endswith("or 'GSPO_TOKEN'. Did you mean 'GRPO'?")
+    epochs = rk("fireworks", "rft", "--from", str(run.path), "--reward", reward, "--epochs", "0",
+                "--base-model", "m", env=env)  # fmt: skip
+    assert str(epochs.exception) == "--epochs 0: Input should be greater than or equal to 1."
     missing = rk("fireworks", "rft", "--from", str(run.path), "--reward", reward, env=env)
     assert "needs exactly one of --base-model (base_model, e.g. qwen3-0p6b) and " in str(
         missing.exception

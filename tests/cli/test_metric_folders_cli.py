@@ -85,7 +85,8 @@ def test_two_folders_score_the_mean_and_json_has_namespaced_metrics(
     assert scores == pytest.approx([1.0, 1 / 3, 0.5])
     assert report["reward"] == "relevance+short"
     assert set(report["rows"][0]["result"]["metrics"]) == {
-        "relevance", "relevance.keyword_overlap", "relevance.direct_answer", "short",
+        "relevance", "relevance.keyword_overlap", "relevance.direct_answer",
+        "relevance.adds_content", "short",
     }  # fmt: skip
     weighted = run(
         ["preview", "-m", "relevance=./metrics/relevance", "-m", "short=./metrics/short",

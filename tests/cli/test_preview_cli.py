@@ -92,3 +92,10 @@ def test_sandbox_errors(samples: Path) -> None:
     kwargs = preview(samples, "--reward", "code_execution", "--kwargs", '{"sandbox": "process"}')
     assert kwargs.returncode == 2
     assert "give the sandbox mode with --sandbox, not in --kwargs." in kwargs.stderr
+
+
+def test_max_samples_below_1_names_the_flag(samples: Path) -> None:
+    """The flag the user typed, not the library's field (issue 40 item 14)."""
+    done = preview(samples, "--reward", "code_execution", "--max-samples", "0")
+    assert done.returncode == 2
+    assert done.stderr == "error: --max-samples must be at least 1, got 0.\n"

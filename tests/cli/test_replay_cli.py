@@ -29,6 +29,20 @@ def test_a_matching_episode_exits_0(tmp_path: Path) -> None:
     ]
 
 
+def test_a_one_turn_episode_reads_as_one_turn(tmp_path: Path) -> None:
+    """Not "All 1 turns match" (issue 40 item 15)."""
+    run = play_run(tmp_path / "run", get_solver("math"), env="math", n=1)
+    out = rk("replay", str(run), "--episode", "0-0")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert (
+        lines[0] == f"Replaying episode 0-0 of {run} (math, seed 0, 1 turn) in a fresh environment"
+    )
+    assert lines[-1] == (
+        "The turn matches: observations, step rewards, the episode's result and the stop reason."
+    )
+
+
 def test_a_nondeterministic_env_exits_1_naming_the_first_difference(tmp_path: Path) -> None:
     run = play_run(tmp_path / "run", noisy_solver, env=NOISY, n=1)
     recorded = read_trajectories(run)[0].turns[0].environment[0].text

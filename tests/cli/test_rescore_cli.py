@@ -163,3 +163,45 @@ def test_compare_prints_a_plain_table_and_its_z_scores(tmp_path: Path) -> None:
     assert "McNemar z: undefined (no pair differs: b + c = 0)" in same.stdout
     bad = rk("compare", str(a), str(tmp_path / "nope"))
     assert (bad.returncode, bad.stderr) == (2, f"error: no run at {tmp_path / 'nope'}: {NO_RUN}\n")
+
+
+def test_rescore_of_an_empty_file_fails_and_writes_nothing(tmp_path: Path) -> None:
+    """Not an empty run that exits 0 (issue 40 item 13)."""
+    empty = tmp_path / "episodes.jsonl"
+    empty.write_text("")
+    out = rk("rescore", str(empty), "--reward", "math")
+    assert (out.returncode, out.stderr) == (2, (
+        f"error: {empty} has no episodes: nothing to rescore, and nothing was written. Expected "
+        "finished episodes, one trajectory a line, as `rk-agent rollout` writes them.\n"
+    ))  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.jsonl"]
+
+
+def test_rescore_names_the_runs_as_the_user_typed_them(tmp_path: Path) -> None:
+    """Relative paths stay relative in what it prints (issue 40 item 15)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "rollout", "--env", "math", "--provider", "solver",
+         "--n", "2", "--output", "solver"], cwd=tmp_path, capture_output=True, env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "rk_agent", "rescore", "solver", "--reward", "math"],
+        cwd=tmp_path, capture_output=True, text=True, env=ENV,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    flat = " ".join(out.stdout.split())
+    assert "Rescored 2 of 2 episodes of solver with math (sha256 " in flat
+    assert "wrote solver-rescored-math." in flat
+
+
+def test_a_typo_in_the_rewards_kwargs_is_one_line_before_any_work(tmp_path: Path) -> None:
+    run = tmp_path / "solver"
+    assert rk("rollout", "--env", "math", "--provider", "solver", "--n", "2",
+              "--output", str(run)).returncode == 0  # fmt: skip
+    out = rk("rescore", str(run), "--reward", "length", "--kwargs", '{"max_lenght": 100}')
+    assert (out.returncode, out.stderr) == (2, (
+        "error: --kwargs names 'max_lenght', which the reward 'length' does not take. Did you "
+        "mean 'max_length'? It takes: falloff, ground_truth, max_length, target_chars, "
+        "target_tokens, unit.\n"
+    ))  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["solver"]

@@ -83,6 +83,37 @@ def test_tools_episodes_record_tool_calls(stub: StubServer, tmp_path: Path) -> N
     assert "turn 0" in shown.stdout and "-> calculator(" in shown.stdout
 
 
+def test_own_tools_tasks_without_min_tool_calls_score_the_answer(tmp_path: Path) -> None:
+    """A row with only a prompt and a ground truth: a right answer earns 1.0, valid; the
+    zero-weight efficiency metric says what it lacks, and no call earns the step bonus
+    (issue 40 item 3)."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"prompt": "What is 47 + 12?", "ground_truth": 59}) + "\n")
+
+    def reply(request: dict[str, Any]) -> Any:
+        if any(m["role"] == "tool" for m in request["messages"]):
+            return "Answer: 59"
+        return {"tool_calls": [{"name": "calculator", "arguments": {"expression": "47 + 12"}}]}
+
+    with StubServer(reply) as server:
+        out = rk(
+            "rollout", "--env", "tools", "--tasks", str(tasks), "--base-url", server.base_url,
+            "--model", "m", "--n", "1", "--group-size", "2", "--output", str(tmp_path / "run"),
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "episode reward                 │ mean 1.000  std 0.000  (invalid 0)" in out.stdout
+    for trajectory in lines(tmp_path / "run"):
+        episode = trajectory["episode"]
+        assert (episode["score"], episode["is_score_valid"], trajectory["success"]) == (
+            1.0, True, True,
+        )  # fmt: skip
+        assert episode["metrics"]["efficiency"]["reason"] == "metadata has no min_tool_calls"
+        assert episode["metrics"]["efficiency"]["is_score_valid"] is False
+        called = episode["step_outputs"][0]
+        assert trajectory["turns"][0]["environment"][0]["content"] == "59"
+        assert called["reward"] == 0.0, "no call earns the bonus without min_tool_calls"
+
+
 @pytest.mark.parametrize("env_name", ["tools", "math", "guess"])
 def test_the_reference_solver_plays_without_a_model(tmp_path: Path, env_name: str) -> None:
     out = rk("rollout", "--env", env_name, "--provider", "solver", "--n", "4",
@@ -114,12 +145,12 @@ def test_a_rollout_raises_the_alarms_of_its_groups_and_show_lists_them(tmp_path:
     assert out.returncode == 0, out.stderr
     zero_spread = (
         "100% of groups had zero reward spread (0% all fail, 100% all pass): those groups "
-        "teach nothing. Try: easier tasks, more generations or partial credit when they all "
-        "fail; harder tasks when they all pass."
+        "teach nothing. Try: easier tasks, more generations (--group-size) or partial credit "
+        "when they all fail; harder tasks when they all pass."
     )
     collapse = (
         "in 100% of groups every episode gave the same final answer: the samples no longer "
-        "explore. Try: a higher temperature, more generations, a lower learning rate."
+        "explore. Try: a higher temperature (--temperature), more generations (--group-size)."
     )
     alarms = json.loads((run / "summary.json").read_text())["alarms"]
     assert alarms == [
@@ -129,6 +160,19 @@ def test_a_rollout_raises_the_alarms_of_its_groups_and_show_lists_them(tmp_path:
     for shown in (out.stdout, rk("show", str(run), "--limit", "0").stdout):
         flat = " ".join(shown.split())
         assert f"warning: {zero_spread}" in flat and f"warning: {collapse}" in flat
+
+
+def test_the_truncation_alarm_of_a_rollout_names_the_rollouts_flags(tmp_path: Path) -> None:
+    """Not a training flag (--max_completion_length): rollout's own (issue 40 item 10)."""
+    cut = {"role": "assistant", "content": "Let me think about", "finish_reason": "length"}
+    with StubServer([cut] * 4) as server:
+        out = rk("rollout", "--env", "math", "--base-url", server.base_url, "--model", "m",
+                 "--n", "2", "--max-turns", "1", "--output", str(tmp_path / "run"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert " ".join(out.stdout.split()).endswith(
+        "warning: 100% of completions were cut by a token limit: the reward scores unfinished "
+        "work. Try: a larger --max-tokens, or fewer turns (--max-turns)."
+    )
 
 
 def test_show_limits_all_and_a_run_without_failures(tmp_path: Path) -> None:
@@ -151,10 +195,19 @@ def test_show_limits_all_and_a_run_without_failures(tmp_path: Path) -> None:
 def test_a_run_of_the_embedded_model_ends_with_the_next_steps(tmp_path: Path) -> None:
     run = tmp_path / "first"
     out = rk("rollout", "--env", "tools", "--n", "1", "--max-turns", "1", "--max-tokens", "4",
-             "--output", str(run))  # fmt: skip
+             "--output", str(run), env={**ENV, "COLUMNS": "80"})  # fmt: skip
     assert out.returncode == 0, out.stderr
-    text = " ".join(out.stdout.split())
-    assert "Next steps:" in text and f"uv run rk-agent show {run} --limit 2" in text
+    # Each command whole on its line, also at 80 columns: pasted back as is (issue 40 item 15).
+    steps = out.stdout.split("Next steps:\n", 1)[1].splitlines()
+    assert steps == [
+        "  # what the model did, turn by turn",
+        f"  uv run rk-agent show {run} --limit 2",
+        "  # solved episodes without a model, then a warm start from them",
+        "  uv run rk-agent rollout --env tools --policy solver --n 64 --output runs/demos",
+        "  uv run rk-agent train sft --trajectories runs/demos",
+        "  # a real model: vLLM, SGLang, Ollama (or --provider fireworks|openai)",
+        "  uv run rk-agent rollout --env tools --base-url http://localhost:8000/v1 --model NAME",
+    ]
     demos = tmp_path / "demos"
     suggested = rk("rollout", "--env", "tools", "--policy", "solver", "--n", "2",
                    "--output", str(demos))  # fmt: skip
@@ -319,6 +372,35 @@ def test_ctrl_c_keeps_finished_episodes_and_resume_finishes(tmp_path: Path) -> N
     ids = [t["id"] for t in lines(run_dir)]
     assert sorted(ids) == sorted(f"{i}-0" for i in range(30))
     assert json.loads((run_dir / "summary.json").read_text())["episodes"] == 30
+
+
+def test_resume_of_what_is_not_a_run_says_what_it_is(tmp_path: Path) -> None:
+    """A missing folder, a training run, a file: each named as what it is (issue 40 item 14)."""
+    missing = rk("rollout", "--resume", str(tmp_path / "nope"))
+    assert (missing.returncode, missing.stderr) == (2, (
+        f"error: {tmp_path / 'nope'} does not exist: expected a directory made by "
+        "`rk-agent rollout`. Check the path.\n"
+    ))  # fmt: skip
+    trained = tmp_path / "train-grpo"
+    trained.mkdir()
+    (trained / "rk_agent_config.yaml").write_text("# rk-agent train grpo\nkind: grpo\n")
+    training = rk("rollout", "--resume", str(trained))
+    assert (training.returncode, training.stderr) == (2, (
+        f"error: {trained} is a training run (`rk-agent train grpo`), not a rollout. To go on "
+        f"training it, `rk-agent train grpo --config {trained}/rk_agent_config.yaml` resumes "
+        f"from its last checkpoint; `rk-agent show {trained}` shows it.\n"
+    ))  # fmt: skip
+    a_file = rk("rollout", "--resume", str(trained / "rk_agent_config.yaml"))
+    assert a_file.stderr.startswith(f"error: {trained}/rk_agent_config.yaml is a file, not a run")
+
+
+def test_a_misspelt_policy_gets_did_you_mean(tmp_path: Path) -> None:
+    out = rk("rollout", "--env", "tools", "--policy", "slover", "-o", str(tmp_path / "run"))
+    assert (out.returncode, out.stderr) == (2, (
+        "error: --provider slover: Input should be 'fireworks', 'openai', 'local' or "
+        "'solver'. Did you mean 'solver'?\n"
+    ))  # fmt: skip
+    assert not (tmp_path / "run").exists()
 
 
 def test_resume_refuses_new_flags(tmp_path: Path) -> None:

@@ -52,12 +52,15 @@ def test_grpo_writes_checkpoints_and_the_final_model_then_resumes(
 ) -> None:
     out = tmp_path / "run"
     common = ("--n-tasks", "4", "--max-turns", "3", "--no-wandb")
-    first = train_guess(tiny_model_dir, out, *common, "--max_steps", "1", env=_env(tmp_path))
+    # Started as `uv run` starts it: the command it suggests is pasted back as is (issue 40
+    # item 15).
+    uv_run = _env(tmp_path, UV_RUN_RECURSION_DEPTH="1")
+    first = train_guess(tiny_model_dir, out, *common, "--max_steps", "1", env=uv_run)
     assert first.returncode == 0, first.stderr
     assert (out / "checkpoint-1" / "trainer_state.json").is_file()
     final = out / "final"
     assert (final / "config.json").is_file() and (final / "tokenizer_config.json").is_file()
-    assert f"rk-agent rollout --model {final}" in first.stdout
+    assert f"evaluate it with `uv run rk-agent rollout --model {final}`" in first.stdout
     saved = yaml.safe_load((out / "rk_agent_config.yaml").read_text())
     assert saved["env"] == "guess" and saved["trl"]["max_steps"] == 1
 
@@ -90,7 +93,7 @@ def test_stop_on_alarm_ends_the_run_at_its_last_checkpoint_and_show_lists_the_al
     # dominant_component alarm, kept quiet here with a share of 1.)
     warning = (
         "step 1: 100% of completions were cut by a token limit: the reward scores unfinished "
-        "work. Try: a larger --max_completion_length (or max tokens per turn), or fewer turns."
+        "work. Try: a larger --max_completion_length, or fewer turns (--max-turns)."
     )
     assert warning in done.stderr
     assert (
@@ -264,7 +267,7 @@ BAD_INPUT = [
      "'package.module:Class', 'path/to/file.py::Class' or SCHEME:REST of an environment source "
      "(`rk-agent envs list` shows them)."),
     (("grpo", "--n-tasks", "0"), "--n-tasks 0: Input should be greater than or equal to 1."),
-    (("grpo", "--loop", "tlr"), "--loop tlr: Input should be 'rk' or 'trl'."),
+    (("grpo", "--loop", "tlr"), "--loop tlr: Input should be 'rk' or 'trl'. Did you mean 'trl'?"),
     (("grpo", "--tool-call-format", "llama"),
      "unknown tool-call format 'llama'. Did you mean 'llama3_json'? Known tool-call formats: "
      "hermes, llama3_json."),

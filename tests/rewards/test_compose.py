@@ -65,6 +65,18 @@ def test_an_invalid_component_makes_the_whole_score_invalid() -> None:
     assert result.metrics["answer"].score == 1.0
 
 
+def test_an_invalid_component_of_weight_0_is_a_metric_and_leaves_the_total_valid() -> None:
+    result = combine([answer, broken], weights=[1.0, 0.0])(messages=CHAT, ground_truth="4")
+    assert (result.score, result.is_score_valid, result.error) == (1.0, True, None)
+    assert result.metrics["broken"].is_score_valid is False
+    assert result.reason == (
+        "weighted_sum: answer=1, broken=invalid (weight 0: RuntimeError: judge unreachable)"
+    )
+    # min and product ignore the weights: there every component counts.
+    least = combine([answer, broken], weights=[1.0, 0.0], method="min")
+    assert least(messages=CHAT, ground_truth="4").is_score_valid is False
+
+
 def test_async_components_make_an_async_reward() -> None:
     @reward_function
     async def slow(messages: Any) -> float:

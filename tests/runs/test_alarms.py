@@ -61,8 +61,8 @@ def test_zero_spread_needs_half_the_groups_for_three_steps_in_a_row() -> None:
     assert [a.kind for a in alarm] == [AlarmKind.ZERO_SPREAD]
     assert alarm[0].message == (
         "step 6: 75% of groups had zero reward spread for 3 steps (50% all fail, 25% all pass): "
-        "those groups teach nothing. Try: easier tasks, more generations or partial credit when "
-        "they all fail; harder tasks when they all pass."
+        "those groups teach nothing. Try: easier tasks, more generations (--num_generations) "
+        "or partial credit when they all fail; harder tasks when they all pass."
     )
 
 
@@ -74,8 +74,9 @@ def test_with_dynamic_sampling_the_zero_spread_alarm_says_what_was_dropped() -> 
     assert [a.kind for a in alarms] == [AlarmKind.ZERO_SPREAD, AlarmKind.TRUNCATION]
     assert alarms[0].message == (
         "step 4: 80% of groups had zero reward spread for 1 steps (0% all fail, 80% all pass): "
-        "those groups teach nothing. Try: easier tasks, more generations or partial credit when "
-        "they all fail; harder tasks when they all pass. This step dynamic sampling dropped 6 "
+        "those groups teach nothing. Try: easier tasks, more generations (--num_generations) "
+        "or partial credit when they all fail; harder tasks when they all pass. This step "
+        "dynamic sampling dropped 6 "
         "of the 10 groups drawn (3 draws) and trained on 2 with spread; it hit its bound, so 2 "
         "zero-spread groups filled the batch."
     )
@@ -132,8 +133,8 @@ def test_answer_collapse_needs_the_share_for_collapse_steps() -> None:
     assert _feed(watch, [collapsed, collapsed]) == [(2, "answer_collapse")]
     assert watch.raised[0].message == (
         "step 2: in 50% of groups every episode gave the same final answer for 2 steps: the "
-        "samples no longer explore. Try: a higher temperature, more generations, a lower "
-        "learning rate."
+        "samples no longer explore. Try: a higher temperature (--temperature), more generations "
+        "(--num_generations), a lower learning rate (--learning_rate)."
     )
 
 
@@ -159,7 +160,7 @@ def test_truncation_above_the_share() -> None:
     alarm = watch.observe(2, _signals(truncated=0.5))
     assert alarm[0].message == (
         "step 2: 50% of completions were cut by a token limit: the reward scores unfinished "
-        "work. Try: a larger --max_completion_length (or max tokens per turn), or fewer turns."
+        "work. Try: a larger --max_completion_length, or fewer turns (--max-turns)."
     )
 
 

@@ -23,7 +23,7 @@ from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.rollouts.runner import prepare_run
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import RunStatus, read_trajectories
-from rk_agent.runs.token_drift import check_tokens
+from rk_agent.runs.token_drift import TokenChecker, check_tokens
 from rk_agent.types import Message
 
 SPACED = (", ", ": ")  # how the chat template's `tojson` writes a tool call's JSON
@@ -213,13 +213,14 @@ def test_a_run_without_token_ids_says_which_policies_record_them(tmp_path: Path)
 def test_a_run_that_names_no_model_folder_asks_for_a_tokenizer(tmp_path: Path) -> None:
     from tests.rollouts.runs import play_run
 
+    # (check_tokens says first that this run has no ids: the checker alone asks.)
     run = play_run(tmp_path / "run", get_solver("math"), env="math", n=1)
     with pytest.raises(ConfigError, match=re.escape(
         f"{run} names no model: no tokenizer to re-render its episodes with. Give one with "
         "--tokenizer PATH (a model folder with the tokenizer and chat template the run used) or "
         "--tokenizer embedded."
     )):  # fmt: skip
-        check_tokens(run)
+        TokenChecker(run)
 
 
 @pytest.mark.slow

@@ -199,8 +199,9 @@ def test_a_constant_reward_raises_zero_spread_on_the_third_step(
     assert _alarms(out) == [(1, "truncation"), (3, "zero_spread")]
     assert caplog.messages[-1] == (
         "step 3: 100% of groups had zero reward spread for 3 steps (0% all fail, 100% all "
-        "pass): those groups teach nothing. Try: easier tasks, more generations or partial "
-        "credit when they all fail; harder tasks when they all pass."
+        "pass): those groups teach nothing. Try: easier tasks, more generations "
+        "(--num_generations) or partial credit when they all fail; harder tasks when they all "
+        "pass."
     )
     logged = [h for h in trainer.state.log_history if "loss" in h]
     assert [h["watch/zero_spread"] for h in logged] == [1.0, 1.0, 1.0]

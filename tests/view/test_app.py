@@ -96,6 +96,32 @@ def test_compare_lists_lost_tasks_and_opens_both_sides(client: TestClient) -> No
     assert side.text.count('class="episode"') == 3  # the solver's group of 2, the stub's 1
 
 
+def test_compare_counts_the_episodes_of_shared_tasks_as_the_cli_does(
+    runs_root: Path, tmp_path: Path
+) -> None:
+    """B plays 6 tasks, 4 of them A's: both count B's 4 episodes on the shared tasks beside
+    figures over those tasks, not its 6 (issue 40 item 13)."""
+    import os
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(runs_root / "solver", tmp_path / "solver")
+    rk = [sys.executable, "-m", "rk_agent"]
+    wide = [*rk, "rollout", "--env", "tools", "--n", "6", "--provider", "solver", "--output"]
+    subprocess.run([*wide, str(tmp_path / "wide")], check=True, capture_output=True)
+    cli = subprocess.run(
+        [*rk, "compare", str(tmp_path / "solver"), str(tmp_path / "wide")], capture_output=True,
+        text=True, check=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    row = next(line for line in cli.stdout.splitlines() if "episodes (shared tasks)" in line)
+    assert re.findall(r"\d+", row) == ["8", "4"]
+    page = TestClient(make_app(find_runs([tmp_path]))).get("/compare?a=solver&b=wide")
+    assert page.status_code == 200
+    assert "<tr><th>episodes (shared tasks)</th><td>8</td><td>4</td><td></td></tr>" in page.text
+
+
 def test_static_assets_are_shipped(client: TestClient) -> None:
     assert client.get("/static/view.css").status_code == 200
     script = client.get("/static/view.js")

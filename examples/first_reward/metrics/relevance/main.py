@@ -20,6 +20,9 @@ STOPWORDS = frozenset(
         "and",
         "are",
         "as",
+        "ask",
+        "asked",
+        "asking",
         "at",
         "be",
         "by",
@@ -37,6 +40,7 @@ STOPWORDS = frozenset(
         "of",
         "on",
         "or",
+        "question",
         "the",
         "this",
         "to",
@@ -64,7 +68,8 @@ def keywords(text: str) -> set[str]:
 def evaluate(
     messages: list[Message], original_messages: list[Message] | None = None, **kwargs: object
 ) -> EvaluateResult:
-    """Score relevance: keyword overlap with the question, plus 0.2 for a direct answer."""
+    """Score relevance: keyword overlap with the question, plus 0.2 for a direct answer; 0 for
+    a reply that only repeats the question's words."""
     if len(messages) < 2 or messages[-1].role != "assistant":
         return EvaluateResult(
             score=0.0, reason="the last message must be the assistant's reply", metrics={}
@@ -78,12 +83,20 @@ def evaluate(
     answered = keywords(response)
     overlap = len(asked & answered) / len(asked) if asked else 0.0
     direct = response.strip().lower().startswith(DIRECT_OPENERS)
-    score = min(1.0, overlap + (0.2 if direct else 0.0))
+    # A reply made only of the question's own words (an echo, a restatement) answers nothing.
+    adds = bool(answered - asked)
+    score = min(1.0, overlap + (0.2 if direct else 0.0)) if adds else 0.0
     return EvaluateResult(
         score=score,
         reason=f"{len(asked & answered)}/{len(asked)} question keywords in the response"
-        + ("; answers directly" if direct else ""),
+        + ("; answers directly" if direct else "")
+        + ("" if adds else "; but it adds nothing to the question's own words"),
         metrics={
+            "adds_content": MetricResult(
+                score=1.0 if adds else 0.0,
+                success=adds,
+                reason=f"new: {sorted(answered - asked)}" if adds else "only the question's words",
+            ),
             "keyword_overlap": MetricResult(
                 score=overlap, success=overlap >= 0.5, reason=f"shared: {sorted(asked & answered)}"
             ),
