@@ -204,6 +204,10 @@ class ImportedEnv(ChatEnv):
         env_name: the name it was made from (``"reasoning-gym:chain_sum"``).
         source_name: the source's scheme; the default episode reward is named after it.
         has_solver: whether its sessions know the reference answer (`Session.solve`).
+        talks_back: whether its sessions may answer a reply without tool calls with messages
+            (`Session.respond`: BFCL's next user turn, an OpenEnv text environment's
+            observation); ``False`` where such a reply always ends the episode, which TRL's
+            tool loop checks (every reply reaches the session, so it cannot tell by itself).
         no_solver_reason: why it has no reference solver, for the messages that need one
             (``rk-agent check env``, ``--policy solver``).
     """
@@ -211,6 +215,7 @@ class ImportedEnv(ChatEnv):
     env_name: ClassVar[str] = "imported"
     source_name: ClassVar[str] = "imported"
     has_solver: ClassVar[bool] = False
+    talks_back: ClassVar[bool] = True
     no_solver_reason: ClassVar[str | None] = None
     _solutions: ClassVar[_Solutions]
 
