@@ -254,6 +254,12 @@ class ReasoningGymEnv(ImportedEnv):
             metadata={"generator": name, "seed": seed, "options": dict(self.options[name])},
         )
 
+    def score_recorded(
+        self, messages: list[Message], metadata: dict[str, Any] | None
+    ) -> EvaluateResult:
+        """`score_answer` in this environment's answer format (single-turn GRPO)."""
+        return score_answer(messages, metadata=metadata, answer_format=self.answer_format)
+
     def open_session(self, task: Task) -> _Session:
         """The entry the task records, made again by its generator."""
         name, seed = task.metadata.get("generator"), task.metadata.get("seed")

@@ -121,3 +121,32 @@ def test_an_environment_dropped_unclosed_is_collected_with_its_session() -> None
     del env
     gc.collect()
     assert dropped() is None and session() is None
+
+
+class SayEnv(EchoEnv):
+    """Tasks that open differently: ``say apple``, ``say pear``."""
+
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        task = super().generate_task(rng)
+        return task.model_copy(update={"messages": [Message(role="user", content=f"say {task.id}")]})
+
+
+def test_its_reward_scores_only_the_episode_its_session_plays() -> None:
+    # Called on another conversation (single-turn GRPO's reward functions score TRL's
+    # completions with the environment's rewards, no episode played), the open session must
+    # not score it: it did, against the last task the environment opened.
+    env = SayEnv()
+    env.reset(seed=seed_of("apple"))
+    reward = env.episode_reward_specs["echo"]
+    assert callable(reward)
+    own = [Message(role="user", content="say apple"), Message(role="assistant", content="apple")]
+    assert reward(messages=own).score == 1.0
+    other = [Message(role="user", content="say pear"), Message(role="assistant", content="pear")]
+    result = reward(messages=other)
+    assert not result.is_score_valid
+    assert result.error == (
+        "echo scores an episode in the session that played it, and this conversation is not "
+        "the one its session plays (score it with the environment that played it, or with a "
+        "reward that reads the transcript)"
+    )
+    env.close()

@@ -105,6 +105,29 @@ def test_score_answer_scores_a_recorded_episode_as_the_session_did() -> None:
     assert bad_format.error == "answer_format 'json' is not one of tags, line."
 
 
+@pytest.mark.parametrize("answer_format", ["tags", "line"])
+def test_single_turn_grpos_rewards_score_each_task_by_its_own_entry(answer_format: str) -> None:
+    # `train grpo --single-turn`: TRL generates and the environment's rewards score each
+    # completion, no episode played; every completion was scored against the last task the
+    # environment opened.
+    from rk_agent.trainers.tasks import env_dataset
+    from rk_agent.trainers.rewards import single_turn_reward_funcs
+
+    env = make_env("reasoning-gym:chain_sum", answer_format=answer_format)
+    dataset = env_dataset(env, n=4, seed=0)
+    [reward], weights = single_turn_reward_funcs(env)
+    prompts, rows = list(dataset["prompt"]), list(dataset["task"])  # as TRL passes columns
+    tasks = [json.loads(t) if isinstance(t, str) else t for t in rows]
+    answers = [str(t["ground_truth"]) for t in tasks]
+    assert len(set(answers)) == 4 and weights == [1.0]
+    right = [f"<answer>{a}</answer>" if answer_format == "tags" else f"Answer: {a}"
+             for a in answers]  # fmt: skip
+    completions = [[{"role": "assistant", "content": text}] for text in right]
+    assert reward(prompts=prompts, completions=completions, task=rows) == [1.0] * 4
+    wrong = [[{"role": "assistant", "content": "<answer>x</answer>"}]] * 4
+    assert reward(prompts=prompts, completions=wrong, task=rows) == [0.0] * 4
+
+
 def test_the_line_answer_format_is_stated_and_read() -> None:
     env = make_env("reasoning-gym:chain_sum", answer_format="line")
     observation, info = env.reset(seed=1)
