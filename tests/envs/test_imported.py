@@ -128,7 +128,9 @@ class SayEnv(EchoEnv):
 
     def generate_task(self, rng: np.random.Generator) -> Task:
         task = super().generate_task(rng)
-        return task.model_copy(update={"messages": [Message(role="user", content=f"say {task.id}")]})
+        return task.model_copy(
+            update={"messages": [Message(role="user", content=f"say {task.id}")]}
+        )
 
 
 def test_its_reward_scores_only_the_episode_its_session_plays() -> None:
@@ -150,3 +152,22 @@ def test_its_reward_scores_only_the_episode_its_session_plays() -> None:
         "reward that reads the transcript)"
     )
     env.close()
+
+
+def test_single_turn_training_refuses_a_source_that_scores_only_in_its_sessions() -> None:
+    # TRL generates single-turn completions and plays no episode: every score would be invalid.
+    from rk_agent.errors import ConfigError
+    from rk_agent.trainers.rewards import single_turn_reward_funcs
+
+    with pytest.raises(ConfigError) as info:
+        single_turn_reward_funcs(SayEnv())
+    assert str(info.value) == (
+        "echo cannot train single-turn (--single-turn): its reward 'echo' scores an episode in "
+        "the session that played it, and single-turn GRPO plays no episode (TRL generates one "
+        "reply per prompt). Train it on whole episodes (drop --single-turn), or give a "
+        "--reward that reads the transcript."
+    )
+    funcs, _ = single_turn_reward_funcs(
+        SayEnv(), rewards={"exact": "rk_agent.rewards.builtin.math:math_reward"}
+    )
+    assert [f.__name__ for f in funcs] == ["exact"]
