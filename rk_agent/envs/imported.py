@@ -313,9 +313,7 @@ class ImportedEnv(ChatEnv):
             messages = [Message.coerce(m) for m in messages]
             state = self._state
             session = state.scratch.get(_SESSION) if state is not None else None
-            if session is not None and state is not None and _key(messages) == _key(
-                state.messages
-            ):
+            if session is not None and state is not None and _key(messages) == _key(state.messages):
                 return session.verify(messages)
             # Not this environment's open episode (single-turn GRPO scores TRL's completions
             # with the environment's rewards): the source's transcript score, if it has one.

@@ -110,8 +110,8 @@ def test_single_turn_grpos_rewards_score_each_task_by_its_own_entry(answer_forma
     # `train grpo --single-turn`: TRL generates and the environment's rewards score each
     # completion, no episode played; every completion was scored against the last task the
     # environment opened.
-    from rk_agent.trainers.tasks import env_dataset
     from rk_agent.trainers.rewards import single_turn_reward_funcs
+    from rk_agent.trainers.tasks import env_dataset
 
     env = make_env("reasoning-gym:chain_sum", answer_format=answer_format)
     dataset = env_dataset(env, n=4, seed=0)
