@@ -12,7 +12,10 @@ source (`rk_agent.envs.sources`) subclasses `ImportedEnv`, makes tasks (``genera
 - ``episode_tools`` is `Session.tools` (set ``tool_scope`` to TASK or TURN when they vary);
 - ``call_tool`` is `Session.call_tool`, ``respond`` is `Session.respond`;
 - the default episode reward, named after the source, is `Session.verify` (its metrics are the
-  components; an invalid result is an invalid score, never a 0);
+  components; an invalid result is an invalid score, never a 0) of the episode the environment
+  plays; another conversation given to it (single-turn GRPO scores completions with the
+  environment's rewards) is scored by `ImportedEnv.score_recorded` where the source can score
+  a transcript, else invalid;
 - the session is closed once the episode is scored, at the next reset (an episode left
   unfinished) and by ``close``.
 
@@ -204,6 +207,10 @@ class ImportedEnv(ChatEnv):
         env_name: the name it was made from (``"reasoning-gym:chain_sum"``).
         source_name: the source's scheme; the default episode reward is named after it.
         has_solver: whether its sessions know the reference answer (`Session.solve`).
+        talks_back: whether its sessions may answer a reply without tool calls with messages
+            (`Session.respond`: BFCL's next user turn, an OpenEnv text environment's
+            observation); ``False`` where such a reply always ends the episode, which TRL's
+            tool loop checks (every reply reaches the session, so it cannot tell by itself).
         no_solver_reason: why it has no reference solver, for the messages that need one
             (``rk-agent check env``, ``--policy solver``).
     """
@@ -211,6 +218,7 @@ class ImportedEnv(ChatEnv):
     env_name: ClassVar[str] = "imported"
     source_name: ClassVar[str] = "imported"
     has_solver: ClassVar[bool] = False
+    talks_back: ClassVar[bool] = True
     no_solver_reason: ClassVar[str | None] = None
     _solutions: ClassVar[_Solutions]
 
@@ -233,6 +241,15 @@ class ImportedEnv(ChatEnv):
     def open_session(self, task: Task) -> Session:
         """The session of one episode of ``task`` (required)."""
         raise NotImplementedError
+
+    def score_recorded(
+        self, messages: list[Message], metadata: dict[str, Any] | None
+    ) -> EvaluateResult | None:
+        """The default reward of a conversation this environment is not playing (a task's
+        messages and a reply, scored without an episode: single-turn GRPO), from the
+        transcript and the task's ``metadata``; ``None`` (the default): the source cannot,
+        and the score is invalid."""
+        return None
 
     # ---------------------------------------------------------------- ChatEnv's hooks
 
@@ -290,15 +307,29 @@ class ImportedEnv(ChatEnv):
             name=self.reward_name(),
             description=f"the score {label} gives the episode",
         )
-        def verify(messages: list[Message]) -> EvaluateResult:
+        def verify(
+            messages: list[Message], metadata: dict[str, Any] | None = None, **_: Any
+        ) -> EvaluateResult:
+            messages = [Message.coerce(m) for m in messages]
             state = self._state
             session = state.scratch.get(_SESSION) if state is not None else None
+            if session is not None and state is not None and _key(messages) == _key(state.messages):
+                return session.verify(messages)
+            # Not this environment's open episode (single-turn GRPO scores TRL's completions
+            # with the environment's rewards): the source's transcript score, if it has one.
+            recorded = self.score_recorded(messages, metadata)
+            if recorded is not None:
+                return recorded
             if session is None:
                 return EvaluateResult.invalid(
                     f"{label} scores an episode in the session that played it; there is none "
                     "here (score it with the environment that played it)"
                 )
-            return session.verify(list(messages))
+            return EvaluateResult.invalid(
+                f"{label} scores an episode in the session that played it, and this "
+                "conversation is not the one its session plays (score it with the environment "
+                "that played it, or with a reward that reads the transcript)"
+            )
 
         return verify
 

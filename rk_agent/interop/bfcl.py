@@ -347,6 +347,12 @@ class BfclEnv(ImportedEnv):
         kwargs["tasks"] = _tasks(self.categories)  # one list per class: a run builds many envs
         super().__init__(**kwargs)
 
+    def score_recorded(
+        self, messages: list[Message], metadata: dict[str, Any] | None
+    ) -> EvaluateResult:
+        """`checker`: the transcript's calls run again, as for ``rk-agent rescore``."""
+        return checker(messages, metadata=metadata)
+
     def open_session(self, task: Task) -> _Session:
         """The entry the task names, in instances of its own."""
         entry = self._entries.get(str(task.metadata.get("bfcl_id")))

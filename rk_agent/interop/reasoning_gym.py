@@ -17,13 +17,16 @@ entry)``, a number in [0, 1] (partial credit in some). An episode is one entry:
   assistant message (``None`` when there is none in that form, which the generator scores),
   with the metric ``answer_format`` (1 when the answer was in the form asked for); a scorer
   that raises or returns something other than a number in [0, 1] gives an invalid score;
+- `score_answer` is the same reward for a recorded episode (``rk-agent rescore``): the entry is
+  made again from the task's metadata, so the transcript alone scores it;
 - the reference solver answers with the stored answer; the generators that store none
   (``answer=None``: boxnet, graph_color, propositional_logic, rubiks_cube, rush_hour in
   0.1.25) have no solver, nor has a mix that holds one.
 
 Single turn, no tools. ``composite`` is not offered: name several generators instead.
 
-Main names: `SOURCE`, `ReasoningGymSource`, `ReasoningGymEnv`, `extract_answer`.
+Main names: `SOURCE`, `ReasoningGymSource`, `ReasoningGymEnv`, `extract_answer`,
+`score_answer`.
 """
 
 from __future__ import annotations
@@ -43,9 +46,17 @@ from rk_agent.envs.imported import BaseSession, ImportedEnv
 from rk_agent.envs.sources import EnvSource
 from rk_agent.envs.task import Task
 from rk_agent.errors import ConfigError, EnvError, did_you_mean
+from rk_agent.rewards.decorator import reward_function
 from rk_agent.types import EvaluateResult, Message, MetricResult
 
-__all__ = ["ANSWER_FORMATS", "SOURCE", "ReasoningGymEnv", "ReasoningGymSource", "extract_answer"]
+__all__ = [
+    "ANSWER_FORMATS",
+    "SOURCE",
+    "ReasoningGymEnv",
+    "ReasoningGymSource",
+    "extract_answer",
+    "score_answer",
+]
 
 ANSWER_FORMATS: Mapping[str, str] = {
     "tags": "Give your final answer between <answer> and </answer> tags, e.g. "
@@ -136,6 +147,42 @@ class _Session(BaseSession):
         return Message(role="assistant", content=_format(str(answer), self.answer_format))
 
 
+@reward_function(
+    name="reasoning_gym", description="reasoning-gym's score_answer on the episode's answer"
+)
+def score_answer(
+    messages: list[Message],
+    metadata: dict[str, Any] | None = None,
+    answer_format: str = "tags",
+    **_: Any,
+) -> EvaluateResult:
+    """The ``reasoning_gym`` reward on a recorded episode (``rk-agent rescore RUN --reward
+    rk_agent.interop.reasoning_gym:score_answer``): the entry is made again from the task's
+    ``metadata`` (``generator``, ``seed``, ``options``) and scores the last reply's answer, as
+    the episode's session did. ``answer_format`` is the environment's (``--kwargs
+    '{"answer_format": "line"}'`` for a run played with ``answer_format="line"``)."""
+    meta = metadata or {}
+    name, seed, options = meta.get("generator"), meta.get("seed"), meta.get("options") or {}
+    if not isinstance(name, str) or not isinstance(seed, int) or not isinstance(options, dict):
+        return EvaluateResult.invalid(
+            "the task's metadata names no reasoning-gym entry ('generator' and 'seed'): score "
+            "episodes played by a reasoning-gym environment"
+        )
+    if answer_format not in ANSWER_FORMATS:
+        return EvaluateResult.invalid(
+            f"answer_format {answer_format!r} is not one of {', '.join(ANSWER_FORMATS)}."
+        )
+    if name not in _generators():
+        hint = did_you_mean(name, sorted(_generators()))
+        return EvaluateResult.invalid(f"reasoning-gym has no generator {name!r}.{hint}")
+    try:
+        dataset = _dataset(name, seed, options)
+    except ConfigError as exc:
+        return EvaluateResult.invalid(str(exc))
+    session = _Session(dataset, dataset[0], answer_format)
+    return session.verify([Message.coerce(m) for m in messages])
+
+
 class ReasoningGymEnv(ImportedEnv):
     """Answer a question from reasoning-gym's generators; scored by the generator itself.
 
@@ -162,6 +209,7 @@ class ReasoningGymEnv(ImportedEnv):
     generators: ClassVar[tuple[str, ...]] = ()
     default_max_turns: ClassVar[int] = 1
     source_name: ClassVar[str] = "reasoning-gym"
+    talks_back: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -205,6 +253,12 @@ class ReasoningGymEnv(ImportedEnv):
             ground_truth=None if answer is None else str(answer),
             metadata={"generator": name, "seed": seed, "options": dict(self.options[name])},
         )
+
+    def score_recorded(
+        self, messages: list[Message], metadata: dict[str, Any] | None
+    ) -> EvaluateResult:
+        """`score_answer` in this environment's answer format (single-turn GRPO)."""
+        return score_answer(messages, metadata=metadata, answer_format=self.answer_format)
 
     def open_session(self, task: Task) -> _Session:
         """The entry the task records, made again by its generator."""

@@ -204,6 +204,7 @@ class VerifiersEnv(ImportedEnv):
     taskset_class: ClassVar[Any] = None
     source_name: ClassVar[str] = "verifiers"
     default_max_turns: ClassVar[int] = 10
+    talks_back: ClassVar[bool] = False  # an answer without tool calls ends the episode
     inline_steps = False  # steps start processes and wait on tool servers
     _cache: ClassVar[dict[str, _Loaded]]
     _cache_lock: ClassVar[threading.Lock]

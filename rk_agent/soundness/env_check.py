@@ -285,7 +285,8 @@ Solver = Callable[..., Any]
 
 def _honest_wrong(solver: Solver, mine: str, other: str, other_final: Message) -> Solver:
     """The honest wrong answer: in an environment with tools, the solver's calls, then the
-    final reply of another task; without tools, the solver shown another task's question."""
+    final reply of another task; without tools, the solver shown another task's question (or,
+    when the solver knows no answer to it, that task's final reply)."""
 
     def wrong(messages: list[Message], tools: Any = None) -> Any:
         if tools:
@@ -295,7 +296,13 @@ def _honest_wrong(solver: Solver, mine: str, other: str, other_final: Message) -
             m.model_copy(update={"content": m.text.replace(mine, other)}) if m.role == "user" else m
             for m in messages
         ]
-        return solver(shown, tools)
+        try:
+            return solver(shown, tools)
+        except EnvError:
+            # A solver that answers only the episodes open now (an imported environment's:
+            # the answer lives with the episode's session) knows no answer to the other
+            # task's question shown here; its own reply to that task is the same wrong answer.
+            return other_final
 
     return wrong
 

@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rk_agent.envs.base import ChatEnv
-from rk_agent.errors import DataError
+from rk_agent.envs.imported import ImportedEnv
+from rk_agent.errors import ConfigError, DataError
 from rk_agent.rewards.registry import RewardLike, get_reward_function
 from rk_agent.rewards.trl_adapter import to_trl_reward
 from rk_agent.runs.stats import EpisodeStats
@@ -198,8 +199,13 @@ def single_turn_reward_funcs(
     Returns:
         ``(reward_funcs, reward_weights)``; each function reads the ``task`` column of
         `rk_agent.trainers.tasks.env_dataset` for the ground truth and metadata.
+
+    Raises:
+        ConfigError: an imported environment's own reward scores only the episodes its
+            sessions play, and its source cannot score a transcript alone.
     """
     if rewards is None:
+        _check_scores_without_episodes(env)
         components = {name: get_reward_function(r) for name, r in env.episode_reward_specs.items()}
         weights = [env.episode_reward_weights.get(name, 1.0) for name in components]
     else:
@@ -207,6 +213,21 @@ def single_turn_reward_funcs(
         weights = [1.0] * len(components)
     funcs = [_with_task(name, to_trl_reward(fn, name=name)) for name, fn in components.items()]
     return funcs, weights
+
+
+def _check_scores_without_episodes(env: ChatEnv) -> None:
+    """Refuse an imported environment whose own reward scores only the episode its session
+    plays (`ImportedEnv.score_recorded` not given by its source): single-turn GRPO plays none."""
+    if not isinstance(env, ImportedEnv) or env.reward_name() not in env.episode_reward_specs:
+        return
+    if type(env).score_recorded is not ImportedEnv.score_recorded:
+        return
+    raise ConfigError(
+        f"{env.env_name} cannot train single-turn (--single-turn): its reward "
+        f"{env.reward_name()!r} scores an episode in the session that played it, and "
+        "single-turn GRPO plays no episode (TRL generates one reply per prompt). Train it on "
+        "whole episodes (drop --single-turn), or give a --reward that reads the transcript."
+    )
 
 
 def _with_task(name: str, adapter: Callable[..., Any]) -> RewardFunc:

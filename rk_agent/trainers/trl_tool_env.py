@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.imported import ImportedEnv
 from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.envs.task import Task
 from rk_agent.envs.tool import ToolResult
@@ -88,7 +89,10 @@ def check_trl_compatible(env: ChatEnv, name: str) -> None:
             "--loop rk (rk_agent.grpo_trainer in a script)."
         )
     reasons = []
-    if type(env).respond is not ChatEnv.respond:
+    if isinstance(env, ImportedEnv):  # every reply reaches its session: the class says
+        if env.talks_back:
+            reasons.append(f"it talks back with user messages (its {env.source_name} sessions do)")
+    elif type(env).respond is not ChatEnv.respond:
         reasons.append(
             f"it talks back with user messages ({type(env).__name__} overrides ChatEnv.respond)"
         )

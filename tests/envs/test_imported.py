@@ -121,3 +121,53 @@ def test_an_environment_dropped_unclosed_is_collected_with_its_session() -> None
     del env
     gc.collect()
     assert dropped() is None and session() is None
+
+
+class SayEnv(EchoEnv):
+    """Tasks that open differently: ``say apple``, ``say pear``."""
+
+    def generate_task(self, rng: np.random.Generator) -> Task:
+        task = super().generate_task(rng)
+        return task.model_copy(
+            update={"messages": [Message(role="user", content=f"say {task.id}")]}
+        )
+
+
+def test_its_reward_scores_only_the_episode_its_session_plays() -> None:
+    # Called on another conversation (single-turn GRPO's reward functions score TRL's
+    # completions with the environment's rewards, no episode played), the open session must
+    # not score it: it did, against the last task the environment opened.
+    env = SayEnv()
+    env.reset(seed=seed_of("apple"))
+    reward = env.episode_reward_specs["echo"]
+    assert callable(reward)
+    own = [Message(role="user", content="say apple"), Message(role="assistant", content="apple")]
+    assert reward(messages=own).score == 1.0
+    other = [Message(role="user", content="say pear"), Message(role="assistant", content="pear")]
+    result = reward(messages=other)
+    assert not result.is_score_valid
+    assert result.error == (
+        "echo scores an episode in the session that played it, and this conversation is not "
+        "the one its session plays (score it with the environment that played it, or with a "
+        "reward that reads the transcript)"
+    )
+    env.close()
+
+
+def test_single_turn_training_refuses_a_source_that_scores_only_in_its_sessions() -> None:
+    # TRL generates single-turn completions and plays no episode: every score would be invalid.
+    from rk_agent.errors import ConfigError
+    from rk_agent.trainers.rewards import single_turn_reward_funcs
+
+    with pytest.raises(ConfigError) as info:
+        single_turn_reward_funcs(SayEnv())
+    assert str(info.value) == (
+        "echo cannot train single-turn (--single-turn): its reward 'echo' scores an episode in "
+        "the session that played it, and single-turn GRPO plays no episode (TRL generates one "
+        "reply per prompt). Train it on whole episodes (drop --single-turn), or give a "
+        "--reward that reads the transcript."
+    )
+    funcs, _ = single_turn_reward_funcs(
+        SayEnv(), rewards={"exact": "rk_agent.rewards.builtin.math:math_reward"}
+    )
+    assert [f.__name__ for f in funcs] == ["exact"]

@@ -68,6 +68,66 @@ def test_a_wrong_answer_scores_what_the_package_says() -> None:
     assert 0 < dataset.score_answer(f"{answer} or {int(answer) + 1}", entry) < 1  # partial
 
 
+def test_score_answer_scores_a_recorded_episode_as_the_session_did() -> None:
+    """`rk-agent rescore --reward rk_agent.interop.reasoning_gym:score_answer`: the entry is
+    made again from the task's metadata, so a recorded transcript scores as it was played."""
+    from rk_agent.interop.reasoning_gym import score_answer
+
+    for env, reply in [
+        (make_env("reasoning-gym:chain_sum"), "<answer>0</answer>"),
+        (make_env("reasoning-gym:chain_sum,word_sorting"), "no tags"),
+        (make_env("reasoning-gym:chain_sum", answer_format="line"), "x\nAnswer: 3"),
+    ]:
+        for seed in range(3):
+            env.reset(seed=seed)
+            task = env.task
+            played = [*task.messages, Message(role="assistant", content=reply)]
+            episode = play(env, seed, reply)
+            again = score_answer(played, metadata=task.metadata, answer_format=env.answer_format)
+            recorded = episode.metrics["reasoning_gym"]
+            assert (again.score, again.reason) == (recorded.score, recorded.reason)
+            assert again.metrics["answer_format"].score == float(reply != "no tags")
+        solved = play_with_solver(env, env.reference_solver, seed=5)  # type: ignore[arg-type]
+        again = score_answer(solved.messages, metadata=solved.task.metadata,
+                             answer_format=env.answer_format)  # fmt: skip
+        assert again.score == 1.0
+    nothing = score_answer([Message(role="assistant", content="<answer>1</answer>")])
+    assert nothing.error == (
+        "the task's metadata names no reasoning-gym entry ('generator' and 'seed'): score "
+        "episodes played by a reasoning-gym environment"
+    )
+    unknown = score_answer([], metadata={"generator": "chain_summ", "seed": 1})
+    assert unknown.error is not None and "reasoning-gym has no generator 'chain_summ'" in (
+        unknown.error
+    )
+    bad_format = score_answer([], metadata={"generator": "chain_sum", "seed": 1},
+                              answer_format="json")  # fmt: skip
+    assert bad_format.error == "answer_format 'json' is not one of tags, line."
+
+
+@pytest.mark.parametrize("answer_format", ["tags", "line"])
+def test_single_turn_grpos_rewards_score_each_task_by_its_own_entry(answer_format: str) -> None:
+    # `train grpo --single-turn`: TRL generates and the environment's rewards score each
+    # completion, no episode played; every completion was scored against the last task the
+    # environment opened.
+    from rk_agent.trainers.rewards import single_turn_reward_funcs
+    from rk_agent.trainers.tasks import env_dataset
+
+    env = make_env("reasoning-gym:chain_sum", answer_format=answer_format)
+    dataset = env_dataset(env, n=4, seed=0)
+    [reward], weights = single_turn_reward_funcs(env)
+    prompts, rows = list(dataset["prompt"]), list(dataset["task"])  # as TRL passes columns
+    tasks = [json.loads(t) if isinstance(t, str) else t for t in rows]
+    answers = [str(t["ground_truth"]) for t in tasks]
+    assert len(set(answers)) == 4 and weights == [1.0]
+    right = [f"<answer>{a}</answer>" if answer_format == "tags" else f"Answer: {a}"
+             for a in answers]  # fmt: skip
+    completions = [[{"role": "assistant", "content": text}] for text in right]
+    assert reward(prompts=prompts, completions=completions, task=rows) == [1.0] * 4
+    wrong = [[{"role": "assistant", "content": "<answer>x</answer>"}]] * 4
+    assert reward(prompts=prompts, completions=wrong, task=rows) == [0.0] * 4
+
+
 def test_the_line_answer_format_is_stated_and_read() -> None:
     env = make_env("reasoning-gym:chain_sum", answer_format="line")
     observation, info = env.reset(seed=1)

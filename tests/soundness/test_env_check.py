@@ -120,3 +120,14 @@ def test_an_env_that_plays_a_dataset_is_replayed_on_the_task_it_played() -> None
     # episode must be played that way (not on the task its seed alone picks).
     tasks = [ToolsEnv().reset(seed=seed)[1]["task"] for seed in range(6)]
     check_env(ToolsEnv(tasks=tasks))
+
+
+def test_an_imported_env_without_tools_gets_another_tasks_answer_as_its_wrong_one() -> None:
+    # Its solver answers only the episodes open now (the answer lives with the session), so
+    # the other task's question shown in this episode has none: its own reference reply is
+    # the honest wrong answer (it was an error, and `rk-agent check env` stopped).
+    report = check_env("reasoning-gym:chain_sum", adversarial=True, episodes=3)
+    assert report.row("reference").outcome == 1.0
+    assert report.row("wrong").outcome == 0.0 and report.row("wrong").invalid == 0
+    # reasoning-gym's scorer gives partial credit to an answer that holds the right one.
+    assert {f.probe for f in report.flags} == {"two_answers"}

@@ -376,6 +376,16 @@ def test_the_guess_env_needs_rk_agents_loop() -> None:
         trl_environment("guess")
 
 
+def test_an_imported_env_is_refused_for_what_its_sessions_do() -> None:
+    # ImportedEnv hands every reply to its session, but a reasoning-gym session never talks
+    # back: the refusal names only what is so (it said "it talks back with user messages").
+    with pytest.raises(ConfigError, match=re.escape(
+        "environment 'reasoning-gym:chain_sum' cannot train with TRL's tool loop (--loop trl): "
+        "it offers no tools. TRL only answers tool calls"
+    )):  # fmt: skip
+        trl_environment("reasoning-gym:chain_sum")
+
+
 def test_the_env_is_checked_before_any_model_loads(tmp_path: Path) -> None:
     from trl import GRPOConfig
 
