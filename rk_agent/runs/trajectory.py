@@ -113,8 +113,11 @@ class Trajectory(BaseModel):
     """One episode, as written to ``trajectories.jsonl``.
 
     Attributes:
-        id: ``"<task index>-<sample>"``, unique within a run.
-        task_index: which task of the run (0-based); samples of one task form a GRPO group.
+        id: ``"<task index>-<sample>"``, unique within a run; a training run's episodes say
+            their step too: ``"s<step>-<task index>-<sample>"``
+            (`rk_agent.trainers.episode_names`).
+        task_index: which task of the run (0-based); samples of one task form a GRPO group
+            (in a training run, with the same step).
         sample: which sample of its task (0 .. group_size - 1).
         seed: the seed the environment was reset with.
         task: the task played.

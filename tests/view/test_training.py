@@ -4,6 +4,7 @@ which shows how far its index got."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -168,7 +169,7 @@ def test_a_real_grpo_run_is_shown_step_by_step(tmp_path: Path, tiny_model_dir: P
     catalog = find_runs([out])
     assert catalog.runs["grpo"].kind == "training"
     index = catalog.runs["grpo"].index()
-    assert sorted(set(index.steps)) == [1, 2, 3]  # each step's episodes, their ids repeating
+    assert sorted(set(index.steps)) == [1, 2, 3]  # each step's episodes, their ids its own
     client = TestClient(make_app(catalog))
     page = client.get("/run/grpo")
     assert page.status_code == 200
@@ -176,4 +177,7 @@ def test_a_real_grpo_run_is_shown_step_by_step(tmp_path: Path, tiny_model_dir: P
     assert "finished" in page.text
     assert _count(page.text) == f"{len(index)} of {len(index)} episodes"
     assert _count(client.get("/run/grpo?step=2").text) == f"2 of {len(index)} episodes"
-    assert client.get("/run/grpo/episode/0-0@2").status_code == 200
+    ids = [json.loads(line)["id"] for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(set(ids)) == len(ids) == len(index)
+    second = next(i for i in ids if i.startswith("s2-"))
+    assert client.get(f"/run/grpo/episode/{second}").status_code == 200
