@@ -387,7 +387,10 @@ class EpisodeIndex:
 
     def rows(self, positions: Iterable[int]) -> list[EpisodeRow]:
         """`row` of each position; the file is opened once, and only their lines are read."""
-        found = []
+        found: list[EpisodeRow] = []
+        positions = list(positions)
+        if not positions:  # nothing to read: the file may not exist (an SFT run writes none)
+            return found
         with self.file.open("rb") as handle:
             for position in positions:
                 line = os.pread(handle.fileno(), self._lengths[position], self._offsets[position])

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fastapi.testclient import TestClient
 
 from rk_agent.runs.run_record import RUN_RECORD_FILE
 from rk_agent.runs.watch_log import read_watch
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
+from rk_agent.view.app import make_app
 from rk_agent.view.catalog import find_runs
 
 SECRET = "sk-train-SECRET-0123456789abcdef"
@@ -229,6 +231,15 @@ def test_sft_from_a_rollout_run(tmp_path: Path, tiny_model_dir: Path) -> None:
     assert trained.returncode == 0, trained.stderr
     assert "SFT data: kept 3 of 3 trajectories" in trained.stdout
     assert (out / "final" / "config.json").is_file()
+
+    # The viewer shows it (its record, config and checkpoints; no episodes of its own).
+    client = TestClient(make_app(find_runs([out])))
+    assert "<td>tools</td>" in client.get("/").text  # the env its episodes were played in
+    page = client.get("/run/sft")
+    assert page.status_code == 200
+    assert "<th>training</th><td>SFT</td>" in page.text
+    assert "<th>checkpoints</th><td>checkpoint-1</td>" in page.text
+    assert "An SFT run writes no episodes of its own" in page.text
 
 
 # Runs the CLI's entry point in a fresh interpreter, then reports its exit code and which heavy
