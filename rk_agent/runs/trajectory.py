@@ -57,6 +57,9 @@ class Turn(BaseModel):
         finish_reason: the backend's finish reason.
         model_latency_s: time spent waiting for the model (retries included).
         env_latency_s: time spent in the environment (tools, feedback, rewards).
+        copied_from: the episode this turn was copied from (``RUN::ID``), when a fork started
+            with it (`rk_agent.rollouts.fork`): another policy played it; ``None``: played in
+            this episode.
     """
 
     index: int
@@ -74,6 +77,7 @@ class Turn(BaseModel):
     finish_reason: str | None = None
     model_latency_s: float = 0.0
     env_latency_s: float = 0.0
+    copied_from: str | None = None
 
     @property
     def parse_feedback(self) -> str | None:
