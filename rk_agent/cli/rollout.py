@@ -133,7 +133,8 @@ def rollout(
             "--fork",
             help="RUN::ID@K: play --n continuations (default 8) of episode ID of RUN from its "
             "turn K, the env's state restored by replaying the first K recorded turns; one "
-            "group, in the source run's environment.",
+            "group, in the source run's environment, task and seed (--env, --seed, --tasks "
+            "refused; --reward scores the continuations).",
         ),
     ] = None,
     sandbox: Annotated[
@@ -203,6 +204,7 @@ def rollout(
         "tool_call_format": tool_call_format,
     }  # fmt: skip
     if fork is not None:  # --n counts the continuations: one group of that many samples
+        _check_fork_flags(env=env, seed=seed, tasks=tasks, n=n, group_size=group_size)
         overrides.update(n=None, group_size=n or group_size or 8)
     placement: dict[str, Any] = {}
     if resume is not None:
@@ -468,6 +470,30 @@ def _all_played(path: Path) -> bool:
     except RkAgentError:
         return False
     return len(done) >= run.config.n * run.config.group_size
+
+
+def _check_fork_flags(
+    *, env: str | None, seed: int | None, tasks: Any, n: int | None, group_size: int | None
+) -> None:
+    """Refuse the options ``--fork`` cannot honour, in one line.
+
+    Raises:
+        ConfigError: ``--env``, ``--seed`` or ``--tasks`` (the fork plays the source episode's
+            environment, task and seed), or ``--n`` and ``--group-size`` that disagree.
+    """
+    given = [flag for flag, value in (("--env", env), ("--seed", seed), ("--tasks", tasks))
+             if value is not None]  # fmt: skip
+    if given:
+        raise ConfigError(
+            f"--fork plays the source episode's environment, task and seed; drop "
+            f"{', '.join(given)} (--reward scores the continuations with other rewards, --n "
+            "or --group-size sets how many)."
+        )
+    if n is not None and group_size is not None and n != group_size:
+        raise ConfigError(
+            f"--fork plays one group: --n {n} and --group-size {group_size} both say how many "
+            "continuations; give one of them."
+        )
 
 
 def _not_a_run(path: Path) -> str:

@@ -4,7 +4,10 @@
 ``RUN`` from its turn ``K``: each starts with the episode's task and seed, its first ``K``
 recorded turns are played into the environment (restoring its state) and kept as recorded, and
 the policy plays on from turn ``K``. The result is an ordinary run: one group (the episode's
-task index, samples ``0 .. N-1``) that GRPO and ``rk-agent compare`` read as any other.
+task index, samples ``0 .. N-1``) that GRPO and ``rk-agent compare`` read as any other. The
+turns copied from the source say so (``Turn.copied_from``: ``RUN::ID``): another policy played
+them. The fork plays the source's environment, task and seed; its episodes are scored by the
+environment's rewards, or by the rewards the fork's config gives (``--reward``).
 
 The state is restored by replay (`rk_agent.runs.replay`), so before anything is played the
 first ``K`` turns are replayed once and compared with the record: an environment that answers
@@ -31,7 +34,8 @@ from rk_agent.runs.trajectory import Trajectory
 
 __all__ = ["ForkPoint", "fork_config", "fork_slots", "fork_vouched"]
 
-_SPEC = re.compile(r"(?P<run>.+)::(?P<episode>\d+-\d+)@(?P<turn>\d+)")
+# An episode id: a rollout run's <task>-<sample>, a training run's s<step>-<task>-<sample>.
+_SPEC = re.compile(r"(?P<run>.+)::(?P<episode>(?:s\d+-)?\d+-\d+)@(?P<turn>\d+)")
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def fork_config(config: RolloutConfig, *, trust_run: bool = False) -> RolloutCon
             f"a turn from 0 to {len(source.turns) - 1}."
         )
     setup = env_setup(point.run, source, trust_run=trust_run, doing="forking it")
-    env = setup.make()
+    env = setup.make()  # as the source played: the replay must restore what it recorded
     try:
         report = replay_trajectory(env, source, turns=point.turn)
     finally:
@@ -99,6 +103,8 @@ def fork_config(config: RolloutConfig, *, trust_run: bool = False) -> RolloutCon
             f"replay of the first {point.turn} turns differs at {where}: {first.describe()})."
         )
     absolute = ForkPoint(str(Path(point.run).resolve()), point.episode, point.turn)
+    if config.env.rewards:  # the fork's own rewards score its continuations
+        setup = setup.model_copy(update={"rewards": list(config.env.rewards)})
     return config.model_copy(update={"env": setup, "n": 1, "fork": str(absolute)})
 
 
@@ -113,12 +119,17 @@ def fork_vouched(fork: str) -> bool:
 
 def fork_slots(fork: str, group_size: int, *, dataset_size: int | None = None) -> list[EpisodeSlot]:
     """The fork's episodes: ``group_size`` samples of the source episode's task and seed, each
-    starting with its first ``K`` recorded turns."""
+    starting with its first ``K`` recorded turns, marked as copied from it (a turn the source
+    copied itself keeps its first source)."""
     point = ForkPoint.parse(fork)
     source = _source(point)
     options = {"task_index": source.task_index} if dataset_size is not None else None
     seed = source.seed if source.seed is not None else 0
-    prefix = tuple(source.turns[: point.turn])
+    origin = f"{point.run}::{point.episode}"
+    prefix = tuple(
+        t.model_copy(update={"copied_from": t.copied_from or origin})
+        for t in source.turns[: point.turn]
+    )
     return [
         EpisodeSlot(source.task_index, sample, seed, options, prefix)
         for sample in range(group_size)

@@ -68,6 +68,9 @@ class Turn(BaseModel):
         finish_reason: the backend's finish reason.
         model_latency_s: time spent waiting for the model (retries included).
         env_latency_s: time spent in the environment (tools, feedback, rewards).
+        copied_from: the episode this turn was copied from (``RUN::ID``), when a fork started
+            with it (`rk_agent.rollouts.fork`): another policy played it; ``None``: played in
+            this episode.
     """
 
     index: int
@@ -86,6 +89,7 @@ class Turn(BaseModel):
     finish_reason: str | None = None
     model_latency_s: float = 0.0
     env_latency_s: float = 0.0
+    copied_from: str | None = None
 
     @property
     def parse_feedback(self) -> str | None:
@@ -125,8 +129,11 @@ class Trajectory(BaseModel):
     """One episode, as written to ``trajectories.jsonl``.
 
     Attributes:
-        id: ``"<task index>-<sample>"``, unique within a run.
-        task_index: which task of the run (0-based); samples of one task form a GRPO group.
+        id: ``"<task index>-<sample>"``, unique within a run; a training run's episodes say
+            their step too: ``"s<step>-<task index>-<sample>"``
+            (`rk_agent.trainers.episode_names`).
+        task_index: which task of the run (0-based); samples of one task form a GRPO group
+            (in a training run, with the same step).
         sample: which sample of its task (0 .. group_size - 1).
         seed: the seed the environment was reset with.
         task: the task played.

@@ -56,6 +56,7 @@ from rk_agent.runs.run_dir import append_trajectories
 from rk_agent.runs.trajectory import Trajectory
 from rk_agent.runs.workers import RayOptions
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
+from rk_agent.trainers.episode_names import EpisodeName, EpisodeNames
 from rk_agent.trainers.ray_rollout import EpisodeTokenRecord, RayEpisodes, TokenEpisode
 from rk_agent.trainers.tasks import TaskRow, TaskTable
 
@@ -81,6 +82,8 @@ class EpisodeRollout:
         max_batch_size: most episodes generated together (default: the whole generation batch).
         trajectory_log: append every episode's `Trajectory` (one JSON line, with the training
             step in its metadata) to this file, e.g. ``<output_dir>/trajectories.jsonl``.
+            Episodes are named by their step, task and sample (``s3-0-1``:
+            `rk_agent.trainers.episode_names`), so no id repeats in the run.
         max_wait_ms: how long generation waits for more episodes' turns before starting a batch
             (the episodes of a step reach each turn a few milliseconds apart; one batch per turn
             instead of several is what keeps multi-turn steps cheap).
@@ -152,6 +155,7 @@ class EpisodeRollout:
         self._ray_episodes: RayEpisodes | None = None
         self._warned_unsynced = False
         self._envs: list[ChatEnv] = []
+        self._names: EpisodeNames | None = None
         self.__name__ = "rk_agent_episode_rollout"
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -192,7 +196,15 @@ class EpisodeRollout:
                     played = _run(self.play(rows, policy, sampling, budget))
                 finally:
                     policy.close()
-        outputs = _outputs(played, policy, step=int(trainer.state.global_step))
+        step = int(trainer.state.global_step)
+        if self._names is None:
+            self._names = EpisodeNames(
+                self.tasks.task_ids(),
+                process_index=int(getattr(args, "process_index", 0) or 0),
+                processes=int(getattr(args, "world_size", 1) or 1),
+            )
+        names = self._names.name(step + 1, [row.task.id for row in rows])
+        outputs = _outputs(played, policy, step=step, names=names)
         if self.trajectory_log is not None:
             append_trajectories(self.trajectory_log, outputs["trajectory"])
         return outputs
@@ -358,9 +370,10 @@ def _outputs(
     played: Sequence[tuple[Trajectory, EpisodeTokens | EpisodeTokenRecord]],
     policy: TokenPolicy,
     step: int,
+    names: Sequence[EpisodeName],
 ) -> dict[str, Any]:
     prompt_ids, completion_ids, env_mask, logprobs, trajectories = [], [], [], [], []
-    for trajectory, tokens in played:
+    for (trajectory, tokens), name in zip(played, names, strict=True):
         prompt = tokens.prompt_ids
         if prompt is None:  # the episode failed before its first reply
             prompt = policy.encode(trajectory.opening_messages, None)
@@ -374,11 +387,14 @@ def _outputs(
         trajectories.append(
             trajectory.model_copy(
                 update={
+                    "id": name.id,
+                    "task_index": name.task_index,
+                    "sample": name.sample,
                     "metadata": {
                         **trajectory.metadata,
                         "budget_hit": tokens.budget_hit,
                         "train_step": step,
-                    }
+                    },
                 }
             )
         )

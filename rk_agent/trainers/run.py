@@ -13,7 +13,10 @@ killed is reported as such when the next one starts in its folder
 ``memory/rss_gb`` and ``memory/peak_rss_gb``, and the run ends by printing its peak. Memory the
 steps free goes back to the OS (`rk_agent.trainers.allocator`), so it stays flat from step to
 step. A GRPO run is watched (`rk_agent.trainers.watch`): ``watch.jsonl`` in the run folder, and
-the alarms it raises kept in the run record; with ``watch.stop_on_alarm`` the first alarm ends
+the alarms it raises kept in the run record (those of the steps a resumed run keeps, too); a
+run started again in its folder first drops the episodes and watch lines of the steps it plays
+again (`rk_agent.trainers.resumed`), so no step is written twice; with
+``watch.stop_on_alarm`` the first alarm ends
 the run after its step, with no final model: its checkpoints so far are what it leaves. With
 dynamic sampling or task retirement (``sampling``, `rk_agent.trainers.group_sampling`) the run
 record keeps their totals and the tasks retired, and the run ends by saying them.
@@ -40,6 +43,7 @@ from rk_agent.runs.run_record import (
     RunKind,
     RunRecord,
     RunStatus,
+    read_run_record,
     write_run_record,
 )
 from rk_agent.trainers.allocator import return_freed_memory
@@ -52,6 +56,7 @@ from rk_agent.trainers.config import (
 from rk_agent.trainers.memory import machine_memory_bytes, memory_figures, peak_resident_bytes
 from rk_agent.trainers.preflight import check_train_inputs
 from rk_agent.trainers.previous_run import previous_run_note
+from rk_agent.trainers.resumed import checkpoint_step, keep_history, kept_alarms
 from rk_agent.trainers.trl_args import build_trl_args, trl_config_class
 from rk_agent.trainers.trl_patches import quiet_checkpointing_renames
 from rk_agent.trainers.wandb_setup import apply_wandb, finish_wandb, plan_wandb, restore_environ
@@ -140,6 +145,8 @@ def run_training(
     fresh = not output_dir.exists()
     saved = save_train_config(config, output_dir)
     earlier = previous_run_note(output_dir)  # before this run's record replaces it
+    step_kept = checkpoint_step(resumed_from)
+    alarms_kept = kept_alarms(read_run_record(output_dir), step_kept)
     record = RunRecord.start(
         RunKind.TRAINING,
         global_step=0,
@@ -148,6 +155,7 @@ def run_training(
         python=platform.python_version(),
         packages=package_versions(),
         machine_memory_bytes=machine_memory_bytes(),
+        alarms=alarms_kept,
         **memory_figures(),
     )
     write_run_record(output_dir, record)
@@ -158,6 +166,8 @@ def run_training(
         if resumed_from is not None:
             say(f"resuming from {resumed_from}")
         trainer = _grpo(config, args) if config.kind == "grpo" else _sft(config, args, say)
+        if config.kind == "grpo":  # SFT writes no episodes
+            _keep_history(output_dir, step_kept, say)
     except RkAgentError:
         if fresh:  # nothing trained: leave no empty run folder behind
             shutil.rmtree(output_dir, ignore_errors=True)
@@ -173,7 +183,7 @@ def run_training(
         return TrainOutcome(
             output_dir=output_dir, final_model=None, global_step=0, resumed_from=resumed_from,
             interrupted=True, log_history=[], peak_rss_bytes=peak_resident_bytes(),
-            step_rss_bytes={}, alarms=[], stopped_by=None, last_checkpoint=kept,
+            step_rss_bytes={}, alarms=alarms_kept, stopped_by=None, last_checkpoint=kept,
         )  # fmt: skip
     from rk_agent.trainers.callbacks import RunRecordCallback, StepLines, attach
 
@@ -182,6 +192,7 @@ def run_training(
     watcher = _watcher(trainer)
     if watcher is not None:
         watcher.on_alarm = recorder.add_alarm
+        watcher.alarms.raised.extend(alarms_kept)  # raised once in a run, resumed or not
     sampler = getattr(trainer, "rk_sampler", None)
     if sampler is not None:  # totals into run.json with every step's record
         sampler.on_step.append(lambda step, counts: recorder.set_sampling(sampler.record))
@@ -251,6 +262,14 @@ def run_training(
         last_checkpoint=kept,
         sampling=sampler.record if sampler is not None else None,
     )
+
+
+def _keep_history(output_dir: Path, step: int, say: Callable[[str], None]) -> None:
+    """A GRPO run's folder made to hold only the steps its checkpoint holds
+    (`rk_agent.trainers.resumed`), saying what was dropped."""
+    note = keep_history(output_dir, step).note()
+    if note is not None:
+        say(note)
 
 
 def _say_sampling(record: SamplingRecord, dynamic: bool, say: Callable[[str], None]) -> None:

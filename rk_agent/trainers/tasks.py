@@ -192,6 +192,10 @@ class TaskTable:
     def __len__(self) -> int:
         return len(self._rows)
 
+    def task_ids(self) -> list[str]:
+        """The tasks' ids, in the order they were given, then learnt."""
+        return list(self._rows)
+
     def add(self, row: TaskRow) -> None:
         """Learn one more task (a fresh task dynamic sampling draws during training)."""
         self._rows[row.task.id] = row

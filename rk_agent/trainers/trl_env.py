@@ -57,13 +57,19 @@ from rk_agent.runs.provenance import NATIVE
 from rk_agent.runs.run_dir import TRAJECTORIES_FILE, append_trajectories
 from rk_agent.runs.trajectory import Trajectory
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat
+from rk_agent.trainers.episode_names import EpisodeNames
 from rk_agent.trainers.group_sampling import SamplingOptions
 from rk_agent.trainers.grpo_builder import GRPOLoop, build_grpo_trainer
 from rk_agent.trainers.rewards import RewardFunc, episode_reward_funcs
 from rk_agent.trainers.scored_batch import ScoredBatch
 from rk_agent.trainers.task_draws import TaskSource, task_source
 from rk_agent.trainers.tasks import TaskRow, env_dataset, task_columns, task_rows
-from rk_agent.trainers.trl_tool_env import TRLToolEnv, episode_trajectory, trl_env_class
+from rk_agent.trainers.trl_tool_env import (
+    TRLToolEnv,
+    episode_trajectory,
+    scored_trajectory,
+    trl_env_class,
+)
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -93,6 +99,8 @@ class TRLEnvSpec:
             them).
         task_source: the training tasks, and fresh ones as rows of ``train_dataset`` (dynamic
             sampling and task retirement, `rk_agent.trainers.task_draws`).
+        names: names the episodes of a training step (``s<step>-<task>-<sample>``,
+            `rk_agent.trainers.episode_names`); `trl_grpo_trainer` tells it the process.
     """
 
     train_dataset: Dataset
@@ -104,6 +112,7 @@ class TRLEnvSpec:
     model_name: str = "policy"
     tool_schemas: list[dict[str, Any]] = field(default_factory=list)
     task_source: TaskSource | None = None
+    names: EpisodeNames = field(default_factory=EpisodeNames)
 
     def trajectories(
         self,
@@ -118,7 +127,8 @@ class TRLEnvSpec:
             environments: TRL's ``environments`` reward argument.
             completions: TRL's ``completions``.
             task_ids: the rows' ``task_id`` column, to number the samples of each task.
-            step: the training step, recorded.
+            step: the training step (TRL's ``global_step``), recorded; with it, the episodes
+                are named ``s<step + 1>-<task>-<sample>`` (`names`).
 
         Raises:
             DataError: ``environments`` are not this spec's environment instances.
@@ -133,7 +143,25 @@ class TRLEnvSpec:
                 "each rollout: pass spec.environment_factory to GRPOTrainer(environment_factory="
                 "...) together with spec.reward_funcs."
             )
+        done = [scored_trajectory(e) for e in environments]
+        if all(t is not None for t in done):  # the batch's first reward function scored it
+            return [t for t in done if t is not None]
         ids = list(task_ids) if task_ids is not None else [str(i) for i in range(len(completions))]
+        if step is not None:
+            names = self.names.name(step + 1, ids)
+            played = zip(environments, completions, names, strict=True)
+            return [
+                episode_trajectory(
+                    environment,
+                    completion,
+                    index=name.task_index,
+                    sample=name.sample,
+                    model=self.model_name,
+                    step=step,
+                    episode_id=name.id,
+                )
+                for environment, completion, name in played
+            ]
         samples: dict[str, int] = {}
         out = []
         for index, (environment, completion) in enumerate(
@@ -212,6 +240,7 @@ def trl_environment(
         env_name=name,
         tool_schemas=list(built.tool_schemas),
         task_source=task_source(built, rows, fresh_row, lambda: make_env(env, **kwargs)),
+        names=EpisodeNames(row.task.id for row in rows),
     )
     spec.reward_funcs = [_reward(fn, spec) for fn in funcs]
     return spec
@@ -314,6 +343,8 @@ def trl_grpo_trainer(
 
     if args.max_tool_calling_iterations is None:
         args.max_tool_calling_iterations = spec.max_tool_calling_iterations
+    spec.names.process_index = int(getattr(args, "process_index", 0) or 0)
+    spec.names.processes = max(1, int(getattr(args, "world_size", 1) or 1))
 
     def check_tokenizer(tokenizer: Any, model_spec: Any) -> None:
         _check_tool_template(tokenizer, str(model_spec if isinstance(model_spec, str) else "model"))

@@ -24,7 +24,8 @@ environment's tools, built from ``env.tool_schemas`` so that TRL derives the sam
   ``max_turns``, the success rule and the episode score are the environment's own; the result is
   the `Trajectory` rk-agent's loop would record.
 
-Main names: `TRLToolEnv`, `trl_env_class`, `episode_trajectory`, `check_trl_compatible`.
+Main names: `TRLToolEnv`, `trl_env_class`, `episode_trajectory` (`scored_trajectory`: the one
+already computed), `check_trl_compatible`.
 """
 
 from __future__ import annotations
@@ -57,7 +58,13 @@ from rk_agent.types import (
     ToolCall,
 )
 
-__all__ = ["TRLToolEnv", "check_trl_compatible", "episode_trajectory", "trl_env_class"]
+__all__ = [
+    "TRLToolEnv",
+    "check_trl_compatible",
+    "episode_trajectory",
+    "scored_trajectory",
+    "trl_env_class",
+]
 
 _RESERVED = frozenset({"reset", "get_reward", "env"})
 _CUT = (
@@ -194,11 +201,12 @@ class TRLToolEnv:
 
     def _episode(
         self, completion: Sequence[Mapping[str, Any]] | str, *, index: int, sample: int,
-        model: str, step: int | None,
+        model: str, step: int | None, episode_id: str | None = None,
     ) -> Trajectory:  # fmt: skip
         """Step the environment through TRL's episode (once; later calls return the same)."""
         if self._trajectory is None:
-            self._trajectory = _Replay(self, model).run(completion, index, sample, step)
+            replay = _Replay(self, model)
+            self._trajectory = replay.run(completion, index, sample, step, episode_id)
         return self._trajectory
 
 
@@ -257,6 +265,7 @@ def episode_trajectory(
     sample: int = 0,
     model: str = "policy",
     step: int | None = None,
+    episode_id: str | None = None,
 ) -> Trajectory:
     """The `Trajectory` of the episode TRL played on ``environment``, stepped by the env's rules.
 
@@ -276,8 +285,18 @@ def episode_trajectory(
         sample: which sample of its task this is.
         model: the policy's name, recorded.
         step: the training step, recorded in the metadata.
+        episode_id: the trajectory's id (default: ``"<index>-<sample>"``); a training run
+            names its episodes by their step (`rk_agent.trainers.episode_names`).
     """
-    return environment._episode(completion, index=index, sample=sample, model=model, step=step)
+    return environment._episode(
+        completion, index=index, sample=sample, model=model, step=step, episode_id=episode_id
+    )
+
+
+def scored_trajectory(environment: TRLToolEnv) -> Trajectory | None:
+    """The trajectory `episode_trajectory` computed for the environment's current episode,
+    or ``None`` before it was asked for (after each ``reset``)."""
+    return environment._trajectory
 
 
 class _Replay:
@@ -296,7 +315,7 @@ class _Replay:
 
     def run(
         self, completion: Sequence[Mapping[str, Any]] | str, index: int, sample: int,
-        step: int | None,
+        step: int | None, episode_id: str | None = None,
     ) -> Trajectory:  # fmt: skip
         messages = (
             [{"role": "assistant", "content": completion}]
@@ -319,7 +338,7 @@ class _Replay:
             )
             self.stop = StopReason.TRUNCATED
             self.episode = self.env.end_truncated()
-        return self._trajectory(index, sample, step, budget_hit)
+        return self._trajectory(index, sample, step, budget_hit, episode_id)
 
     def _step(self, raw: Mapping[str, Any]) -> None:
         action = _assistant(raw, len(self.turns))
@@ -363,7 +382,7 @@ class _Replay:
         return results
 
     def _trajectory(
-        self, index: int, sample: int, step: int | None, budget_hit: bool
+        self, index: int, sample: int, step: int | None, budget_hit: bool, episode_id: str | None
     ) -> Trajectory:
         env, episode = self.env, self.episode
         task = self.owner._task or Task(id="unavailable", messages=[])
@@ -375,7 +394,7 @@ class _Replay:
         if self.pending:
             metadata["unseen_tool_calls"] = len(self.pending)
         return Trajectory(
-            id=f"{index}-{sample}",
+            id=episode_id or f"{index}-{sample}",
             task_index=index,
             sample=sample,
             seed=self.owner._seed,

@@ -3,7 +3,8 @@
 Pages, all ``GET``:
 
 - ``/``: every run found (`rk_agent.view.catalog`) with its alarms, and a form to compare two;
-- ``/run/KEY``: a run's summary; a training run's charts per step (`rk_agent.view.training`);
+- ``/run/KEY``: a run's summary; a training run's record, config, checkpoints and charts per
+  step (`rk_agent.view.training`: the loss; GRPO's watch), an SFT run's without episodes;
   the histograms of its episode reward and of its reward components (`rk_agent.view.charts`;
   at most `HISTOGRAMS` components a page, the rest counted);
   its alarms, each a link to the episodes behind it; filters and one page of its episode list
@@ -53,6 +54,7 @@ from rk_agent.view.episode import EpisodeView, episode_view
 from rk_agent.view.filters import EpisodeFilter
 from rk_agent.view.index import COMPONENT_NAMES, EpisodeIndex
 from rk_agent.view.listing import Listing
+from rk_agent.view.training import FINAL_DIR, Training
 
 __all__ = ["COMPONENT_ROWS", "HISTOGRAMS", "TOKEN_COOKIE", "make_app"]
 
@@ -232,6 +234,7 @@ def make_app(catalog: Catalog, *, token: str | None = None, index_wait_s: float 
             stops=[w for w in index.stops.words if w],
             failures=[w for w in index.failures.words if w],
             unreadable=index.unreadable,
+            no_episodes=_no_episodes(run, training) if not len(index) else None,
         )
 
     @app.get("/run/{key}/episode/{episode_key}", response_class=HTMLResponse)
@@ -316,6 +319,20 @@ def _require_token(app: FastAPI, token: str) -> None:
             return Response(message, status_code=401, media_type="text/plain")
         response: Response = await call_next(request)
         return response
+
+
+def _no_episodes(run: Run, training: Training | None) -> str | None:
+    """Why a run whose trajectories file does not exist lists no episodes (``None``: it has
+    one, or an episode may yet come: the page then lists none the usual way)."""
+    if run.trajectories.is_file():
+        return None
+    if training is not None and training.kind == "sft":
+        source = training.config.get("trajectories") or "another run"
+        return (
+            f"An SFT run writes no episodes of its own: it trains on those of {source}. Try "
+            f"its model with `rk-agent rollout --model {run.path / FINAL_DIR}`."
+        )
+    return "No episodes yet: the run has no trajectories.jsonl."
 
 
 def _checked_view(run: Run, trajectory: Trajectory) -> EpisodeView:

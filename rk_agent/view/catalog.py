@@ -10,7 +10,9 @@ A run's line on the runs page (`RunInfo`) comes from what ``rk-agent show`` read
 ``run.json`` (its kind and status: `rk_agent.runs.run_record`), ``summary.json`` for a
 rollout run (``rescore.json`` marks a rescored one), ``watch.jsonl`` for a training run (its
 alarms: `rk_agent.view.training`), and the run's episode index where there is no summary yet (a
-run still playing, a training run, a bare file).
+run still playing, a training run, a bare file). A training run without episodes (SFT, which
+trains on another run's; GRPO before its first step) takes its environment and model from its
+config (`rk_agent.view.training.Training`).
 
 A run's index is built by a thread of its own (`Run.indexed`): the first open of a big run
 reads its whole trajectories file (about 20 s at 100,000 episodes), and pages show how far it
@@ -217,9 +219,13 @@ class Run:
             success, reward = summary.success_rate, summary.episode_reward.mean
         else:
             success, reward = self._index_rates(index)
+        env, model = index.env, index.model
+        training = self.training()
+        if training is not None and not episodes:  # SFT, or GRPO before its first episode
+            env, model = training.env, training.model
         return RunInfo(
-            env=index.env,
-            model=index.model,
+            env=env,
+            model=model,
             episodes=episodes,
             success_rate=success,
             reward_mean=reward,

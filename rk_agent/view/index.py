@@ -10,11 +10,12 @@ task's question, casefolded for the text filter. A page of the list reads
 its rows' lines back for their questions as written, and an episode page its one line
 (`EpisodeIndex.read`). While a pass runs, `EpisodeIndex.progress` says how far it got.
 
-A training run's file holds every step's episodes, and their ids repeat from step to step
-(``0-0`` is the first row of each step): an episode's **step** is the optimizer step its
-rollouts fed (``metadata.train_step``, the steps done when it was generated, plus one: the
-step ``watch.jsonl`` and the alarms name), and its **key** (its name in URLs) is
-``<id>@<step>``; elsewhere the key is the id. An episode's **group** (its GRPO group) is the
+A training run's file holds every step's episodes: an episode's **step** is the optimizer step
+its rollouts fed (``metadata.train_step``, the steps done when it was generated, plus one: the
+step ``watch.jsonl`` and the alarms name). Its id says that step (``s3-0-1``,
+`rk_agent.trainers.episode_names`) and is its **key** (its name in URLs), as elsewhere; in a
+file written before ids said their step they repeat from step to step (``0-0`` is the first row
+of each), and the key is ``<id>@<step>``. An episode's **group** (its GRPO group) is the
 episodes of its task index in a rollout run, of its task in the same step in a training run.
 
 **Reward components** are kept sparse: per component name, the positions of the episodes that
@@ -326,7 +327,7 @@ class EpisodeIndex:
             self.unreadable += 1
             return
         step = _step(head.metadata.train_step)
-        key = head.id if step is None else f"{head.id}@{step}"
+        key = head.id if step is None or head.id.startswith(f"s{step}-") else f"{head.id}@{step}"
         if self.unique and key in self._positions:
             return
         if not self._ids:
@@ -386,7 +387,10 @@ class EpisodeIndex:
 
     def rows(self, positions: Iterable[int]) -> list[EpisodeRow]:
         """`row` of each position; the file is opened once, and only their lines are read."""
-        found = []
+        found: list[EpisodeRow] = []
+        positions = list(positions)
+        if not positions:  # nothing to read: the file may not exist (an SFT run writes none)
+            return found
         with self.file.open("rb") as handle:
             for position in positions:
                 line = os.pread(handle.fileno(), self._lengths[position], self._offsets[position])

@@ -771,3 +771,23 @@ def test_a_verifiers_taskset_is_played_by_its_solver_and_a_loop_owner_refused(
         "rk-agent plays tasksets scored from the transcript, not Envs, harnesses, runtimes or "
         "multi-agent episodes."
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--env", "math", "--seed", "3"),
+         "error: --fork plays the source episode's environment, task and seed; drop --env, "
+         "--seed (--reward scores the continuations with other rewards, --n or --group-size "
+         "sets how many).\n"),
+        (("--n", "4", "--group-size", "2"),
+         "error: --fork plays one group: --n 4 and --group-size 2 both say how many "
+         "continuations; give one of them.\n"),
+    ],
+)  # fmt: skip
+def test_fork_refuses_the_options_it_cannot_honour_in_one_line(
+    flags: tuple[str, ...], message: str
+) -> None:
+    out = rk("rollout", "--fork", "runs/none::0-0@1", *flags, env={**os.environ, "COLUMNS": "300"})
+    assert out.returncode == 2
+    assert out.stderr == message

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from fastapi.testclient import TestClient
 
 from rk_agent.runs.run_record import RUN_RECORD_FILE
+from rk_agent.runs.watch_log import read_watch
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
+from rk_agent.view.app import make_app
+from rk_agent.view.catalog import find_runs
 
 SECRET = "sk-train-SECRET-0123456789abcdef"
 # A tiny run: one GRPO group of 2 episodes, a few tokens each.
@@ -230,6 +235,15 @@ def test_sft_from_a_rollout_run(tmp_path: Path, tiny_model_dir: Path) -> None:
     assert "SFT data: kept 3 of 3 trajectories" in trained.stdout
     assert (out / "final" / "config.json").is_file()
 
+    # The viewer shows it (its record, config and checkpoints; no episodes of its own).
+    client = TestClient(make_app(find_runs([out])))
+    assert "<td>tools</td>" in client.get("/").text  # the env its episodes were played in
+    page = client.get("/run/sft")
+    assert page.status_code == 200
+    assert "<th>training</th><td>SFT</td>" in page.text
+    assert "<th>checkpoints</th><td>checkpoint-1</td>" in page.text
+    assert "An SFT run writes no episodes of its own" in page.text
+
 
 # Runs the CLI's entry point in a fresh interpreter, then reports its exit code and which heavy
 # libraries it imported.
@@ -425,3 +439,65 @@ def test_ctrl_c_exits_130_and_says_truthfully_what_was_kept(
     assert "interrupted before the first step: nothing was trained" in printed or (
         "interrupted at step" in printed  # the signal landed once training had begun
     )
+
+
+# A loop, the env it plays, and an alarm its first step raises with the random model: in the
+# guess game every reply is cut by its 12 tokens (truncation); the tools env's replies are cut
+# too but end the episode, and no group has a spread (zero spread, counted from one step).
+LOOPS = [
+    ("rk", "guess", ("--max-turns", "2", "--alarm-truncated", "0.5"), "truncation"),
+    ("trl", "tools", ("--alarm-zero-spread-steps", "1"), "zero_spread"),
+]
+
+
+@pytest.mark.slow  # trains a tiny model in a subprocess, twice per loop: a minute or two
+@pytest.mark.timeout(900)  # two process starts of 2 steps: minutes on a loaded machine
+@pytest.mark.parametrize(("loop", "env_name", "flags", "alarm"), LOOPS, ids=["rk", "trl"])
+def test_a_resumed_run_names_episodes_by_step_writes_each_step_once_and_keeps_its_alarms(
+    tmp_path: Path, tiny_model_dir: Path, loop: str, env_name: str, flags: tuple[str, ...],
+    alarm: str,
+) -> None:  # fmt: skip
+    out = tmp_path / "run"
+    # Two tasks of 2 samples a step, for 2 steps; one alarm at step 1 (the others kept quiet).
+    command = (
+        "train", "grpo", "--env", env_name, "--loop", loop, "--model", str(tiny_model_dir),
+        "--output-dir", str(out), "--num_generations", "2", "--per_device_train_batch_size",
+        "4", "--max_completion_length", "12", "--save_steps", "1", "--n-tasks", "2", *flags,
+        "--no-wandb", "--max_steps", "2", "--alarm-dominant-share", "1",
+    )  # fmt: skip
+    first = rk(*command, env=_env(tmp_path))
+    assert first.returncode == 0, first.stderr
+    alarms = json.loads((out / RUN_RECORD_FILE).read_text())["alarms"]
+    assert [(a["kind"], a["step"]) for a in alarms] == [(alarm, 1)]
+    # What Ctrl-C during step 2, after its rollouts and before its checkpoint, leaves: step 2's
+    # episodes written, checkpoint-1 the last.
+    shutil.rmtree(out / "checkpoint-2")
+    shutil.rmtree(out / "final")
+
+    again = rk(*command, env=_env(tmp_path))
+    assert again.returncode == 0, again.stderr
+    assert f"resuming from {out / 'checkpoint-1'}" in again.stdout
+    assert "dropped 4 episode(s) of step 2 from trajectories.jsonl" in again.stdout
+    episodes = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    steps = [e["metadata"]["train_step"] for e in episodes]
+    assert steps == [0] * 4 + [1] * 4  # step 2 once, as the resumed run played it
+    ids = [e["id"] for e in episodes]
+    assert len(set(ids)) == len(ids) == 8
+    for e in episodes:
+        assert e["id"] == f"s{e['metadata']['train_step'] + 1}-{e['task_index']}-{e['sample']}"
+    for step in (1, 2):  # each step: two tasks of the run, samples 0 and 1 of each
+        names = sorted(i.split("-", 1)[1] for i in ids if i.startswith(f"s{step}-"))
+        assert names == sorted(f"{task}-{sample}" for task in (0, 1) for sample in (0, 1))
+    # The alarm raised before the resume is kept, and not raised again.
+    record = json.loads((out / RUN_RECORD_FILE).read_text())
+    assert record["status"] == "finished"
+    assert [(a["kind"], a["step"]) for a in record["alarms"]] == [(alarm, 1)]
+    assert [line["step"] for line in read_watch(out)] == [1, 2]
+
+    # `show` and the viewer count the same episodes; an id names one episode.
+    shown = rk("show", str(out), "--episode", ids[5], env=_env(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    assert "8 (2 tasks x 2)" in shown.stdout and "Alarms raised: 1" in shown.stdout
+    assert shown.stdout.count("episode s") == 1 and f"episode {ids[5]}" in shown.stdout
+    (run,) = find_runs([out]).runs.values()
+    assert run.info().episodes == 8

@@ -16,7 +16,7 @@ from rk_agent.rollouts.runner import PreparedRun, prepare_run
 from rk_agent.runs.compare import compare_runs
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import RunDir, RunStatus, read_trajectories
-from rk_agent.runs.trajectory import Trajectory
+from rk_agent.runs.trajectory import Trajectory, Turn
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 from rk_agent.testing.stub_replies import call_first_tool_then_answer
 from rk_agent.testing.stub_server import StubServer
@@ -30,6 +30,11 @@ def wrong_answer(messages: list[Message], tools: Any) -> str:
     return "Answer: -1"
 
 
+def as_recorded(turns: list[Turn]) -> list[Turn]:
+    """Turns a fork copied, without the mark that says so."""
+    return [turn.model_copy(update={"copied_from": None}) for turn in turns]
+
+
 def test_a_fork_keeps_the_first_k_turns_and_continues_with_the_policy(tmp_path: Path) -> None:
     source = play_run(tmp_path / "source", get_solver("tools"), env="tools", n=2)
     recorded = {t.id: t for t in read_trajectories(source)}["1-0"]
@@ -38,9 +43,12 @@ def test_a_fork_keeps_the_first_k_turns_and_continues_with_the_policy(tmp_path: 
     )
     played = sorted(read_trajectories(fork), key=lambda t: t.sample)
     assert [t.id for t in played] == [f"1-{i}" for i in range(8)]
+    origin = f"{source.resolve()}::1-0"
     for t in played:
         assert t.env == "tools" and t.task == recorded.task and t.seed == recorded.seed
-        assert t.turns[:2] == recorded.turns[:2]
+        # The first 2 turns as recorded, marked as copied from the source (another policy's).
+        assert [u.copied_from for u in t.turns] == [origin, origin, None]
+        assert as_recorded(t.turns[:2]) == recorded.turns[:2]
         assert t.turns[2].assistant.text == "Answer: -1" != recorded.turns[2].assistant.text
         assert (t.success, recorded.success) == (False, True)
     assert (
@@ -101,7 +109,8 @@ def test_an_interrupted_fork_resumes_to_the_same_group(
     played = read_trajectories(tmp_path / "fork")
     assert sorted(t.id for t in played) == [f"1-{i}" for i in range(8)]  # one group, once each
     for t in played:
-        assert (t.task, t.seed, t.turns[:2]) == (recorded.task, recorded.seed, recorded.turns[:2])
+        assert (t.task, t.seed) == (recorded.task, recorded.seed)
+        assert as_recorded(t.turns[:2]) == recorded.turns[:2]
         assert [turn.assistant.text for turn in t.turns[2:]] == ["Answer: -1"]
 
 
@@ -113,7 +122,7 @@ def test_a_fork_against_the_stub_server(tmp_path: Path) -> None:
         sent = server.chat_requests[0].body["messages"]
     played = read_trajectories(fork)
     assert len(played) == 3
-    assert all(t.turns[:1] == recorded.turns[:1] for t in played)
+    assert all(as_recorded(t.turns[:1]) == recorded.turns[:1] for t in played)
     opening = [m.to_openai() for m in (*recorded.task.messages, recorded.turns[0].assistant)]
     assert sent[: len(opening)] == opening  # the model is sent the recorded prefix
 
@@ -140,3 +149,25 @@ def test_a_bad_fork_spec_is_refused() -> None:
     message = "--fork expects RUN::ID@K (a run, an episode id, a turn: runs/a::3-0@2), got 'a@2'."
     with pytest.raises(ConfigError, match=re.escape(message)):
         ForkPoint.parse("a@2")
+
+
+def test_a_fork_is_scored_by_the_rewards_it_gives_and_a_fork_of_a_fork_keeps_the_origin(
+    tmp_path: Path,
+) -> None:
+    source = play_run(tmp_path / "source", get_solver("tools"), env="tools", n=1)
+    reward = "rk_agent.rewards.builtin.math:math_reward"
+    fork = play_run(tmp_path / "fork", wrong_answer, fork=f"{source}::0-0@1", group_size=2,
+                    rewards=[reward])  # fmt: skip
+    played = read_trajectories(fork)
+    assert {t.env for t in played} == {"tools"}
+    for t in played:  # scored by the reward given alone, not the env's own
+        assert t.episode is not None
+        assert {name.split(".")[0] for name in t.episode.metrics} == {"math_reward"}
+    # A fork of the fork: its first turn was the source's, and still says so.
+    again = play_run(tmp_path / "again", wrong_answer, fork=f"{fork}::0-0@1", group_size=1)
+    (forked,) = read_trajectories(again)
+    assert [t.copied_from for t in forked.turns] == [f"{source.resolve()}::0-0", None]
+
+
+def test_a_training_runs_episode_can_be_named() -> None:
+    assert ForkPoint.parse("runs/grpo::s3-0-1@2") == ForkPoint("runs/grpo", "s3-0-1", 2)

@@ -87,6 +87,9 @@ def test_the_rollout_answers_prompts_that_trl_already_repeated(
     tasks = [t.task.id for t in out["trajectory"]]
     assert tasks[:3] == [tasks[0]] * 3 and tasks[3] != tasks[0]
     assert [t.sample for t in out["trajectory"]] == [0, 1, 2, 0]
+    # Named by the step they feed (the first), the task's row and the sample: once in the run.
+    assert [t.id for t in out["trajectory"]] == ["s1-1-0", "s1-1-1", "s1-1-2", "s1-0-0"]
+    assert [t.task_index for t in out["trajectory"]] == [1, 1, 1, 0]
     for ids, mask, logps in zip(
         out["completion_ids"], out["env_mask"], out["logprobs"], strict=True
     ):

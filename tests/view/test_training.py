@@ -4,6 +4,7 @@ which shows how far its index got."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -168,7 +169,7 @@ def test_a_real_grpo_run_is_shown_step_by_step(tmp_path: Path, tiny_model_dir: P
     catalog = find_runs([out])
     assert catalog.runs["grpo"].kind == "training"
     index = catalog.runs["grpo"].index()
-    assert sorted(set(index.steps)) == [1, 2, 3]  # each step's episodes, their ids repeating
+    assert sorted(set(index.steps)) == [1, 2, 3]  # each step's episodes, their ids its own
     client = TestClient(make_app(catalog))
     page = client.get("/run/grpo")
     assert page.status_code == 200
@@ -176,4 +177,71 @@ def test_a_real_grpo_run_is_shown_step_by_step(tmp_path: Path, tiny_model_dir: P
     assert "finished" in page.text
     assert _count(page.text) == f"{len(index)} of {len(index)} episodes"
     assert _count(client.get("/run/grpo?step=2").text) == f"2 of {len(index)} episodes"
-    assert client.get("/run/grpo/episode/0-0@2").status_code == 200
+    ids = [json.loads(line)["id"] for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(set(ids)) == len(ids) == len(index)
+    second = next(i for i in ids if i.startswith("s2-"))
+    assert client.get(f"/run/grpo/episode/{second}").status_code == 200
+
+
+def _sft_run(folder: Path, trajectories: Path) -> None:
+    """An SFT run's folder as ``rk-agent train sft`` leaves it, by its writers: its config, its
+    record, TRL's checkpoints (``trainer_state.json`` with the logged loss) and the final model."""
+    from transformers import TrainerState
+
+    from rk_agent.runs.run_record import RunKind, RunRecord
+    from rk_agent.trainers.callbacks import RunRecordCallback
+    from rk_agent.trainers.config import TrainConfig, save_train_config
+    from rk_agent.types import RunStatus
+
+    config = TrainConfig(kind="sft", trajectories=str(trajectories), model="my-model",
+                         output_dir=str(folder))  # fmt: skip
+    save_train_config(config, folder)
+    record = RunRecordCallback(folder, RunRecord.start(RunKind.TRAINING, global_step=0))
+    history: list[dict[str, float]] = []
+    for step in (1, 2, 3):
+        history.append({"loss": 2.0 / step, "learning_rate": 1e-5, "step": step})
+        if step > 1:  # checkpoints at steps 2 and 3 (the last)
+            state = TrainerState(global_step=step, log_history=list(history))
+            (folder / f"checkpoint-{step}").mkdir()
+            state.save_to_json(str(folder / f"checkpoint-{step}" / "trainer_state.json"))
+    (folder / "final").mkdir()
+    record.finish(RunStatus.FINISHED, 3)
+
+
+def test_an_sft_run_has_a_page_its_record_config_loss_and_checkpoints(
+    runs_root: Path, tmp_path: Path
+) -> None:
+    _sft_run(tmp_path / "sft", runs_root / "solver")
+    client = TestClient(make_app(find_runs([tmp_path / "sft"])))
+    runs = client.get("/")
+    assert runs.status_code == 200
+    # Its env: the one its trajectories were played in; its model: the config's.
+    assert "<td>tools</td>\n<td>my-model</td>" in runs.text
+    page = client.get("/run/sft")
+    assert page.status_code == 200
+    for row in ("<th>status</th><td>finished</td>", "<th>step</th><td>3</td>",
+                "<th>training</th><td>SFT</td>",
+                f"<th>trained on</th><td>{runs_root / 'solver'}</td>",
+                "<th>loss</th><td>2.0000 at step 1, 0.6667 at step 3</td>",
+                "<th>checkpoints</th><td>checkpoint-2, checkpoint-3</td>",
+                "<th>final model</th><td>final</td>"):  # fmt: skip
+        assert row in page.text, row
+    assert 'id="chart-loss" data-steps="3"' in page.text
+    assert "No step watched yet" not in page.text and "<th>episodes</th>" not in page.text
+    assert (
+        f"An SFT run writes no episodes of its own: it trains on those of {runs_root / 'solver'}"
+        in page.text
+    )
+    assert 'id="episodes"' not in page.text
+
+
+def test_a_grpo_run_before_its_first_episode_has_a_page(tmp_path: Path) -> None:
+    from rk_agent.trainers.config import TrainConfig, save_train_config
+
+    TrainingRun(tmp_path / "grpo")
+    save_train_config(TrainConfig(kind="grpo", env="guess"), tmp_path / "grpo")
+    client = TestClient(make_app(find_runs([tmp_path / "grpo"])))
+    assert "<td>guess</td>\n<td>smollm2-135m</td>" in client.get("/").text
+    page = client.get("/run/grpo")
+    assert page.status_code == 200
+    assert "No episodes yet: the run has no trajectories.jsonl." in page.text

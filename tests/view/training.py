@@ -1,7 +1,8 @@
 """Training-run folders written by ``rk-agent train``'s own writers, step by step, without a model.
 
 `TrainingRun` does for each optimizer step what a GRPO step of the rk loop does around the
-model: `EpisodeRollout` numbers the step's episodes by row and tags them with the step
+model: it numbers the step's episodes by row, as `EpisodeRollout` did before ids said their step
+(``0-0`` at every step: the viewer keys those by ``<id>@<step>``), tags them with the step
 (``metadata.train_step``) and appends them to ``trajectories.jsonl``; the environment's reward
 functions (`episode_reward_funcs`, wrapped by the `WatchRecorder`) score them; at the step's
 end the `WatchCallback` writes its ``watch.jsonl`` line and raises alarms, which the
