@@ -164,7 +164,7 @@ def _sft(model: str, out: Path, a: argparse.Namespace) -> str:
     print(f"  SFT data: {data.report}", flush=True)
     settings = {"num_train_epochs": a.sft_epochs, "learning_rate": a.sft_lr,
                 "lr_scheduler_type": "cosine", "warmup_steps": 2, "max_length": 1024,
-                "logging_steps": 10, "per_device_train_batch_size": 4,
+                "logging_steps": 10, "per_device_train_batch_size": a.sft_batch,
                 "activation_checkpointing": False}  # fmt: skip
     args = _cpu_args(SFTConfig, out / "sft", settings)
     trainer = build_sft_trainer(model, None, data.dataset, args)
@@ -289,6 +289,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--sft-tasks", type=int, default=24)
     parser.add_argument("--sft-epochs", type=float, default=2.0)
     parser.add_argument("--sft-lr", type=float, default=1e-4)
+    parser.add_argument(
+        "--sft-batch", type=int, default=2, help="SFT episodes per optimizer step (24 steps)"
+    )
     parser.add_argument("--sft-model", help="skip SFT: start GRPO from this checkpoint")
     parser.add_argument("--skip-before", action="store_true", help="do not evaluate the base")
     parser.add_argument("--grpo-steps", type=int, default=9)

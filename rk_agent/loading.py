@@ -151,6 +151,7 @@ def _load_file(path_text: str, spec: str, kind: str) -> Any:
     added = parent not in sys.path
     if added:
         sys.path.insert(0, parent)
+    _forget_other_neighbours(resolved.parent)
     try:
         module_spec.loader.exec_module(module)
     except Exception as exc:
@@ -163,3 +164,30 @@ def _load_file(path_text: str, spec: str, kind: str) -> Any:
         if added:
             sys.path.remove(parent)
     return module
+
+
+def _forget_other_neighbours(folder: Path) -> None:
+    """Drop from ``sys.modules`` the top-level modules named like a neighbour of the file about
+    to run (``helpers.py``, ``utils/``) but imported from another user folder: two reward files
+    loaded in one process, each beside its own ``helpers.py``, each get their own (the second
+    had been handed the first's, whose names it may not have). The standard library and
+    installed packages are never dropped."""
+    installed = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.stem if entry.suffix == ".py" else entry.name
+        module = sys.modules.get(name)
+        if module is None or name in sys.stdlib_module_names:
+            continue
+        origin = getattr(module, "__file__", None)
+        if origin is None or getattr(module.__spec__, "_initializing", False):
+            continue  # a namespace package, a built-in, or being imported (a caller of ours)
+        source = Path(origin).resolve()
+        if any(root in source.parents for root in installed):
+            continue
+        home = source.parent.parent if source.name == "__init__.py" else source.parent
+        if home != folder:
+            del sys.modules[name]

@@ -127,6 +127,7 @@ def test_preview_evaluation_scores_locally_and_prints(tutorial: Path) -> None:
     assert [round(r.score, 3) for r in preview.results] == [1.0, 0.667, 0.0]
     assert preview.sample_results[0].per_metric_evals == {
         "relevance": 1.0, "relevance.keyword_overlap": 1.0, "relevance.direct_answer": 1.0,
+        "relevance.adds_content": 1.0,
     }  # fmt: skip
     assert preview.average_score == pytest.approx(5 / 9)
     text = str(preview)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,33 @@ def test_file_attr_and_neighbour_imports(tmp_path: Path) -> None:
     assert fn() == 42
     # Loading again gives the same module, not a second copy.
     assert load_object(f"{tmp_path / 'rewards.py'}::reward") is fn
+
+
+def test_files_beside_their_own_helpers_each_import_their_own(tmp_path: Path) -> None:
+    for folder, body in (
+        ("a", "def norm(t):\n    return t\n"),
+        ("b", "def clean(t):\n    return 2\n"),
+    ):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "rk_helpers_alike.py").write_text(body)
+    (tmp_path / "a" / "r.py").write_text("from rk_helpers_alike import norm\nf = norm\n")
+    (tmp_path / "b" / "r.py").write_text("from rk_helpers_alike import clean\nf = clean\n")
+    try:
+        assert load_object(f"{tmp_path / 'a' / 'r.py'}::f")(1) == 1
+        # The first file's helpers stay in sys.modules; the second is given its own.
+        assert load_object(f"{tmp_path / 'b' / 'r.py'}::f")(1) == 2
+        assert load_object(f"{tmp_path / 'a' / 'r.py'}::f")(1) == 1  # loaded once, still its own
+    finally:
+        sys.modules.pop("rk_helpers_alike", None)
+
+
+def test_a_folder_holding_a_standard_module_name_leaves_the_library_alone(tmp_path: Path) -> None:
+    (tmp_path / "json.py").write_text("SHADOW = True\n")
+    (tmp_path / "r.py").write_text("def f():\n    return 1\n")
+    import json
+
+    load_object(f"{tmp_path / 'r.py'}::f")
+    assert sys.modules["json"] is json
 
 
 def test_missing_file(tmp_path: Path) -> None:

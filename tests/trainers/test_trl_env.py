@@ -483,7 +483,10 @@ def test_trl_grpo_trainer_trains_the_tools_env(tmp_path: Path, tiny_model_dir: P
     episodes = [json.loads(line) for line in lines]
     assert len(episodes) == 4 and {e["metadata"]["loop"] for e in episodes} == {"trl"}
     assert [e["metadata"]["train_step"] for e in episodes] == [0, 0, 1, 1]
-    assert [e["task_index"] for e in episodes] == [0, 1, 0, 1]  # each batch's rows, in order
+    # A step's batch is one task's group (num_generations 2, batch 2), named by the task's row.
+    tasks = [e["task_index"] for e in episodes]
+    assert tasks[0] == tasks[1] and tasks[2] == tasks[3] and set(tasks) <= {0, 1}
+    assert len({e["id"] for e in episodes}) == 4
     # written from the trainer's hook, once per batch: the episodes the rewards scored
     assert [Trajectory.model_validate_json(line) for line in lines] == announced
     assert [line["episodes"] for line in read_watch(tmp_path / "out")] == [2, 2]
