@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -61,24 +60,10 @@ def serve(
     ws://HOST:PORT: reset, list_tools, call_tool, a text action {"message": ...}, rewards and
     done. rk-agent plays it back with --env openenv:ws://HOST:PORT.
     """
-    import os
-
-    from rk_agent.envs.env_setup import EnvSetup
-    from rk_agent.errors import ConfigError
+    from rk_agent.cli.server_options import served_env
     from rk_agent.interop.openenv.serve import serve_openenv
 
-    try:
-        kwargs = json.loads(env_kwargs) if env_kwargs else {}
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"--env-kwargs is not valid JSON ({exc.msg}): {env_kwargs!r}.") from None
-    if not isinstance(kwargs, dict):
-        raise ConfigError(f"--env-kwargs must be a JSON object, got {env_kwargs!r}.")
-    token = None
-    if token_env is not None:
-        token = os.environ.get(token_env)
-        if not token:
-            raise ConfigError(f"--token-env {token_env}: that environment variable is not set.")
-    setup = EnvSetup(name=env, kwargs=kwargs)
+    setup, token = served_env(env, env_kwargs, token_env)
 
     def announce(url: str) -> None:
         typer.echo(f"serving {env} over OpenEnv at {url} (sessions at {url}/ws)", err=True)

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import typer
 
 from rk_agent.cli.console import echo
+from rk_agent.cli.server_options import AllowHost
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.remote import API_KEY_ENV
 
@@ -55,15 +56,7 @@ def serve(
             "--allow-public", help="Serve a non-loopback address without an API key (trusted net)."
         ),
     ] = False,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allow-host",
-            help="On loopback, also answer requests for this host name (repeatable): the name "
-            "a local proxy forwards under. Others get 421; pages of other sites 403.",
-            show_default=False,
-        ),
-    ] = None,
+    allow_host: AllowHost = None,
     timeout: Annotated[
         float,
         typer.Option(

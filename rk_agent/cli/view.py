@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from rk_agent.cli.console import echo
+from rk_agent.cli.server_options import AllowHost
 from rk_agent.errors import ConfigError
 
 
@@ -42,15 +43,7 @@ def view(
             help="Serve a non-loopback address without a token (a trusted network only).",
         ),
     ] = False,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allow-host",
-            help="On loopback, also answer requests for this host name (repeatable): the name "
-            "a local proxy forwards under. Others get 421; pages of other sites 403.",
-            show_default=False,
-        ),
-    ] = None,
+    allow_host: AllowHost = None,
 ) -> None:
     """Browse runs in a web page: every run and its alarms, a run's episodes with filters and
     histograms, a training run's figures per step as charts (updating while it trains), one
