@@ -333,6 +333,22 @@ def test_bad_input_is_one_line_before_torch_or_trl_is_imported(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]  # no run folder
 
 
+def test_a_task_file_with_a_bad_row_fails_before_torch_or_a_run_folder(tmp_path: Path) -> None:
+    """Every row of --tasks is read by the checks, not when the environment is built after
+    the run folder is named (issue 40 item 12)."""
+    rows = ['{"prompt": "2+2?", "ground_truth": "4"}', '{"question": "3+3?", "answer": "6"}']
+    (tmp_path / "tasks.jsonl").write_text("\n".join(rows) + "\n")
+    args = ["train", "grpo", "--env", "math", "--tasks", "tasks.jsonl", "--max_steps", "1"]
+    run = subprocess.run(
+        [sys.executable, "-c", ENTRY, json.dumps(args)], capture_output=True, text=True,
+        env=_env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.stderr.startswith("error: tasks.jsonl:2: not a valid task: expected a 'messages'")
+    assert run.stderr.count("\n") == 1
+    assert json.loads(run.stdout) == {"code": 2, "heavy": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks.jsonl"]  # no run folder
+
+
 def _unsolved(env: str, count: int, *, success: bool = False) -> str:
     """``count`` unsolved (or solved) one-turn trajectories of ``env``, as JSONL."""
     from rk_agent.runs.trajectory import Trajectory
