@@ -61,7 +61,8 @@ def check_train_inputs(config: TrainConfig) -> None:
     """
     if config.kind == "grpo" and config.env.tasks is not None:
         _check_tasks(config.env.tasks)
-        load_tasks(config.env.tasks)  # every row: a bad one fails before the run folder
+        # Every row: a bad one fails here, before the run folder is named.
+        load_tasks(config.env.tasks, config.env.tasks_columns)
     if config.kind == "sft":
         _check_trajectories(str(config.trajectories))
         from rk_agent.trainers.sft_data import check_tools_trust, select_for_sft

@@ -348,6 +348,17 @@ def test_a_task_file_with_a_bad_row_fails_before_torch_or_a_run_folder(tmp_path:
     assert json.loads(run.stdout) == {"code": 2, "heavy": []}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks.jsonl"]  # no run folder
 
+    # A dataset's own column names are read with --tasks-columns (issue 40 item 11): its rows
+    # pass the checks, and the next check (a missing checkpoint) is the one that stops it.
+    (tmp_path / "tasks.jsonl").write_text('{"question": "3+3?", "answer": "6"}\n')
+    mapped = [*args, "--tasks-columns", "prompt=question,ground_truth=answer", "--resume", "no"]
+    run = subprocess.run(
+        [sys.executable, "-c", ENTRY, json.dumps(mapped)], capture_output=True, text=True,
+        env=_env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.stderr.startswith("error: resume: checkpoint 'no' does not exist"), run.stderr
+    assert json.loads(run.stdout) == {"code": 2, "heavy": []}
+
 
 def _unsolved(env: str, count: int, *, success: bool = False) -> str:
     """``count`` unsolved (or solved) one-turn trajectories of ``env``, as JSONL."""
