@@ -84,6 +84,8 @@ def build_sft_trainer(
     require_extra("train", "build_sft_trainer")
     from trl import SFTTrainer
 
+    from rk_agent.trainers.trl_patches import quiet_tied_weights_on_resume
+
     tokenizer = _load_tokenizer(model, tokenizer)
     args = copy.copy(args)
     args.assistant_only_loss = assistant_only_loss
@@ -115,6 +117,7 @@ def build_sft_trainer(
         callbacks=callbacks,
     )
     _mask_context(trainer, tokenizer)
+    quiet_tied_weights_on_resume(trainer)  # a resumed tied LM head is no missing key
     return trainer
 
 
