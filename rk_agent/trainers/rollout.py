@@ -196,6 +196,9 @@ class EpisodeRollout:
                 )
                 try:
                     played = _run(self.play(rows, policy, sampling, budget))
+                except BaseException:  # Ctrl-C among them: generate nothing more this step
+                    policy.abort()
+                    raise
                 finally:
                     policy.close()
         step = int(trainer.state.global_step)
