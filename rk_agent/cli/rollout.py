@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rk_agent.cli.invocation import command
+from rk_agent.cli.tasks_option import TasksColumnsOpt, parse_columns
 from rk_agent.cli.trust_option import TrustRun
 from rk_agent.errors import ConfigError, RkAgentError
 
@@ -104,6 +105,7 @@ def rollout(
         str | None,
         typer.Option("--tasks", help="JSONL dataset of tasks instead of generated ones."),
     ] = None,
+    tasks_columns: TasksColumnsOpt = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Task i uses seed + i.")] = None,
     temperature: Annotated[
         float | None, typer.Option("--temperature", help="Sampling temperature.")
@@ -195,7 +197,8 @@ def rollout(
     overrides: dict[str, Any] = {
         "env": env, "model": model, "provider": provider, "base_url": base_url, "n": n,
         "group_size": group_size, "concurrency": concurrency, "max_turns": max_turns,
-        "episode_timeout_s": timeout, "rewards": reward or None, "tasks": tasks, "seed": seed,
+        "episode_timeout_s": timeout, "rewards": reward or None, "tasks": tasks,
+        "tasks_columns": parse_columns(tasks_columns), "seed": seed,
         "sampling.temperature": temperature, "sampling.max_tokens": max_tokens,
         "failure_policy.action": failure_policy, "output": output,
         "env_kwargs.sandbox": sandbox, "mcp": mcp,
@@ -204,7 +207,10 @@ def rollout(
         "tool_call_format": tool_call_format,
     }  # fmt: skip
     if fork is not None:  # --n counts the continuations: one group of that many samples
-        _check_fork_flags(env=env, seed=seed, tasks=tasks, n=n, group_size=group_size)
+        _check_fork_flags(
+            env=env, seed=seed, tasks=tasks, n=n, group_size=group_size,
+            tasks_columns=tasks_columns,
+        )  # fmt: skip
         overrides.update(n=None, group_size=n or group_size or 8)
     placement: dict[str, Any] = {}
     if resume is not None:
@@ -238,6 +244,8 @@ def rollout(
         run_config, api_key=api_key, resume=resume, placement=placement, trust_run=trust_run
     ) as run:
         _say_taken_over(run.run_dir, console)
+        for note in run.notes:
+            console.print(note, style="yellow")
         total = run.config.n * run.config.group_size
         console.print(describe_model(run), style="yellow" if run.uses_embedded_model else None)
         console.print(
@@ -473,16 +481,18 @@ def _all_played(path: Path) -> bool:
 
 
 def _check_fork_flags(
-    *, env: str | None, seed: int | None, tasks: Any, n: int | None, group_size: int | None
-) -> None:
+    *, env: str | None, seed: int | None, tasks: Any, n: int | None, group_size: int | None,
+    tasks_columns: str | None = None,
+) -> None:  # fmt: skip
     """Refuse the options ``--fork`` cannot honour, in one line.
 
     Raises:
         ConfigError: ``--env``, ``--seed`` or ``--tasks`` (the fork plays the source episode's
             environment, task and seed), or ``--n`` and ``--group-size`` that disagree.
     """
-    given = [flag for flag, value in (("--env", env), ("--seed", seed), ("--tasks", tasks))
-             if value is not None]  # fmt: skip
+    flags = (("--env", env), ("--seed", seed), ("--tasks", tasks),
+             ("--tasks-columns", tasks_columns))  # fmt: skip
+    given = [flag for flag, value in flags if value is not None]
     if given:
         raise ConfigError(
             f"--fork plays the source episode's environment, task and seed; drop "

@@ -15,6 +15,7 @@ import typer
 from rk_agent.cli.command_list import WholeSentenceGroup
 from rk_agent.cli.console import echo
 from rk_agent.cli.rollout import EXIT_INTERRUPTED
+from rk_agent.cli.tasks_option import TasksColumnsOpt, parse_columns
 from rk_agent.cli.trust_option import TrustRun
 
 app = typer.Typer(
@@ -178,6 +179,7 @@ def grpo(
     tasks: Annotated[
         str | None, typer.Option("--tasks", help="A JSONL task dataset instead of generated tasks.")
     ] = None,
+    tasks_columns: TasksColumnsOpt = None,
     reward: Annotated[
         list[str] | None,
         typer.Option("--reward", help="Episode reward replacing the env's (repeatable)."),
@@ -300,6 +302,7 @@ def grpo(
             "seed": seed,
             "max_turns": max_turns,
             "tasks": tasks,
+            "tasks_columns": parse_columns(tasks_columns),
             "rewards": reward or None,
             "multi_turn": False if single_turn else None,
             "loop": loop,

@@ -16,11 +16,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from rk_agent.envs.base import EpisodeState
+from rk_agent.errors import EnvError
 from rk_agent.types import FunctionCall, Message, ToolCall
 
 __all__ = [
     "Template",
     "ensure_system_prompt",
+    "not_recognised",
     "pick",
     "question_text",
     "stable_id",
@@ -75,6 +77,16 @@ def ensure_system_prompt(state: EpisodeState, prompt: str) -> None:
     """Put the environment's system prompt first when a task (e.g. from JSONL) has none."""
     if not any(m.role in ("system", "developer") for m in state.messages):
         state.messages.insert(0, Message(role="system", content=prompt))
+
+
+def not_recognised(env: str, what: str) -> EnvError:
+    """What a reference solver raises for a question none of its templates reads (a dataset's
+    own task): it is not solved, and says so, rather than answering something wrong."""
+    return EnvError(
+        f"the {env} environment's reference solver does not recognise this {what}: it solves the "
+        f"{what}s the environment generates (it reads them by their templates), not others "
+        "such as a dataset's."
+    )
 
 
 def question_text(messages: Sequence[Message]) -> str:

@@ -37,7 +37,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rk_agent.envs._template import Template, ensure_system_prompt, pick, question_text, stable_id
+from rk_agent.envs._template import (
+    Template,
+    ensure_system_prompt,
+    not_recognised,
+    pick,
+    question_text,
+    stable_id,
+)
 from rk_agent.envs.base import ChatEnv, EpisodeState
 from rk_agent.envs.task import Task
 from rk_agent.rewards.builtin.code_execution import code_execution_reward
@@ -345,6 +352,10 @@ def _function_name(question: str) -> str:
 def solve(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None) -> Message:
     """The reference solver: recognises the problem and writes the reference function.
 
+    Raises:
+        EnvError: none of the templates reads the question (a task the environment did not
+            generate).
+
     Example:
         >>> env = CodeEnv()
         >>> observation, info = env.reset(seed=0)
@@ -356,7 +367,7 @@ def solve(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = 
         fields = family.template.parse(head)
         if fields is not None:
             return Message(role="assistant", content=f"```python\n{family.source(fields)}```")
-    return Message(role="assistant", content="I cannot solve this task.")
+    raise not_recognised("code", "task")
 
 
 class CodeEnv(ChatEnv):

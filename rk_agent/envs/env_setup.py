@@ -9,9 +9,10 @@ registry (`rk_agent.envs.registry`); `EnvSetup.factory` builds the fresh
 ones a run needs, checked once, and knows the name trajectories record.
 
 Config files keep their flat keys (``env: math``, ``env_kwargs: {...}``, ``tasks: t.jsonl``,
-``rewards: [...]``, ``max_turns: 3``, ``seed: 0``, ``mcp: servers.json``): `nest_env_keys` lifts
-them into the setup when a config is read, `flatten_env_keys` writes them flat again when it is
-saved, and `flat_location` names a field in an error the way the file spells it.
+``tasks_columns: {prompt: question}``, ``rewards: [...]``, ``max_turns: 3``, ``seed: 0``,
+``mcp: servers.json``): `nest_env_keys` lifts them into the setup when a config is read,
+`flatten_env_keys` writes them flat again when it is saved, and `flat_location` names a field
+in an error the way the file spells it.
 
 Main names: `EnvSetup`, `EnvFactory`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
 `env_override_key`, `flat_location`, `EnvConfig`.
@@ -64,6 +65,7 @@ ENV_KEYS: Mapping[str, str] = {
     "env": "name",
     "env_kwargs": "kwargs",
     "tasks": "tasks",
+    "tasks_columns": "tasks_columns",
     "rewards": "rewards",
     "max_turns": "max_turns",
     "seed": "seed",
@@ -86,6 +88,9 @@ class EnvSetup(BaseModel):
             Config key ``env``.
         kwargs: keyword arguments for its constructor. Config key ``env_kwargs``.
         tasks: a JSONL dataset of tasks instead of the environment's generator.
+        tasks_columns: which column of ``tasks`` holds which field of a task
+            (``{"prompt": "question", "ground_truth": "answer"}``; also written
+            ``prompt=question,ground_truth=answer``), for a dataset named otherwise.
         rewards: episode rewards replacing the environment's (names or ``file.py::fn`` paths);
             each is recorded under its function's name (``file.py::exact`` as ``exact``).
         max_turns: assistant turns per episode (``None``: the environment's default).
@@ -106,10 +111,21 @@ class EnvSetup(BaseModel):
     name: str = "tools"
     kwargs: dict[str, Any] = Field(default_factory=dict)
     tasks: str | None = None
+    tasks_columns: dict[str, str] | None = None
     rewards: list[str] = Field(default_factory=list)
     max_turns: int | None = Field(default=None, ge=1)
     seed: int = Field(default=0, ge=0)
     mcp: str | dict[str, Any] | None = None
+
+    @field_validator("tasks_columns", mode="before")
+    @classmethod
+    def _columns(cls, value: Any) -> Any:
+        """``prompt=question,ground_truth=answer`` (a flag's spelling) as a mapping."""
+        from rk_agent.envs.task import parse_columns
+
+        if isinstance(value, str):
+            return parse_columns(value) or None
+        return value
 
     @field_validator("mcp")
     @classmethod
@@ -182,7 +198,7 @@ class EnvSetup(BaseModel):
         if tasks is not None:
             kwargs["tasks"] = tasks
         elif self.tasks is not None:
-            kwargs["tasks"] = load_tasks(self.tasks)
+            kwargs["tasks"] = load_tasks(self.tasks, self.tasks_columns)
         return kwargs
 
     def make(self) -> ChatEnv:
@@ -276,6 +292,11 @@ class EnvFactory:
         """A fresh environment (the one built as a check, the first time)."""
         first, self._first = self._first, None
         return first if first is not None else self._class(**self._kwargs)
+
+    def spare(self) -> ChatEnv:
+        """One more environment, built anew and never handed to the run, for a check to play
+        (`rk_agent.rollouts.dataset_tasks`); the caller closes it."""
+        return self._class(**self._kwargs)
 
     @property
     def env_class(self) -> type[ChatEnv]:

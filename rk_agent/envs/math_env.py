@@ -25,7 +25,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rk_agent.envs._template import Template, ensure_system_prompt, pick, question_text, stable_id
+from rk_agent.envs._template import (
+    Template,
+    ensure_system_prompt,
+    not_recognised,
+    pick,
+    question_text,
+    stable_id,
+)
 from rk_agent.envs.base import ChatEnv, EpisodeState
 from rk_agent.envs.task import Task
 from rk_agent.errors import ConfigError
@@ -196,6 +203,10 @@ def _format(value: Fraction) -> str:
 def solve(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = None) -> Message:
     """The reference solver: recognises the problem's template and computes its answer.
 
+    Raises:
+        EnvError: none of the templates reads the question (a task the environment did not
+            generate).
+
     Example:
         >>> env = MathEnv()
         >>> observation, info = env.reset(seed=0)
@@ -210,7 +221,7 @@ def solve(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = 
             return Message(
                 role="assistant", content=f"This is a {kind.name} problem.\n#### {answer}"
             )
-    return Message(role="assistant", content="I cannot solve this problem.\n#### 0")
+    raise not_recognised("math", "problem")
 
 
 class MathEnv(ChatEnv):

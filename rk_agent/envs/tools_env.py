@@ -44,6 +44,7 @@ import numpy as np
 from rk_agent.envs._template import (
     Template,
     ensure_system_prompt,
+    not_recognised,
     pick,
     question_text,
     stable_id,
@@ -341,6 +342,10 @@ def solve(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = 
     """The reference solver: reads the question, makes the needed tool calls one per turn,
     then answers. Usable as ``FunctionPolicy(solve)``.
 
+    Raises:
+        EnvError: none of the templates reads the question (a task the environment did not
+            generate).
+
     Example:
         >>> question = "How many people live in France and Japan together?"
         >>> reply = solve([Message(role="user", content=question)])
@@ -354,7 +359,7 @@ def solve(messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None = 
         if fields is not None:
             break
     else:
-        return Message(role="assistant", content="I cannot solve this question.\nAnswer: unknown")
+        raise not_recognised("tools", "question")
     # Failed calls (an "Error: ..." result) are ignored: the solver repeats the step.
     results = [_result_value(m.text) for m in messages if m.role == "tool" and not _failed(m)]
     if len(results) < len(kind.steps):

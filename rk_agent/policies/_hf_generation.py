@@ -9,6 +9,7 @@ Main names:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -53,6 +54,7 @@ def generate_rows(
     generate_kwargs: dict[str, Any],
     cache: PrefixCache | None = None,
     layers: int | None = None,
+    abort: threading.Event | None = None,
 ) -> list[Row]:
     """One left-padded ``model.generate`` for ``rows``, all sampled with ``sampling``.
 
@@ -60,7 +62,8 @@ def generate_rows(
     the same conversation), and every row's keys and values are kept for the next turn. With
     ``layers`` (the model's decoder layers, all full attention) the call's KV cache is
     allocated once at its final size (`rk_agent.policies._kv_buffers.ReservedCache`) instead of
-    growing by a concatenation per token.
+    growing by a concatenation per token. With ``abort``, setting it ends the call at its next
+    token (what it returns then is cut short).
     """
     greedy = sampling.temperature == 0
     temperature = 1.0 if greedy else sampling.temperature
@@ -104,7 +107,9 @@ def generate_rows(
             attention_mask=layout.attention_mask.to(model.device),
             generation_config=config,
             logits_processor=LogitsProcessorList([recorder]),
-            stopping_criteria=StoppingCriteriaList([stops]),
+            stopping_criteria=StoppingCriteriaList(
+                [stops] if abort is None else [stops, Aborted(abort)]
+            ),
             **extra,
         )
     sequences = output.sequences
@@ -189,6 +194,19 @@ class RowStops(StoppingCriteria):
                 if any(s in text for s in strings):
                     done[row] = True
         return done  # type: ignore[return-value]
+
+
+class Aborted(StoppingCriteria):
+    """Stops every row once ``event`` is set (checked after each token)."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def __call__(
+        self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: object
+    ) -> torch.BoolTensor:
+        stop = self.event.is_set()
+        return torch.full((input_ids.shape[0],), stop, device=input_ids.device)  # type: ignore[return-value]
 
 
 def _decode(tokenizer: PreTrainedTokenizerBase, ids: list[int]) -> str:

@@ -18,6 +18,12 @@ Multi-turn: each conversation's KV cache is kept between its turns (``reuse_kv``
 prefills only what is new since the last one (the environment's reply), not the whole
 conversation again; see `rk_agent.policies._kv_reuse`.
 
+Stopping: `abort` (what a trainer calls when Ctrl-C stops a step) ends the batch being
+generated at its next token and answers every queued request with an `EndpointError`; `close`
+then returns at once, and a Ctrl-C that arrives while it waits for the worker does not leave
+the worker running in torch (a process that exits with such a thread alive can end in a native
+abort, ``terminate called without an active exception``).
+
 Memory: the KV cache, the batch being generated and the conversations kept for their next
 turn together, is budgeted in bytes (``kv_cache_bytes``; by default a quarter of the machine's
 memory, at most 2 GiB): a batch that would not fit is generated in parts, and kept
@@ -254,6 +260,8 @@ class HFPolicy(ChatTemplate):
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._closed = False
+        self._abort = threading.Event()
+        self._finished = threading.Event()  # set by the worker thread as it ends
 
     # -- the Policy protocol -------------------------------------------------------------------
 
@@ -346,11 +354,34 @@ class HFPolicy(ChatTemplate):
         self._release()
 
     def close(self) -> None:
-        """`aclose` for code without an event loop."""
+        """`aclose` for code without an event loop.
+
+        A Ctrl-C while it waits for the worker aborts the generation (`abort`) and is raised
+        again once the worker has stopped: the worker is never left running.
+        """
         worker = self._stop()
         if worker is not None:
-            worker.join()
+            # Waited on an event the worker sets as it ends, not on `join`: a join cut short by
+            # KeyboardInterrupt can leave the thread reported as stopped while it still runs.
+            interrupted = False
+            while True:
+                try:
+                    self._finished.wait()
+                    break
+                except KeyboardInterrupt:
+                    self._abort.set()
+                    interrupted = True
+            if interrupted:
+                self._release()
+                raise KeyboardInterrupt
         self._release()
+
+    def abort(self) -> None:
+        """Stop generating now and close: the batch being generated ends at its next token, and
+        it and every queued request are answered with an `EndpointError`. Follow with `close`
+        (or `aclose`), which then returns at once."""
+        self._abort.set()
+        self._stop()
 
     # -- the worker ----------------------------------------------------------------------------
 
@@ -366,9 +397,10 @@ class HFPolicy(ChatTemplate):
             self._queue.put(request)
 
     def _stop(self) -> threading.Thread | None:
+        """Close the queue (once) and return the worker thread to join, if one started."""
         with self._lock:
             if self._closed:
-                return None
+                return self._worker
             self._closed = True
             if self._worker is not None:
                 self._queue.put(None)
@@ -384,6 +416,12 @@ class HFPolicy(ChatTemplate):
             torch.cuda.empty_cache()
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:
+            self._finished.set()
+
+    def _serve(self) -> None:
         stopping = False
         while not stopping:
             first = self._queue.get()
@@ -401,6 +439,10 @@ class HFPolicy(ChatTemplate):
                     stopping = True
                     break
                 batch.append(item)
+            if self._abort.is_set():
+                for request in batch:
+                    _resolve(request, error=_aborted())
+                continue
             live = [r for r in batch if not r.future.cancelled()]
             groups: dict[tuple[Any, ...], list[_Request]] = {}
             for request in live:
@@ -466,7 +508,10 @@ class HFPolicy(ChatTemplate):
                 generate_kwargs=self.generate_kwargs,
                 cache=self._kv_cache,
                 layers=self._layers,
+                abort=self._abort,
             )
+            if self._abort.is_set():  # cut short: what was generated is no reply
+                raise _aborted()
         except Exception as exc:  # one failure answers every caller of the batch
             error = EndpointError(f"local generation failed: {type(exc).__name__}: {exc}")
             error.__cause__ = exc
@@ -495,6 +540,10 @@ def _batch_sampling(group: list[_Request]) -> SamplingParams:
     if all(s is not None for s in seeds):
         seed = seeds[0] if len(seeds) == 1 else hash(tuple(seeds)) % (2**63)
     return group[0].sampling.model_copy(update={"seed": seed})
+
+
+def _aborted() -> EndpointError:
+    return EndpointError("local generation was stopped (HFPolicy.abort): the run is ending.")
 
 
 def _resolve(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError, require_extra
 from rk_agent.policies.policy import Policy
+from rk_agent.rollouts.dataset_tasks import check_solver_reads, fit_to_dataset
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.fork import fork_config, fork_vouched
 from rk_agent.runs.config import PLACEMENT_KEYS, RolloutConfig
@@ -58,6 +59,7 @@ class PreparedRun:
         policy: the model.
         done: ids of episodes a resumed run already has.
         uses_embedded_model: whether the embedded default model plays.
+        notes: lines to say before the run starts (``--n`` cut to the dataset's size).
     """
 
     config: RolloutConfig
@@ -66,6 +68,7 @@ class PreparedRun:
     policy: Policy
     done: set[str]
     uses_embedded_model: bool
+    notes: list[str] = field(default_factory=list)
 
     @property
     def env_name(self) -> str:
@@ -164,6 +167,10 @@ def prepare_run(
         EndpointError: the model server cannot be reached, refuses the key, or answers neither
             ``GET <base-url>/models`` nor a one-token completion (a wrong ``--base-url`` or
             model); checked before the run directory is made.
+
+    ``n`` larger than the environment's dataset plays every row once, noted in
+    `PreparedRun.notes`; ``provider: solver`` on a dataset checks first that the reference
+    solver recognises each task it will play (`rk_agent.rollouts.dataset_tasks`).
     """
     if resume is None:
         return _prepare(config, None, api_key, policy, trust_run)
@@ -210,7 +217,8 @@ def _prepare(
             raise ConfigError(LOCAL_MODEL_REFUSED)
     config = fork_config(config, trust_run=trust_run)  # a fork plays the source run's env
     done = {t.id for t in run_dir.read_trajectories()} if run_dir is not None else set()
-    envs = _env_factory(config)
+    envs = config.env.factory()  # checked by building the first
+    config, fitted = fit_to_dataset(config, envs.dataset_size)
     uses_embedded = (
         policy is None
         and config.model is None
@@ -220,6 +228,10 @@ def _prepare(
     try:
         if policy is None:
             policy = build_policy(config, api_key=api_key)
+            if config.provider == "solver" and envs.dataset_size is not None and not config.fork:
+                from rk_agent.envs.registry import get_solver
+
+                check_solver_reads(config, envs, get_solver(config.env.name))
         resumed_with = None if run_dir is None else len(done)
         if run_dir is None:
             output = config.output or _default_output(envs.name)
@@ -232,19 +244,8 @@ def _prepare(
     except BaseException:
         envs.close()
         raise
-    return PreparedRun(config, run_dir, envs, policy, done, uses_embedded)
-
-
-def _env_factory(config: RolloutConfig) -> EnvFactory:
-    """The config's environments, checked by building the first; ``n`` fits their dataset."""
-    envs = config.env.factory()
-    if envs.dataset_size is not None and config.n > envs.dataset_size:
-        envs.close()
-        raise ConfigError(
-            f"--n {config.n} asks for more tasks than {config.env.tasks or 'the dataset'} has "
-            f"({envs.dataset_size}); give --n {envs.dataset_size} or less."
-        )
-    return envs
+    notes = [fitted] if fitted else []
+    return PreparedRun(config, run_dir, envs, policy, done, uses_embedded, notes)
 
 
 def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy:

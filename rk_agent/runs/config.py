@@ -80,7 +80,8 @@ class RolloutConfig(EnvConfig):
         env: the environment (`EnvSetup`): ``env`` (short name, Gymnasium id,
             ``file.py::Class`` or ``module:Class``), ``env_kwargs`` (keyword arguments for its
             constructor), ``tasks`` (a JSONL dataset of tasks instead of the environment's
-            generator), ``rewards`` (episode rewards replacing the environment's: names or
+            generator), ``tasks_columns`` (the task field each of its columns holds),
+            ``rewards`` (episode rewards replacing the environment's: names or
             paths), ``max_turns`` (assistant turns per episode; ``None``: the environment's
             default) and ``seed`` (task ``i`` is played with seed ``seed + i``).
         model: model name, hub id or local folder; ``None`` is the embedded default model.

@@ -43,7 +43,11 @@ from rk_agent.runs.alarms import AlarmOptions
 from rk_agent.trainers.group_sampling import SamplingOptions
 from rk_agent.trainers.scored_batch import BatchHook, TrajectoriesOf
 from rk_agent.trainers.task_draws import TaskSource
-from rk_agent.trainers.trl_patches import escape_printed_completions, score_completions_only
+from rk_agent.trainers.trl_patches import (
+    escape_printed_completions,
+    quiet_tied_weights_on_resume,
+    score_completions_only,
+)
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -180,6 +184,7 @@ def build_grpo_trainer(
             rk_sampler=sampler, rk_batch_hooks=hooks, rk_trajectories=loop.trajectories,
             **common,
         )  # fmt: skip
+    quiet_tied_weights_on_resume(trainer)  # a resumed tied LM head is no missing key
     if loop.reward_histograms:
         attach(trainer, RewardHistogramCallback(scores))  # ahead of wandb's own callback
     if watch.enabled:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rk_agent.envs.task import load_tasks
 from rk_agent.errors import ConfigError
 from rk_agent.policies.local_model import check_model_folder
 from rk_agent.runs.run_dir import CONFIG_FILE, TRAJECTORIES_FILE
@@ -31,7 +32,8 @@ __all__ = ["check_train_inputs"]
 def check_train_inputs(config: TrainConfig) -> None:
     """Check that the files, folders and names ``config`` refers to exist.
 
-    - ``tasks`` (GRPO): an existing file.
+    - ``tasks`` (GRPO): an existing file whose every row is a task
+      (`rk_agent.envs.task.load_tasks`).
     - ``trajectories`` (SFT): a JSONL file, or a folder holding ``trajectories.jsonl``, with
       at least one trajectory that passes ``sft_filter``
       (`rk_agent.trainers.sft_data.select_for_sft`); when its environment would be built to
@@ -59,6 +61,8 @@ def check_train_inputs(config: TrainConfig) -> None:
     """
     if config.kind == "grpo" and config.env.tasks is not None:
         _check_tasks(config.env.tasks)
+        # Every row: a bad one fails here, before the run folder is named.
+        load_tasks(config.env.tasks, config.env.tasks_columns)
     if config.kind == "sft":
         _check_trajectories(str(config.trajectories))
         from rk_agent.trainers.sft_data import check_tools_trust, select_for_sft

@@ -21,7 +21,9 @@ returns:
 - ``prompt_ids``: the first turn's prompt; ``completion_ids``: every later token (the model's
   replies and the environment's messages, as the model saw them); ``logprobs``;
 - ``env_mask``: 1 on the model's tokens, 0 on the environment's, so only the model's tokens are
-  trained;
+  trained: the tokens it sampled in this step. An episode that started with turns copied from
+  another one (a fork's, ``Turn.copied_from``) would have them in its prompt, never trained;
+  the loop plays every episode from its task's start;
 - ``trajectory``: the `Trajectory` of each row, which the reward functions of
   `rk_agent.trainers.rewards` read (episode reward components, per-step rewards, stop reasons).
 
@@ -194,6 +196,9 @@ class EpisodeRollout:
                 )
                 try:
                     played = _run(self.play(rows, policy, sampling, budget))
+                except BaseException:  # Ctrl-C among them: generate nothing more this step
+                    policy.abort()
+                    raise
                 finally:
                     policy.close()
         step = int(trainer.state.global_step)

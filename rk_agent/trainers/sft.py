@@ -13,6 +13,12 @@ tokenizer itself keeps its template, so checkpoints carry the one that generatio
 tool-call parsing recognise. A template with no markers and no training variant raises
 `ConfigError`; pass ``assistant_only_loss=False`` to train on every token instead.
 
+Turns a fork copied from its source episode (the dataset's ``context_messages``) were played by
+another policy: they are context, and their tokens are left out of the loss in either case.
+TRL tokenizes each row and builds its ``labels``; then the tokens of the row's first
+``context_messages`` messages, rendered alone with the same template (the longest prefix they
+share with the row's tokens), get the label -100.
+
 Main names: `build_sft_trainer`, `training_chat_template`.
 
 Example::
@@ -26,11 +32,12 @@ Example::
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.errors import ConfigError, require_extra
+from rk_agent.errors import ConfigError, NotAvailableError, require_extra
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -77,6 +84,8 @@ def build_sft_trainer(
     require_extra("train", "build_sft_trainer")
     from trl import SFTTrainer
 
+    from rk_agent.trainers.trl_patches import quiet_tied_weights_on_resume
+
     tokenizer = _load_tokenizer(model, tokenizer)
     args = copy.copy(args)
     args.assistant_only_loss = assistant_only_loss
@@ -100,13 +109,61 @@ def build_sft_trainer(
         from rk_agent.policies.local_model import resolve_model
 
         loaded_or_path = resolve_model(model)
-    return SFTTrainer(
+    trainer = SFTTrainer(
         model=loaded_or_path,
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=callbacks,
     )
+    _mask_context(trainer, tokenizer)
+    quiet_tied_weights_on_resume(trainer)  # a resumed tied LM head is no missing key
+    return trainer
+
+
+def _mask_context(trainer: SFTTrainer, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Leave the context of each row (its first ``context_messages`` messages: the turns a
+    fork copied) out of the loss: their tokens' labels become -100."""
+    dataset: Any = trainer.train_dataset
+    columns = dataset.column_names or []
+    if "context_messages" not in columns or not any(dataset["context_messages"]):
+        return
+    if "labels" not in columns:
+        raise NotAvailableError(
+            "the SFT rows hold turns copied by a fork, which are left out of the loss by "
+            "editing the labels TRL builds; this TRL version built none. Use the TRL version "
+            "rk-agent's lock file pins, or leave the forked episodes out."
+        )
+    render: Any = tokenizer.apply_chat_template
+    template = trainer.chat_template  # what TRL tokenized with (None: the tokenizer's own)
+
+    def mask(row: dict[str, Any]) -> dict[str, Any]:
+        labels = list(row["labels"])
+        context = row["context_messages"]
+        if context:
+            tools = row.get("tools")
+            prefix = render(
+                row["messages"][:context],
+                tools=(json.loads(tools) if isinstance(tools, str) else tools) or None,
+                chat_template=template,
+                tokenize=True,
+                return_dict=True,
+            )["input_ids"]
+            shared = _shared_prefix(prefix, row["input_ids"])
+            labels[:shared] = [-100] * min(shared, len(labels))
+        return {"labels": labels}
+
+    trainer.train_dataset = dataset.map(mask, desc="Masking copied turns")
+
+
+def _shared_prefix(ids: list[int], other: list[int]) -> int:
+    """How many leading tokens two sequences share."""
+    count = 0
+    for a, b in zip(ids, other, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
 
 
 def training_chat_template(tokenizer: PreTrainedTokenizerBase) -> str | None:

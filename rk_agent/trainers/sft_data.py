@@ -22,6 +22,11 @@ Columns:
         the later tools in the prompt).
     task_id, trajectory_id, env: where the row came from.
     episode_reward: the episode score (``None`` when it was missing or invalid).
+    context_messages: how many of the first ``messages`` are context only, not trained on:
+        the turns a fork copied from its source episode (``Turn.copied_from``), which another
+        policy played; ``0`` for an episode played from its start.
+        `rk_agent.trainers.sft.build_sft_trainer` leaves their tokens out of the loss. A
+        forked episode with no turn of its own is dropped (`DropReason.NO_ASSISTANT`).
 
 Rows are in task order (task index, then sample), whatever order the episodes finished in:
 the same episodes make the same dataset, so a seeded SFT run trains the same model.
@@ -109,7 +114,8 @@ class DropReason(str, Enum):
     LOW_REWARD = "below min_reward"
     """Its episode reward is below ``min_reward``."""
     NO_ASSISTANT = "without an assistant turn"
-    """There is nothing to train on: the model never answered (always dropped)."""
+    """There is nothing to train on: the model never answered, or every turn was copied from
+    another episode by a fork (always dropped)."""
     OVER_TASK_LIMIT = "over max_per_task"
     """Its task already has ``max_per_task`` better samples."""
 
@@ -252,7 +258,7 @@ def _drop_reason(trajectory: Trajectory, rules: SFTFilter) -> DropReason | None:
             return DropReason.NO_REWARD
         if reward < rules.min_reward:
             return DropReason.LOW_REWARD
-    if not trajectory.turns:
+    if all(turn.copied_from is not None for turn in trajectory.turns):  # none, or all copied
         return DropReason.NO_ASSISTANT
     return None
 
@@ -494,6 +500,7 @@ def _to_dataset(
             "trajectory_id": Value("string"),
             "env": Value("string"),
             "episode_reward": Value("float64"),
+            "context_messages": Value("int64"),
         }
     )
     # Each value is handed over as JSON text: datasets' own encoder (pandas' ujson) would keep
@@ -504,6 +511,9 @@ def _to_dataset(
         pieces = _tool_spans(t, first) if recorded else [(t, first)]
         for part, tools in pieces:
             messages = training_messages(part, tools, tool_call_format)
+            context = _context_messages(part, tools, tool_call_format)
+            if context >= len(messages):  # every reply of this piece was copied: nothing new
+                continue
             if tool_call_format not in (None, NATIVE):  # the system prompt describes them
                 tools = []
             rows.append(
@@ -514,9 +524,24 @@ def _to_dataset(
                     "trajectory_id": t.id,
                     "env": t.env,
                     "episode_reward": t.episode_reward,
+                    "context_messages": context,
                 }
             )
     return Dataset.from_list(rows, features=features)
+
+
+def _context_messages(
+    trajectory: Trajectory, tools: list[dict[str, Any]], tool_call_format: str | None
+) -> int:
+    """How many leading messages of the episode's rendering are context: through the last
+    reply of the turns a fork copied (they lead the episode), 0 when none was copied."""
+    copied = 0
+    while copied < len(trajectory.turns) and trajectory.turns[copied].copied_from is not None:
+        copied += 1
+    if copied == 0:
+        return 0
+    prefix = trajectory.model_copy(update={"turns": trajectory.turns[:copied]})
+    return len(training_messages(prefix, tools, tool_call_format))
 
 
 def _tool_spans(

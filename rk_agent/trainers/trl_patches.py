@@ -24,8 +24,16 @@ clipboard write, a hidden link, a screen clear) reached the terminal. The patch 
 same rows with their control characters escaped (`rk_agent.terminal_text`); what goes to wandb
 and to the run folder is untouched.
 
+`quiet_tied_weights_on_resume`: a model whose LM head is tied to its input embeddings (the
+embedded SmolLM2 among them) is saved with one copy of the shared weight, so a run resumed from
+a checkpoint loads a state without ``lm_head.weight``, and transformers' ``Trainer`` (5.x) warns
+``There were missing keys in the checkpoint model loaded: ['lm_head.weight']``: harmless, since
+the tie gives the head its value, but alarming. The patched trainer leaves out of that warning
+the missing keys whose parameter is the very tensor of a key that was loaded (a tie), and
+re-ties; any other missing or unexpected key still warns.
+
 Main names: `score_completions_only`, `quiet_checkpointing_renames`,
-`escape_printed_completions`.
+`escape_printed_completions`, `quiet_tied_weights_on_resume`, `tied_to_loaded`.
 """
 
 from __future__ import annotations
@@ -34,12 +42,18 @@ import contextlib
 import functools
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rk_agent.terminal_text import terminal_text
 
-__all__ = ["escape_printed_completions", "quiet_checkpointing_renames", "score_completions_only"]
+__all__ = [
+    "escape_printed_completions",
+    "quiet_checkpointing_renames",
+    "quiet_tied_weights_on_resume",
+    "score_completions_only",
+    "tied_to_loaded",
+]
 
 _RENAMED = r"`(is_gradient_checkpointing|gradient_checkpointing_(enable|disable))` is deprecated"
 
@@ -126,3 +140,37 @@ def _escaped(value: Any) -> Any:
             found[_escaped(key)] = _escaped(item)
         return found
     return value
+
+
+def tied_to_loaded(model: Any, missing_keys: Sequence[str]) -> set[str]:
+    """The ``missing_keys`` of a state loaded into ``model`` that are tied to a loaded key: the
+    parameter they name is the same tensor as that of a key the state held (module docstring).
+    """
+    params = dict(model.named_parameters(remove_duplicate=False))
+    missing = set(missing_keys)
+    loaded = {id(param) for name, param in params.items() if name not in missing}
+    return {key for key in missing if key in params and id(params[key]) in loaded}
+
+
+def quiet_tied_weights_on_resume(trainer: Any) -> None:
+    """Make ``trainer`` (a transformers ``Trainer``) leave tied weights out of the warning it
+    gives after loading a checkpoint to resume (module docstring). Idempotent."""
+    issue = getattr(trainer, "_issue_warnings_after_load", None)
+    if issue is None or getattr(issue, _TIED, False):
+        return
+
+    @functools.wraps(issue)
+    def warn_untied(load_result: Any) -> Any:
+        model = trainer.model
+        tied = tied_to_loaded(model, load_result.missing_keys)
+        if tied:
+            model.tie_weights()
+            kept = [key for key in load_result.missing_keys if key not in tied]
+            load_result = load_result._replace(missing_keys=kept)
+        return issue(load_result)
+
+    setattr(warn_untied, _TIED, True)
+    trainer._issue_warnings_after_load = warn_untied
+
+
+_TIED = "_rk_agent_quiet_tied_weights"

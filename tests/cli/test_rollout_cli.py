@@ -114,6 +114,54 @@ def test_own_tools_tasks_without_min_tool_calls_score_the_answer(tmp_path: Path)
         assert called["reward"] == 0.0, "no call earns the bonus without min_tool_calls"
 
 
+def test_tasks_from_elsewhere_columns_mapped_fewer_rows_than_n_and_the_solver(
+    tmp_path: Path,
+) -> None:
+    """A Hugging Face dataset's `question`/`answer` columns: refused naming them and
+    --tasks-columns, read with it; fewer rows than --n plays each once, saying so; the
+    reference solver refuses tasks it does not recognise before the run (issue 40 item 11)."""
+    generated = rk("rollout", "--env", "math", "--policy", "solver", "-n", "2",
+                   "--output", str(tmp_path / "generated"))  # fmt: skip
+    assert generated.returncode == 0, generated.stderr
+    rows = [{"question": t["task"]["messages"][-1]["content"], "answer": t["task"]["ground_truth"]}
+            for t in lines(tmp_path / "generated")]  # fmt: skip
+    (tmp_path / "gsm.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    gsm = str(tmp_path / "gsm.jsonl")
+    play = ("rollout", "--env", "math", "--policy", "solver", "--tasks", gsm)
+
+    refused = rk(*play, "--output", str(tmp_path / "refused"))
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr == (
+        f"error: {tmp_path / 'gsm.jsonl'}:1: not a valid task: expected a 'messages' list or a "
+        "'prompt' (string or message list); the row's columns are 'question', 'answer': map "
+        "them with --tasks-columns prompt=question,ground_truth=answer (columns= in load_tasks)\n"
+    )
+    assert not (tmp_path / "refused").exists()
+
+    mapped = ("--tasks-columns", "prompt=question,ground_truth=answer")
+    out = rk(*play, *mapped, "-n", "5", "--output", str(tmp_path / "run"))
+    assert out.returncode == 0, out.stderr
+    assert f"{tmp_path / 'gsm.jsonl'} holds 2 tasks, fewer than --n 5: playing each once." in (
+        out.stdout
+    )
+    assert "2 (2 tasks x 1)" in out.stdout
+    played = lines(tmp_path / "run")
+    assert len(played) == 2 and all(t["success"] for t in played)
+
+    (tmp_path / "other.jsonl").write_text('{"question": "Who wrote Hamlet?", "answer": "S"}\n')
+    other = str(tmp_path / "other.jsonl")
+    unknown = rk("rollout", "--env", "math", "--policy", "solver", "--tasks", other, *mapped,
+                 "--output", str(tmp_path / "solver"))  # fmt: skip
+    assert (unknown.returncode, unknown.stdout) == (2, "")
+    assert unknown.stderr == (
+        "error: --policy solver: the math environment's reference solver does not recognise 1 "
+        f"of the 1 tasks of {tmp_path / 'other.jsonl'} (the first: 'other-1'); it solves the "
+        "tasks the environment generates, read by their templates. Play a model on them "
+        "(--model, --base-url), or leave out --tasks to play the environment's own tasks.\n"
+    )
+    assert not (tmp_path / "solver").exists()
+
+
 @pytest.mark.parametrize("env_name", ["tools", "math", "guess"])
 def test_the_reference_solver_plays_without_a_model(tmp_path: Path, env_name: str) -> None:
     out = rk("rollout", "--env", env_name, "--provider", "solver", "--n", "4",

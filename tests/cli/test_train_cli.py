@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -333,6 +335,33 @@ def test_bad_input_is_one_line_before_torch_or_trl_is_imported(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.jsonl"]  # no run folder
 
 
+def test_a_task_file_with_a_bad_row_fails_before_torch_or_a_run_folder(tmp_path: Path) -> None:
+    """Every row of --tasks is read by the checks, not when the environment is built after
+    the run folder is named (issue 40 item 12)."""
+    rows = ['{"prompt": "2+2?", "ground_truth": "4"}', '{"question": "3+3?", "answer": "6"}']
+    (tmp_path / "tasks.jsonl").write_text("\n".join(rows) + "\n")
+    args = ["train", "grpo", "--env", "math", "--tasks", "tasks.jsonl", "--max_steps", "1"]
+    run = subprocess.run(
+        [sys.executable, "-c", ENTRY, json.dumps(args)], capture_output=True, text=True,
+        env=_env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.stderr.startswith("error: tasks.jsonl:2: not a valid task: expected a 'messages'")
+    assert run.stderr.count("\n") == 1
+    assert json.loads(run.stdout) == {"code": 2, "heavy": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks.jsonl"]  # no run folder
+
+    # A dataset's own column names are read with --tasks-columns (issue 40 item 11): its rows
+    # pass the checks, and the next check (a missing checkpoint) is the one that stops it.
+    (tmp_path / "tasks.jsonl").write_text('{"question": "3+3?", "answer": "6"}\n')
+    mapped = [*args, "--tasks-columns", "prompt=question,ground_truth=answer", "--resume", "no"]
+    run = subprocess.run(
+        [sys.executable, "-c", ENTRY, json.dumps(mapped)], capture_output=True, text=True,
+        env=_env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.stderr.startswith("error: resume: checkpoint 'no' does not exist"), run.stderr
+    assert json.loads(run.stdout) == {"code": 2, "heavy": []}
+
+
 def _unsolved(env: str, count: int, *, success: bool = False) -> str:
     """``count`` unsolved (or solved) one-turn trajectories of ``env``, as JSONL."""
     from rk_agent.runs.trajectory import Trajectory
@@ -501,3 +530,100 @@ def test_a_resumed_run_names_episodes_by_step_writes_each_step_once_and_keeps_it
     assert shown.stdout.count("episode s") == 1 and f"episode {ids[5]}" in shown.stdout
     (run,) = find_runs([out]).runs.values()
     assert run.info().episodes == 8
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rk_agent_as_a_user_runs_it() -> list[str]:
+    """``uv run rk-agent`` (a terminal's Ctrl-C reaches uv and rk-agent both) when uv would run
+    this very environment; else the environment's ``rk-agent`` script."""
+    uv = shutil.which("uv")
+    env_dir = os.environ.get("UV_PROJECT_ENVIRONMENT") or str(ROOT / ".venv")
+    if uv and Path(env_dir).resolve() == Path(sys.prefix).resolve():
+        return [uv, "run", "--no-sync", "--frozen", "--project", str(ROOT), "rk-agent"]
+    return [str(Path(sys.executable).parent / "rk-agent")]
+
+
+@pytest.fixture(scope="module")
+def small_model_dir(tmp_path_factory: pytest.TempPathFactory, embedded_tok: Any) -> Path:
+    """A random 6-layer Llama (hidden 384, LM head tied, as the embedded model's), slow enough
+    on a CPU that a step's generation is still running a second after it starts."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("small-llama")
+    config = LlamaConfig(
+        vocab_size=len(embedded_tok), hidden_size=384, intermediate_size=1024,
+        num_hidden_layers=6, num_attention_heads=6, num_key_value_heads=2,
+        max_position_embeddings=4096, bos_token_id=embedded_tok.bos_token_id,
+        eos_token_id=embedded_tok.eos_token_id, pad_token_id=embedded_tok.pad_token_id,
+        tie_word_embeddings=True,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(path)
+    embedded_tok.save_pretrained(path)
+    return path
+
+
+def _ctrl_c_to_the_group(
+    command: list[str], when: str, after_s: float, tmp_path: Path
+) -> tuple[int, str]:
+    """Run ``command`` in a session of its own, and send SIGINT to its whole process group, as
+    a terminal does, twice (an impatient user), ``after_s`` after a line starts with ``when``."""
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=_env(tmp_path, PYTHONUNBUFFERED="1"), start_new_session=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith(when):
+            time.sleep(after_s)
+            os.killpg(process.pid, signal.SIGINT)
+            time.sleep(0.2)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGINT)
+            break
+    rest, _ = process.communicate(timeout=300)
+    return process.returncode, "".join(seen) + rest
+
+
+@pytest.mark.slow  # one step of a small model, in three processes: a few minutes on 2 cores
+@pytest.mark.timeout(900)
+def test_ctrl_c_to_the_process_group_exits_130_cleanly_and_resumes(
+    tmp_path: Path, small_model_dir: Path
+) -> None:
+    """Issue 40 item 7: a terminal's Ctrl-C reaches `uv run` and rk-agent both; during model
+    loading or generation, twice, it ends with 130 and no native abort (`terminate called
+    without an active exception`: the generation thread was left running in torch while the
+    interpreter exited)."""
+    out = tmp_path / "run"
+    command = [
+        *_rk_agent_as_a_user_runs_it(), "train", "grpo", "--env", "guess", "--model",
+        str(small_model_dir), "--output-dir", str(out), "--num_generations", "2",
+        "--per_device_train_batch_size", "2", "--max_completion_length", "512",
+        "--save_steps", "1", "--n-tasks", "2", "--max-turns", "3", "--no-wandb",
+    ]  # fmt: skip
+    # Loading the model; step 2's generation, a second in (step 1 is saved as checkpoint-1).
+    for when, after_s in (("run folder:", 0.0), ("step 2/", 1.0)):
+        status, printed = _ctrl_c_to_the_group(
+            [*command, "--max_steps", "50"], when, after_s, tmp_path
+        )
+        assert status == 130, printed[-3000:]
+        assert "terminate called" not in printed and "Traceback" not in printed, printed[-3000:]
+        assert "interrupted" in printed
+    assert (out / "checkpoint-1" / "trainer_state.json").is_file()
+    # Resumed to where checkpoint-1 stands: it loads and finishes, with no step to play.
+    resumed = subprocess.run(
+        [*command, "--max_steps", "1"], capture_output=True, text=True, env=_env(tmp_path),
+        timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {out / 'checkpoint-1'}" in resumed.stdout
+    assert "missing keys" not in resumed.stdout + resumed.stderr  # its LM head is tied
+    assert (out / "final" / "config.json").is_file()

@@ -18,7 +18,8 @@ from rk_agent.envs import (
     play_with_solver,
 )
 from rk_agent.envs.registry import _BUILTINS
-from rk_agent.errors import DataError
+from rk_agent.errors import DataError, EnvError
+from rk_agent.types import Message
 
 ENVS = sorted(_BUILTINS)
 # mcp_tools starts an MCP server process for each environment: seconds a test.
@@ -65,6 +66,16 @@ def test_reference_solver_solves_seeded_tasks(name: str) -> None:
     solved = [p for p in played if p.terminated and p.episode and p.episode.score > 0.99]
     env.close()
     assert len(solved) >= 29, [p.episode.reason for p in played if p not in solved]
+
+
+@pytest.mark.parametrize("name", ["tools", "math", "code"])
+def test_a_reference_solver_refuses_a_question_it_does_not_recognise(name: str) -> None:
+    """Rather than answer it wrongly in silence (issue 40 item 11): `--policy solver` checks
+    dataset tasks with this before a run."""
+    question = [Message(role="user", content="Who wrote Hamlet?")]
+    with pytest.raises(EnvError, match=re.escape(f"the {name} environment's reference solver "
+                                                 "does not recognise this")):  # fmt: skip
+        get_solver(name)(question, None)
 
 
 @pytest.mark.parametrize("name", PARAMS)

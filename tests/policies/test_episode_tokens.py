@@ -206,3 +206,32 @@ def test_each_episode_renders_its_own_tools_and_a_change_mid_episode_is_refused(
     assert len(policy.prompts) == 2  # turns 0 and 1; turn 2 offered `order` as well
     prompt = policy.tokenizer.decode(policy.prompts[0])
     assert f'"name": "{own}"' in prompt and '"name": "order"' not in prompt
+
+
+def test_turns_a_fork_copied_are_prompt_never_trained(tiny_model_dir: Path) -> None:
+    """GRPO's rk loop trains only the tokens `EpisodeTokens` sampled: an episode that starts
+    with copied turns (a fork's, `Turn.copied_from`) has them in its prompt, with env_mask 0
+    nowhere on them (issue 40 item 8)."""
+    from rk_agent.policies.function_policy import FunctionPolicy
+
+    solver = FunctionPolicy(get_solver("tools"))
+    source = asyncio.run(
+        play_episode(make_env("tools"), solver, EpisodeSlot(0, 0, SEED),
+                     sampling=SamplingParams(), env_name="tools")
+    )  # fmt: skip
+    copied = source.turns[0].model_copy(update={"copied_from": "source::0-0"})
+    replies = _solver_replies()[1:]  # the model goes on from turn 1
+    policy = ScriptedTokens(replies, model=str(tiny_model_dir), device="cpu")
+    tokens = EpisodeTokens(policy, SuffixRenderer(policy), budget=1024)
+    trajectory = asyncio.run(
+        play_episode(make_env("tools"), tokens, EpisodeSlot(0, 0, SEED, None, (copied,)),
+                     sampling=SamplingParams(temperature=1.0, max_tokens=64), env_name="tools")
+    )  # fmt: skip
+    assert trajectory.success and [t.copied_from for t in trajectory.turns] == [
+        "source::0-0", None, None,
+    ]  # fmt: skip
+    tok = policy.tokenizer
+    copied_call = HERMES.render_call(copied.assistant.tool_calls[0])
+    assert copied_call in tok.decode(tokens.prompt_ids or [])  # context: the prompt
+    trained = [tok.decode(tokens.completion_ids[a:b]) for v, a, b in _runs(tokens.env_mask) if v]
+    assert trained == [reply + "<|im_end|>" for reply in replies]  # only what was sampled

@@ -647,3 +647,31 @@ def test_a_budget_that_cannot_hold_one_conversation_is_refused_at_once(
     with pytest.raises(ConfigError, match=message):
         HFPolicy(tiny, tokenizer=tokenizer, kv_cache_bytes=100_000)
     assert HFPolicy(tiny, tokenizer=tokenizer, kv_cache_bytes=100_000, max_context=128)
+
+
+def test_abort_ends_the_generation_at_its_next_token_and_close_returns(
+    tiny: Any, tokenizer: Any
+) -> None:
+    """What a trainer does on Ctrl-C (issue 40 item 7): the batch being generated stops, its
+    callers get an `EndpointError`, and `close` returns with the worker thread ended."""
+    policy = HFPolicy(tiny, tokenizer=tokenizer, max_context=100_000)
+    long = SamplingParams(temperature=1.0, max_tokens=100_000)  # far more than it will make
+
+    async def generate() -> None:
+        await policy.generate([Message(role="user", content="hi")], None, long)
+
+    async def run() -> None:
+        task = asyncio.create_task(generate())
+        while policy.stats.batches == 0 and not policy._abort.is_set():
+            await asyncio.sleep(0.05)  # the worker is generating
+            if policy._worker is not None:
+                policy.abort()
+        with pytest.raises(EndpointError, match=re.escape("local generation was stopped")):
+            await task
+
+    asyncio.run(run())
+    policy.close()
+    assert policy._finished.is_set() and policy._worker is not None
+    policy._worker.join(timeout=30)
+    assert not policy._worker.is_alive()
+    assert policy.stats.batches == 0  # the cut-short batch answered no one

@@ -14,6 +14,7 @@ from rk_agent.policies.function_policy import FunctionPolicy
 from rk_agent.rollouts.engine import run_rollouts
 from rk_agent.rollouts.runner import prepare_run
 from rk_agent.runs.config import RolloutConfig
+from rk_agent.runs.run_dir import RunDir
 
 
 def test_trajectories_record_the_registered_name_of_the_env(tmp_path: Path) -> None:
@@ -34,14 +35,13 @@ def test_the_default_run_folder_is_named_after_the_registered_name(
         assert re.fullmatch(r"runs/guess-\d{8}-\d{6}", str(run.config.output))
 
 
-def test_n_must_fit_the_task_file(tmp_path: Path) -> None:
+def test_n_larger_than_the_task_file_plays_every_row_once(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"prompt": "2+2?", "ground_truth": "4"}\n')
     config = RolloutConfig(env="math", tasks=str(tasks), n=3, output=str(tmp_path / "r"))
-    message = f"--n 3 asks for more tasks than {tasks} has (1); give --n 1 or less."
-    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
-        prepare_run(config, policy=FunctionPolicy(get_solver("math")))
-    assert not (tmp_path / "r").exists()  # checked before the run folder is made
+    with prepare_run(config, policy=FunctionPolicy(lambda m, t: "#### 4")) as run:
+        assert run.notes == [f"{tasks} holds 1 task, fewer than --n 3: playing each once."]
+        assert run.config.n == 1 and RunDir.open(tmp_path / "r").config.n == 1  # as saved
 
 
 def test_a_bad_env_argument_fails_before_the_run_folder_is_made(tmp_path: Path) -> None:

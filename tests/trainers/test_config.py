@@ -91,9 +91,9 @@ def test_output_dir_from_trl_moves_to_the_top(tmp_path: Path) -> None:
     ("overrides", "trl", "message"),
     [
         ({"kind": "grpo", "n_taks": 3}, {}, "unknown train config option 'n_taks'. Did you mean "
-         "'n_tasks'? Options are: kind, env, env_kwargs, tasks, rewards, max_turns, seed, mcp, "
-         "model, multi_turn, loop, n_tasks, tool_call_format, trajectories, sft_filter, "
-         "trust_run, output_dir, resume, wandb, watch, sampling, trl."),
+         "'n_tasks'? Options are: kind, env, env_kwargs, tasks, tasks_columns, rewards, "
+         "max_turns, seed, mcp, model, multi_turn, loop, n_tasks, tool_call_format, "
+         "trajectories, sft_filter, trust_run, output_dir, resume, wandb, watch, sampling, trl."),
         ({"kind": "grpo", "wandb.projet": "p"}, {}, "unknown train config option "
          "'wandb.projet'. Did you mean 'wandb.project'? Options are: wandb.enabled, "
          "wandb.project, wandb.mode."),

@@ -125,6 +125,24 @@ def test_the_loss_covers_exactly_the_assistants_tokens(
     assert all("<tool_response>" in p for p in pieces[1:])
 
 
+def test_the_turns_a_fork_copied_are_left_out_of_the_loss(
+    tmp_path: Path, tiny_model_dir: Path, embedded_tok: Any
+) -> None:
+    """Issue 40 item 8: another policy's replies, copied by `rollout --fork`, are context."""
+    from tests.trainers.test_sft_data import forked_run
+
+    data = sft_dataset(forked_run(tmp_path)).select([0])
+    trainer = build_sft_trainer(tiny_model_dir, embedded_tok, data, _args(tmp_path))
+    row = trainer.train_dataset[0]
+    messages, context = data[0]["messages"], data[0]["context_messages"]
+    assert [m["role"] for m in messages][context - 1] == "assistant"  # the copied reply
+    trained, _ = _runs(embedded_tok, row["input_ids"], row["labels"])
+    own = [_assistant_text(m) for m in messages[context:] if m["role"] == "assistant"]
+    assert trained == own and own  # the fork's own replies, and not the copied one
+    copied = _assistant_text(messages[context - 1])
+    assert copied not in "".join(trained)
+
+
 @pytest.mark.slow
 def test_two_real_sft_steps_write_a_checkpoint(
     tmp_path: Path, tiny_model_dir: Path, embedded_tok: Any, solved: Any

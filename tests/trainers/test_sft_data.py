@@ -96,7 +96,9 @@ def test_the_default_filter_keeps_the_solved_episodes(run: Path) -> None:
     rows = data.dataset
     assert rows.column_names == [
         "messages", "tools", "task_id", "trajectory_id", "env", "episode_reward",
+        "context_messages",
     ]  # fmt: skip
+    assert rows["context_messages"] == [0] * 4  # no turn was copied from another episode
     assert rows["trajectory_id"] == ["0-0", "0-1", "3-0", "3-1"]
     assert rows["episode_reward"] == [1.0] * 4
     assert set(rows["env"]) == {"tools"}
@@ -514,3 +516,34 @@ def test_each_turn_is_rendered_after_the_tools_it_was_offered(
         assert f'"name": "{own}"' in blocks[0] and '"name": "order"' not in blocks[0]
         assert f'"name": "{own}"' in blocks[1] and '"name": "order"' in blocks[1]
         assert '<tool_call>\n{"name": "order"' in texts[1]
+
+
+def forked_run(tmp_path: Path) -> Path:
+    """A fork of a solved tools episode from its turn 1 (its first reply copied), continued by
+    the reference solver: a real run of `rollout --fork`."""
+    from tests.rollouts.runs import play_run
+
+    source = play_run(tmp_path / "source", solve, env="tools", n=1)
+    return play_run(tmp_path / "fork", solve, fork=f"{source}::0-0@1", group_size=2)
+
+
+def test_a_forks_copied_turns_are_context_not_training(tmp_path: Path) -> None:
+    """Issue 40 item 8: the rows say how many leading messages another policy played."""
+    fork = forked_run(tmp_path)
+    played = load_trajectories(fork)
+    assert [[u.copied_from is not None for u in t.turns][:2] for t in played] == [[True, False]] * 2
+    rows = build_sft_data(fork).dataset
+    assert len(rows) == 2
+    for row in rows:
+        roles = [m["role"] for m in row["messages"]]
+        context = row["context_messages"]
+        # system, user, then the copied reply: the context ends on the copied reply.
+        assert roles[:context] == ["system", "user", "assistant"]
+        assert roles[context:].count("assistant") >= 1  # the fork's own replies are trained
+
+    # A fork that played no turn of its own has nothing to train on.
+    only_copied = [
+        t.model_copy(update={"turns": t.turns[:1]}) for t in played
+    ]  # fmt: skip
+    kept, report = select_trajectories(only_copied, SFTFilter(success_only=False))
+    assert (kept, report.dropped) == ([], {DropReason.NO_ASSISTANT: 2})

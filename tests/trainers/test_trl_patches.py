@@ -4,7 +4,9 @@ CPU and gives the same numbers; the renamed-method warnings of each generation s
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -112,3 +114,44 @@ def test_the_printed_table_of_completions_shows_their_codes_escaped(
     assert "\\x1b]52;c;ZXZpbA==" in printed
     assert [c for c in printed if ord(c) in CONTROLS and c != "\n"] == []
     assert prompts[0][0]["content"] == f"say {CODES}"  # the rows themselves are untouched
+
+
+def test_resuming_a_tied_lm_head_warns_of_no_missing_key(
+    tmp_path: Path, embedded_tok: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The embedded SmolLM2 ties its LM head to its embeddings: a checkpoint holds one copy, and
+    transformers' Trainer warned `missing keys ['lm_head.weight']` on every resume (issue 40
+    item 15). Another missing key still warns."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+    from rk_agent.trainers.trl_patches import quiet_tied_weights_on_resume, tied_to_loaded
+
+    config = LlamaConfig(vocab_size=len(embedded_tok), hidden_size=16, intermediate_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                         tie_word_embeddings=True)  # fmt: skip
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), use_cpu=True, report_to=[])
+    checkpoint = tmp_path / "checkpoint-1"
+    Trainer(model=LlamaForCausalLM(config), args=args).save_model(str(checkpoint))
+
+    def resume(quiet: bool) -> list[str]:
+        trainer = Trainer(model=LlamaForCausalLM(config), args=args)
+        if quiet:
+            quiet_tied_weights_on_resume(trainer)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="transformers.trainer"):
+            trainer._load_from_checkpoint(str(checkpoint))
+        model = trainer.model
+        assert model.lm_head.weight is model.model.embed_tokens.weight  # still tied
+        return [r.getMessage() for r in caplog.records if "missing keys" in r.getMessage()]
+
+    assert resume(quiet=False) == [
+        "There were missing keys in the checkpoint model loaded: ['lm_head.weight']."
+    ]  # what a resume printed: the warning this test is about
+    assert resume(quiet=True) == []
+
+    model = LlamaForCausalLM(config)
+    assert tied_to_loaded(model, ["lm_head.weight"]) == {"lm_head.weight"}
+    untied = ["lm_head.weight", "model.norm.weight"]  # a real gap stays in the warning
+    assert tied_to_loaded(model, untied) == {"lm_head.weight"}
+    both = ["lm_head.weight", "model.embed_tokens.weight"]  # neither was loaded: no tie to trust
+    assert tied_to_loaded(model, both) == set()
