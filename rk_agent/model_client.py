@@ -27,8 +27,8 @@ client talks to. ``aiohttp``'s ``trust_env`` would read them again, with netrc, 
 threads for every request: most of a turn's CPU and two thread hand-offs of waiting.
 
 Synchronous callers (a reward is a plain function, called from any thread) use
-`SyncModelClient`: the same client on an event loop of its own, in one daemon thread, so that
-every caller shares its kept-alive connections.
+`SyncModelClient`: the same client on an event loop of its own, in one daemon thread
+(`rk_agent.loop_thread.LoopThread`), so that every caller shares its kept-alive connections.
 
 Main names: `ModelClient`, `SyncModelClient`.
 
@@ -50,13 +50,11 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import json
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -72,6 +70,7 @@ from rk_agent.endpoint_errors import (
 )
 from rk_agent.errors import ConfigError, EndpointError
 from rk_agent.http1 import BadReply, Http1Pool, header_lines, request_head
+from rk_agent.loop_thread import LoopThread
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.secrets import redact
 
@@ -319,7 +318,9 @@ class SyncModelClient:
         self.endpoint = endpoint
         self._options = options
         self._lock = threading.Lock()
-        self._started: _Started | None = None
+        self._loop = LoopThread(name="rk-agent-model-client")
+        self._client: ModelClient | None = None
+        self._pid = 0  # the process that made `_client`
 
     def __repr__(self) -> str:
         return f"SyncModelClient(url={self.endpoint.url!r})"
@@ -330,53 +331,25 @@ class SyncModelClient:
         Raises:
             EndpointError: as `ModelClient.request` (no retry).
         """
-        started = self._running()
-        call = started.client.request(method, path, body)
-        return asyncio.run_coroutine_threadsafe(call, started.loop).result()
+        return self._loop.run(self._running().request(method, path, body))
 
     def close(self) -> None:
         """Close the connections and stop the loop's thread (a later request starts them
         again). Done at the interpreter's exit for a client still open."""
         atexit.unregister(self.close)
         with self._lock:
-            started, self._started = self._started, None
-        if started is None or started.pid != os.getpid():
+            client, self._client = self._client, None
+        if client is None or self._pid != os.getpid():
             return  # never started, or the parent's (a forked child closes nothing of it)
-        asyncio.run_coroutine_threadsafe(started.client.aclose(), started.loop).result()
-        started.loop.call_soon_threadsafe(started.loop.stop)
-        started.thread.join()
+        self._loop.run(client.aclose())
+        self._loop.stop()
 
-    def _running(self) -> _Started:
+    def _running(self) -> ModelClient:
         with self._lock:
-            if self._started is None or self._started.pid != os.getpid():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=_run_forever, args=(loop,), name="rk-agent-model-client", daemon=True
-                )
-                thread.start()
-                client = ModelClient(self.endpoint, **self._options)
-                self._started = _Started(os.getpid(), loop, thread, client)
+            if self._client is None or self._pid != os.getpid():
+                self._client, self._pid = ModelClient(self.endpoint, **self._options), os.getpid()
                 atexit.register(self.close)  # no connection left for the collector to find
-            return self._started
-
-
-@dataclass(frozen=True)
-class _Started:
-    """A `SyncModelClient`'s loop, its thread and its client, in the process that started
-    them."""
-
-    pid: int
-    loop: asyncio.AbstractEventLoop
-    thread: threading.Thread
-    client: ModelClient
-
-
-def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        loop.close()
+            return self._client
 
 
 def _env_proxy(url: str) -> dict[str, Any]:

@@ -176,7 +176,7 @@ LAYERS: list[set[str]] = [
      "rk_agent.inline_budget", "rk_agent.jsonl", "rk_agent.atomic_file", "rk_agent.loading",
      "rk_agent.retry", "rk_agent.binding", "rk_agent.config_files", "rk_agent.registry",
      "rk_agent.endpoint_errors", "rk_agent.model_client", "rk_agent.http1", "rk_agent.processes",
-     "rk_agent.trusted_json", "rk_agent.limiter", "rk_agent.daemon_threads",
+     "rk_agent.trusted_json", "rk_agent.limiter", "rk_agent.daemon_threads", "rk_agent.loop_thread",
      "rk_agent.terminal_text"},
     {"rk_agent.tool_calls", "rk_agent.sandbox"},
     {"rk_agent.rewards"},

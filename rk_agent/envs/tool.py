@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from rk_agent.daemon_threads import DaemonThreads
 from rk_agent.errors import ConfigError
 from rk_agent.inline_budget import InlineBudget
+from rk_agent.loop_thread import run_sync
 
 __all__ = ["Tool", "ToolResult", "decode_arguments", "tool"]
 
@@ -174,7 +175,7 @@ class Tool:
 
     def _invoke(self, arguments: dict[str, Any]) -> Any:
         if self.is_async:
-            return _run_coroutine(asyncio.wait_for(self.func(**arguments), self.timeout_s))
+            return run_sync(asyncio.wait_for(self.func(**arguments), self.timeout_s))
         budget = self._budget
         if budget.inline:
             return budget.call(self.func, **arguments)
@@ -272,15 +273,6 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         elif current:
             args[current] += " " + stripped
     return summary, args
-
-
-def _run_coroutine(coroutine: Any) -> Any:
-    """Run a coroutine to completion from sync code, even inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    return _tool_threads.submit(asyncio.run, coroutine).result()
 
 
 def _render(value: Any) -> str:
