@@ -20,7 +20,8 @@ The setups are the other benchmarks' own:
   (`rk_agent.trusted_json` -> the models' own validators), ``aiohttp`` (`rk_agent.http1` -> the
   model client's ``aiohttp`` session), ``threads`` / ``inline`` (`rk_agent.inline_budget`'s
   guess -> every env step and tool on a worker thread / on the loop, as a declaration would
-  say), ``no-gc`` (`rk_agent.rollouts.gc_pauses` -> the collector as the process has it).
+  say), ``no-gc`` (`rk_agent.gc_tuning`, what ``rk-agent rollout`` does -> the collector as the
+  process has it).
 - ``server`` (`bench_reward_server`): the reward server with its defaults and the trivial exact
   match, loaded by ``wrk`` (64 keep-alive connections; the load generator pinned to one core,
   the server to the other); requests/s and the server's CPU per request. Variants:
@@ -149,23 +150,14 @@ def _declare_steps(inline: bool) -> None:
 
 
 def _no_gc_tuning() -> None:
-    from rk_agent.rollouts import engine
+    """The collector as the process has it: the entry points' tuning (`rk_agent.gc_tuning`)
+    turned into nothing (the engine and the server's children ask for it as the CLI does)."""
+    from rk_agent import gc_tuning
     from rk_agent.runs import rescore_workers
-    from rk_agent.server import app
 
-    engine.fewer_gc_pauses = contextlib.nullcontext  # type: ignore[assignment]
-    engine.episode_finished = lambda: None
-    app._freeze_heap = lambda: None
-
-    @contextlib.contextmanager
-    def forking(method: str) -> Any:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "This process .* is multi-threaded")
-            yield
-
-    rescore_workers._forking = forking  # type: ignore[assignment]
+    gc_tuning.fewer_gc_pauses = contextlib.nullcontext  # type: ignore[assignment]
+    gc_tuning.tune_for_serving = lambda: None
+    rescore_workers.freeze_inherited = lambda: None
 
 
 class _ExecutorPool:
@@ -240,14 +232,16 @@ def _engine_child(variant: str, url: str, latency: str, concurrency: str, episod
     PATCHES[variant]()
     from bench_engine import play
 
+    from rk_agent import gc_tuning
     from rk_agent.policies.openai_policy import OpenAIPolicy
 
     def policy() -> OpenAIPolicy:
         return OpenAIPolicy("stub-model", base_url=url, max_concurrency=int(concurrency))
 
-    if float(latency) < 0.5:  # imports, first connections, the budgets' trials
-        play(policy(), 64, int(concurrency))
-    wall, cpu, turns = play(policy(), int(episodes), int(concurrency))
+    with gc_tuning.fewer_gc_pauses():  # as `rk-agent rollout` plays
+        if float(latency) < 0.5:  # imports, first connections, the budgets' trials
+            play(policy(), 64, int(concurrency))
+        wall, cpu, turns = play(policy(), int(episodes), int(concurrency))
     print(json.dumps({"wall": wall, "cpu": cpu, "turns": turns}))
 
 
@@ -257,7 +251,8 @@ def _serve_child(variant: str, port: str) -> None:
 
     from rk_agent.server import serve_rewards
 
-    serve_rewards(exact_match, host="127.0.0.1", port=int(port))
+    # tuned as `rk-agent serve` does, but for `no-gc`
+    serve_rewards(exact_match, host="127.0.0.1", port=int(port), tune_gc=variant != "no-gc")
 
 
 def _rescore_child(variant: str, source: str, output: str) -> None:
