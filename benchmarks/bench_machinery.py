@@ -16,9 +16,7 @@ The setups are the other benchmarks' own:
   `OpenAIPolicy` against the stub model server in its own process. Episodes/s at 1 s of model
   latency (concurrency 128: latency-bound, as real models are), at 100 ms (concurrency 128, and
   512, where one process is bound by its core), and the harness's CPU per turn at 0 ms.
-  Variants: ``semaphore`` (`rk_agent.limiter.Limiter` -> ``asyncio.Semaphore``), ``pydantic``
-  (`rk_agent.trusted_json` -> the models' own validators), ``aiohttp`` (`rk_agent.http1` -> the
-  model client's ``aiohttp`` session), ``threads`` / ``inline`` (`rk_agent.inline_budget`'s
+  Variants: ``aiohttp`` (`rk_agent.http1` -> the model client's ``aiohttp`` session), ``threads`` / ``inline`` (`rk_agent.inline_budget`'s
   guess -> every env step and tool on a worker thread / on the loop, as a declaration would
   say), ``no-gc`` (`rk_agent.gc_tuning`, what ``rk-agent rollout`` does -> the collector as the
   process has it).
@@ -26,24 +24,28 @@ The setups are the other benchmarks' own:
   match, loaded by ``wrk`` (64 keep-alive connections; the load generator pinned to one core,
   the server to the other); requests/s and the server's CPU per request. Variants:
   ``executor`` (the server's own `ThreadPool` -> ``loop.run_in_executor`` on a
-  `concurrent.futures.ThreadPoolExecutor`, what ``anyio.to_thread`` also does), ``pydantic``
-  (``validate_trusted_json`` -> ``model_validate_json``), ``no-gc`` (no freeze, no threshold).
+  `concurrent.futures.ThreadPoolExecutor`, what ``anyio.to_thread`` also does), ``no-gc`` (no
+  freeze, no threshold: ``tune_gc=False``).
 - ``rescore`` (`bench_rescore`): a synthetic run of ``tools`` episodes rescored with a cheap
   reward; wall time. Variants: ``one-process`` (`rk_agent.runs.rescore_workers`' process pool
-  -> the plain loop in this process, ``workers=0``), ``pydantic`` (reading the trajectories
-  through ``model_validate_json``), ``no-gc`` (no freeze around the workers' fork).
+  -> the plain loop in this process, ``workers=0``), ``no-gc`` (no freeze in the workers).
 - ``start`` (`bench_import`): ``import rk_agent`` and ``python -m rk_agent --help`` in fresh
   interpreters. Variants of `rk_agent._lazy.attach_stub`: ``pep562`` (the same PEP 562
   ``__getattr__`` from a literal table, no stub parsed), ``eager`` (every public name imported
   by ``__init__``, plain imports).
 - ``bridge``: a sync function (a reward calling an LLM judge) asking the stub model server
-  from 16 threads through `rk_agent.model_client.SyncModelClient` (its own loop thread and
-  ``run_coroutine_threadsafe``) against ``portal`` (anyio's blocking portal) and ``asyncio-run``
+  from 16 threads through `rk_agent.model_client.SyncModelClient` (`rk_agent.loop_thread`: its
+  own loop thread and ``run_coroutine_threadsafe``) against ``portal`` (anyio's blocking portal) and ``asyncio-run``
   (``asyncio.run`` per call, as `rk_agent.envs.tool` ran an async tool); calls/s at 100 ms and
   at 0 ms of model latency.
 
+Pieces already replaced by the library way are no longer variants here: ``semaphore``
+(``rk_agent.limiter`` -> ``asyncio.Semaphore``) and ``pydantic`` (``rk_agent.trusted_json`` ->
+the models' own validators) were measured at 739c948, the commit before they went
+(docs/development.md, "Hand-made machinery: what it buys").
+
 ``--quick`` runs smaller sizes twice (a few minutes); the default runs the full sizes three
-times (about 20 minutes on 2 cores).
+times (about 15 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -69,9 +71,9 @@ from figures import figure
 
 HERE = Path(__file__).resolve()
 SECTIONS = ("engine", "server", "rescore", "start", "bridge")
-ENGINE_VARIANTS = ("shipped", "semaphore", "pydantic", "aiohttp", "threads", "inline", "no-gc")
-SERVER_VARIANTS = ("shipped", "executor", "pydantic", "no-gc")
-RESCORE_VARIANTS = ("shipped", "one-process", "pydantic", "no-gc")
+ENGINE_VARIANTS = ("shipped", "aiohttp", "threads", "inline", "no-gc")
+SERVER_VARIANTS = ("shipped", "executor", "no-gc")
+RESCORE_VARIANTS = ("shipped", "one-process", "no-gc")
 START_VARIANTS = ("shipped", "pep562", "eager")
 BRIDGE_VARIANTS = ("shipped", "portal", "asyncio-run")
 TURNS = 3
@@ -79,43 +81,6 @@ TURNS = 3
 
 # --------------------------------------------------------------------------------------------
 # Variants: the library way, patched into a fresh process before it does its work
-
-
-class _SemaphoreLimiter:
-    """`Limiter`'s interface over ``asyncio.Semaphore``: ``await limit.wait()`` is
-    ``await semaphore.acquire()`` (what ``async with semaphore`` runs), no fast path."""
-
-    def __init__(self, limit: int) -> None:
-        self._semaphore = semaphore = asyncio.Semaphore(limit)
-        self.wait, self.give = semaphore.acquire, semaphore.release
-
-    @property
-    def free(self) -> int:
-        return self._semaphore._value
-
-    def take_now(self) -> bool:
-        return False
-
-
-def _use_semaphore() -> None:
-    import rk_agent.http1
-    import rk_agent.policies.openai_policy
-
-    rk_agent.http1.Limiter = _SemaphoreLimiter  # type: ignore[misc,assignment]
-    rk_agent.policies.openai_policy.Limiter = _SemaphoreLimiter  # type: ignore[misc,assignment]
-
-
-def _use_pydantic() -> None:
-    """Every trusted build or read goes through the model's own validator (what
-    ``model_validate_json`` and the constructor run)."""
-    import rk_agent.trusted_json
-
-    def own(model: Any) -> Any:
-        if not model.__pydantic_complete__:
-            model.model_rebuild()
-        return model.__pydantic_validator__
-
-    rk_agent.trusted_json.trusted_validator = own  # type: ignore[assignment]
 
 
 def _use_aiohttp() -> None:
@@ -213,8 +178,6 @@ def _use_executor() -> None:
 
 PATCHES: dict[str, Callable[[], None]] = {
     "shipped": lambda: None,
-    "semaphore": _use_semaphore,
-    "pydantic": _use_pydantic,
     "aiohttp": _use_aiohttp,
     "threads": lambda: _declare_steps(False),
     "inline": lambda: _declare_steps(True),

@@ -11,10 +11,7 @@ Main names:
     ScoreFault: why a score is no number to train on (missing, invalid, NaN or infinite).
     EpisodeReturn: an episode's return, by the one rule every reader of episodes uses.
 
-Everything here round-trips through JSON (``model_dump_json`` / ``model_validate_json``). The
-validators that only widen what a model accepts (SDK objects, a dict of arguments, bare-number
-metrics, ``base_reward``) are marked `rk_agent.trusted_json.widening`: files rk-agent wrote are
-read without them.
+Everything here round-trips through JSON (``model_dump_json`` / ``model_validate_json``).
 """
 
 from __future__ import annotations
@@ -27,8 +24,6 @@ from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from rk_agent.trusted_json import widening
 
 __all__ = [
     "EpisodeReturn",
@@ -68,7 +63,6 @@ class _RkModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    @widening
     def _from_sdk_object(cls, data: Any) -> Any:
         return _as_plain(data)
 
@@ -87,7 +81,6 @@ class FunctionCall(_RkModel):
 
     @field_validator("arguments", mode="before")
     @classmethod
-    @widening
     def _serialise_arguments(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
             return json.dumps(dict(value))
@@ -237,7 +230,6 @@ class StepOutput(_RkModel):
 
     @model_validator(mode="before")
     @classmethod
-    @widening
     def _accept_base_reward(cls, data: Any) -> Any:
         data = _as_plain(data)
         if isinstance(data, Mapping) and "reward" not in data and "base_reward" in data:
@@ -246,7 +238,6 @@ class StepOutput(_RkModel):
 
     @field_validator("metrics", mode="before")
     @classmethod
-    @widening
     def _loose_metrics(cls, value: Any) -> Any:
         return _metrics_from_loose(value)
 
@@ -289,7 +280,6 @@ class EvaluateResult(_RkModel):
 
     @field_validator("metrics", mode="before")
     @classmethod
-    @widening
     def _loose_metrics(cls, value: Any) -> Any:
         return _metrics_from_loose(value)
 

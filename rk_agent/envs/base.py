@@ -48,7 +48,6 @@ from rk_agent.envs.turn import ToolCallRecord, TurnResult
 from rk_agent.errors import ConfigError, EnvError
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
-from rk_agent.trusted_json import build_trusted
 from rk_agent.types import EvaluateResult, Message, MetricResult, StepOutput, StopReason, ToolCall
 
 __all__ = ["ChatEnv", "EpisodeState", "ToolCallRecord"]
@@ -553,17 +552,13 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     def _score_step(
         self, state: EpisodeState, records: list[ToolCallRecord], parse_error: str | None
     ) -> EvaluateResult:
-        # Every object here is built from values already in the models' form: `build_trusted`.
         metrics: dict[str, MetricResult] = {}
         if parse_error is not None:
-            metrics["parse_error"] = build_trusted(
-                MetricResult, score=-1.0, success=False, reason=parse_error
-            )
+            metrics["parse_error"] = MetricResult(score=-1.0, success=False, reason=parse_error)
         if records:
             ok = sum(r.result.ok for r in records)
-            metrics["tool_calls"] = build_trusted(MetricResult, score=float(len(records)))
-            metrics["tool_success"] = build_trusted(
-                MetricResult,
+            metrics["tool_calls"] = MetricResult(score=float(len(records)))
+            metrics["tool_success"] = MetricResult(
                 score=ok / len(records),
                 success=ok == len(records),
                 reason="; ".join(r.result.content[:120] for r in records if not r.result.ok)
@@ -574,9 +569,9 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             if metrics:  # a new object each call (`combine`): set, not copy
                 result.metrics = {**metrics, **result.metrics}
         else:
-            result = build_trusted(EvaluateResult, score=0.0, metrics=metrics)
+            result = EvaluateResult(score=0.0, metrics=metrics)
         state.steps.append(
-            build_trusted(StepOutput, step_index=state.turn - 1, reward=result.score,
+            StepOutput(step_index=state.turn - 1, reward=result.score,
                           metrics=result.metrics, reason=result.reason)
         )  # fmt: skip
         return result

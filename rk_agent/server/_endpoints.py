@@ -35,7 +35,6 @@ from rk_agent.binding import HostRule
 from rk_agent.server._budget import ByteBudget
 from rk_agent.server._logs import AnswerLog
 from rk_agent.server._reward_caller import Misuse, RewardCaller, Saturated
-from rk_agent.trusted_json import validate_trusted_json
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = [
@@ -281,9 +280,7 @@ class RewardEndpoints:
 
     async def _one(self, body: bytes) -> tuple[int, bytes]:
         try:
-            # JSON never holds what the widening validators take (SDK objects); a body the
-            # lean validator refuses is validated by the model (its errors, its widening).
-            sample = validate_trusted_json(EvaluateRequest, body)
+            sample = EvaluateRequest.model_validate_json(body)
             result = await self.caller.score(sample.call_kwargs(), ["body"])
         except ValidationError as exc:
             return 422, _validation_detail(exc)
@@ -295,7 +292,7 @@ class RewardEndpoints:
 
     async def _batch(self, body: bytes) -> tuple[int, bytes]:
         try:
-            samples = validate_trusted_json(BatchRequest, body).samples
+            samples = BatchRequest.model_validate_json(body).samples
             del body
             results = await asyncio.gather(
                 *(self.caller.score(s.call_kwargs(), ["body", "samples", i])
