@@ -17,9 +17,9 @@ The setups are the other benchmarks' own:
   latency (concurrency 128: latency-bound, as real models are), at 100 ms (concurrency 128, and
   512, where one process is bound by its core), and the harness's CPU per turn at 0 ms.
   Variants: ``aiohttp`` (`rk_agent.http1` -> the model client's ``aiohttp`` session),
-  ``threads`` / ``inline`` (`rk_agent.inline_budget`'s guess -> every env step and tool on a worker thread / on the loop, as a declaration would
-  say), ``no-gc`` (`rk_agent.gc_tuning`, what ``rk-agent rollout`` does -> the collector as the
-  process has it).
+  ``threads`` / ``inline`` (`rk_agent.inline_budget`'s guess -> every env step and tool on a
+  worker thread / on the loop, as a declaration would say), ``no-gc`` (`rk_agent.gc_tuning`,
+  what ``rk-agent rollout`` does -> the collector as the process has it).
 - ``server`` (`bench_reward_server`): the reward server with its defaults and the trivial exact
   match, loaded by ``wrk`` (64 keep-alive connections; the load generator pinned to one core,
   the server to the other); requests/s and the server's CPU per request. Variants:
@@ -36,8 +36,8 @@ The setups are the other benchmarks' own:
 - ``bridge``: a sync function (a reward calling an LLM judge) asking the stub model server
   from 16 threads through `rk_agent.model_client.SyncModelClient` (`rk_agent.loop_thread`: its
   own loop thread and ``run_coroutine_threadsafe``) against ``portal`` (anyio's blocking
-  portal) and ``asyncio-run`` (``asyncio.run`` per call, as `rk_agent.envs.tool` ran an async tool); calls/s at 100 ms and
-  at 0 ms of model latency.
+  portal) and ``asyncio-run`` (``asyncio.run`` per call, as `rk_agent.envs.tool` ran an async
+  tool); calls/s at 100 ms and at 0 ms of model latency.
 
 Pieces already replaced by the library way are no longer variants here: ``semaphore``
 (``rk_agent.limiter`` -> ``asyncio.Semaphore``) and ``pydantic`` (``rk_agent.trusted_json`` ->
