@@ -17,8 +17,9 @@ The setups are the other benchmarks' own:
   latency (concurrency 128: latency-bound, as real models are), at 100 ms (concurrency 128, and
   512, where one process is bound by its core), and the harness's CPU per turn at 0 ms.
   Variants: ``aiohttp`` (`rk_agent.http1` -> the model client's ``aiohttp`` session),
-  ``threads`` / ``inline`` (`rk_agent.inline_budget`'s guess -> every env step and tool on a
-  worker thread / on the loop, as a declaration would say), ``no-gc`` (`rk_agent.gc_tuning`,
+  ``threads`` / ``inline`` (every env step and tool declared blocking, on a worker thread /
+  declared not, on the loop; the guess from run-time medians, ``inline_budget``, was measured
+  against both at 739c948 and went), ``no-gc`` (`rk_agent.gc_tuning`,
   what ``rk-agent rollout`` does -> the collector as the process has it).
 - ``server`` (`bench_reward_server`): the reward server with its defaults and the trivial exact
   match, loaded by ``wrk`` (64 keep-alive connections; the load generator pinned to one core,
@@ -103,15 +104,24 @@ def _use_aiohttp() -> None:
 
 
 def _declare_steps(inline: bool) -> None:
-    """Every env step and sync tool declared inline (or threaded) instead of learned."""
-    from rk_agent import inline_budget
+    """Every env step and sync tool declared inline (or not): ``inline_steps`` and each tool's
+    ``inline``, whatever the classes say."""
+    from rk_agent.envs import base, tool
 
-    original = inline_budget.InlineBudget.__init__
+    base.ChatEnv.inline_steps = inline
+    given = tool.Tool.__init__
 
-    def declared(self: Any, *, mode: bool | None = None, **options: Any) -> None:
-        original(self, mode=inline if mode is None else mode, **options)
+    def declared(self: Any, *args: Any, **options: Any) -> None:
+        given(self, *args, **{**options, "inline": inline})
 
-    inline_budget.InlineBudget.__init__ = declared  # type: ignore[method-assign]
+    tool.Tool.__init__ = declared  # type: ignore[method-assign]
+    for name in ("toolbox", "tools_env", "math_env", "guess_env"):
+        module = __import__(f"rk_agent.envs.{name}", fromlist=["_"])
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, base.ChatEnv):
+                value.inline_steps = inline
+            if isinstance(value, tool.Tool) and not value.is_async:
+                value.inline = inline
 
 
 def _no_gc_tuning() -> None:

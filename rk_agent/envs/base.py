@@ -99,11 +99,15 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     # A function ``(messages, tools) -> Message`` that solves this env's tasks, or None. Set it
     # with ``reference_solver = staticmethod(solve)``; tests, SFT warm starts and benchmarks use it.
     reference_solver: ClassVar[Callable[..., Any] | None] = None
-    # Where the rollout engine calls reset/play_turn: None learns it (on a worker thread until
-    # the first calls show they are quick, then on the event loop: `rk_agent.inline_budget`);
-    # False always on a thread (steps that wait on the network or may hang: MCP tools make an
-    # environment False); True always on the loop.
-    inline_steps: bool | None = None
+    # The environment's declaration of whether its steps may block, which says where the
+    # rollout engine calls reset/play_turn: False (the default, the safe choice for user code)
+    # on a worker thread, so that a step that waits on the network or hangs neither holds up
+    # the other episodes nor outlives the episode's timeout; True on the event loop (steps
+    # that are quick, pure Python: the built-in environments' declaration). True holds only
+    # where everything a step calls agrees: an instance with a tool not declared `inline`
+    # (MCP tools among them) or with rewards given to its constructor (user code that may
+    # block) runs its steps on a thread.
+    inline_steps: bool = False
     # When the tools offered may change (`ToolScope`): ENV, the same in every episode; TASK, per
     # task (`episode_tools` after reset); TURN, also between turns (after every turn too).
     # Instances may set it in __init__, before calling ChatEnv's.
@@ -135,12 +139,17 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks) if tasks else None
         )
         self._toolset = mcp.open_toolset() if mcp is not None else None
-        if mcp is not None:
-            self.inline_steps = False  # its tools wait on servers
         outside = self._toolset.tools() if self._toolset is not None else []
         self._tools: dict[str, Tool] = merge_tools(self.tools(), outside, type(self).__name__)
         self._outside = outside
         self._offering = OfferedTools(tuple(t.schema for t in self._tools.values()), self._tools)
+        if self.inline_steps and (
+            episode_rewards is not None
+            or step_rewards is not None
+            or self.tool_scope is not ToolScope.ENV
+            or not all(getattr(t, "inline", False) for t in self._tools.values())
+        ):
+            self.inline_steps = False  # something a step calls may block (see `inline_steps`)
         self._step_reward = weighted_reward(
             step_rewards if step_rewards is not None else self.default_step_rewards, None, "step"
         )
