@@ -85,22 +85,14 @@ TURNS = 3
 
 
 def _use_aiohttp() -> None:
-    """The model client speaks to plain-HTTP servers through its ``aiohttp`` session too."""
-    import aiohttp
-
+    """The model client speaks to plain-HTTP servers through its ``aiohttp`` transport too."""
     from rk_agent import model_client
 
-    def open_session(self: Any) -> None:
-        if self._session is None and self._pool is None:
-            timeout = self.endpoint.timeout_s or None
-            self._proxy = {}
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.max_connections),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
-                headers=self._headers,
-            )
+    def aiohttp_only(endpoint: Any, headers: Any, max_connections: int) -> Any:
+        timeout = endpoint.timeout_s or None
+        return model_client._AiohttpTransport(endpoint, headers, max_connections, timeout, {})
 
-    model_client.ModelClient.open = open_session  # type: ignore[method-assign]
+    model_client._transport_for = aiohttp_only  # type: ignore[assignment]
 
 
 def _declare_steps(inline: bool) -> None:

@@ -623,13 +623,14 @@ def _output(body: Any) -> PolicyOutput:
                         "arguments": function.get("arguments") or "{}",
                     },
                 })  # fmt: skip
-    # A server that sent arguments as an object: the model serialises them.
-    message = Message(
-        role="assistant",
-        content=wire.get("content"),
-        tool_calls=calls or None,
-        reasoning_content=reasoning if isinstance(reasoning, str) else None,
-    )
+    # Decoded JSON, validated by the model (a server that sent arguments as an object: the
+    # model serialises them).
+    message = Message.model_validate({
+        "role": "assistant",
+        "content": wire.get("content"),
+        "tool_calls": calls or None,
+        "reasoning_content": reasoning if isinstance(reasoning, str) else None,
+    })  # fmt: skip
     logprobs = None
     choice_logprobs = choice.get("logprobs")
     if choice_logprobs:
