@@ -25,11 +25,13 @@ The setups are the other benchmarks' own:
   match, loaded by ``wrk`` (64 keep-alive connections; the load generator pinned to one core,
   the server to the other); requests/s and the server's CPU per request. Variants:
   ``executor`` (the server's own `ThreadPool` -> ``loop.run_in_executor`` on a
-  `concurrent.futures.ThreadPoolExecutor`, what ``anyio.to_thread`` also does), ``no-gc`` (no
-  freeze, no threshold: ``tune_gc=False``).
+  `concurrent.futures.ThreadPoolExecutor`, what ``anyio.to_thread`` also does), ``pydantic``
+  (``validate_trusted_json`` -> ``model_validate_json``), ``no-gc`` (no freeze, no threshold:
+  ``tune_gc=False``).
 - ``rescore`` (`bench_rescore`): a synthetic run of ``tools`` episodes rescored with a cheap
   reward; wall time. Variants: ``one-process`` (`rk_agent.runs.rescore_workers`' process pool
-  -> the plain loop in this process, ``workers=0``), ``no-gc`` (no freeze in the workers).
+  -> the plain loop in this process, ``workers=0``), ``pydantic`` (reading the trajectories
+  through ``model_validate_json``), ``no-gc`` (no freeze in the workers).
 - ``start`` (`bench_import`): ``import rk_agent`` and ``python -m rk_agent --help`` in fresh
   interpreters. Variants of `rk_agent._lazy.attach_stub`: ``pep562`` (the same PEP 562
   ``__getattr__`` from a literal table, no stub parsed), ``eager`` (every public name imported
@@ -41,8 +43,9 @@ The setups are the other benchmarks' own:
   tool); calls/s at 100 ms and at 0 ms of model latency.
 
 Pieces already replaced by the library way are no longer variants here: ``semaphore``
-(``rk_agent.limiter`` -> ``asyncio.Semaphore``) and ``pydantic`` (``rk_agent.trusted_json`` ->
-the models' own validators) were measured at 739c948, the commit before they went
+(``rk_agent.limiter`` -> ``asyncio.Semaphore``) and, on the engine, ``pydantic``
+(``rk_agent.trusted_json``'s ``build_trusted`` -> the models' own constructors) were measured at
+739c948, the commit before they went
 (docs/development.md, "Hand-made machinery: what it buys").
 
 ``--quick`` runs smaller sizes twice (a few minutes); the default runs the full sizes three
@@ -73,8 +76,8 @@ from figures import figure
 HERE = Path(__file__).resolve()
 SECTIONS = ("engine", "server", "rescore", "start", "bridge")
 ENGINE_VARIANTS = ("shipped", "aiohttp", "threads", "inline", "no-gc")
-SERVER_VARIANTS = ("shipped", "executor", "no-gc")
-RESCORE_VARIANTS = ("shipped", "one-process", "no-gc")
+SERVER_VARIANTS = ("shipped", "executor", "pydantic", "no-gc")
+RESCORE_VARIANTS = ("shipped", "one-process", "pydantic", "no-gc")
 START_VARIANTS = ("shipped", "pep562", "eager")
 BRIDGE_VARIANTS = ("shipped", "portal", "asyncio-run")
 TURNS = 3
@@ -82,6 +85,19 @@ TURNS = 3
 
 # --------------------------------------------------------------------------------------------
 # Variants: the library way, patched into a fresh process before it does its work
+
+
+def _use_pydantic() -> None:
+    """Every trusted read goes through the model's own validator (what ``model_validate_json``
+    runs)."""
+    import rk_agent.trusted_json
+
+    def own(model: Any) -> Any:
+        if not model.__pydantic_complete__:
+            model.model_rebuild()
+        return model.__pydantic_validator__
+
+    rk_agent.trusted_json.trusted_validator = own  # type: ignore[assignment]
 
 
 def _use_aiohttp() -> None:
@@ -180,6 +196,7 @@ def _use_executor() -> None:
 
 PATCHES: dict[str, Callable[[], None]] = {
     "shipped": lambda: None,
+    "pydantic": _use_pydantic,
     "aiohttp": _use_aiohttp,
     "threads": lambda: _declare_steps(False),
     "inline": lambda: _declare_steps(True),

@@ -11,7 +11,10 @@ Main names:
     ScoreFault: why a score is no number to train on (missing, invalid, NaN or infinite).
     EpisodeReturn: an episode's return, by the one rule every reader of episodes uses.
 
-Everything here round-trips through JSON (``model_dump_json`` / ``model_validate_json``).
+Everything here round-trips through JSON (``model_dump_json`` / ``model_validate_json``). The
+validators that only widen what a model accepts (SDK objects, a dict of arguments, bare-number
+metrics, ``base_reward``) are marked `rk_agent.trusted_json.widening`: files rk-agent wrote are
+read without them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rk_agent.trusted_json import widening
 
 __all__ = [
     "EpisodeReturn",
@@ -63,6 +68,7 @@ class _RkModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    @widening
     def _from_sdk_object(cls, data: Any) -> Any:
         return _as_plain(data)
 
@@ -81,6 +87,7 @@ class FunctionCall(_RkModel):
 
     @field_validator("arguments", mode="before")
     @classmethod
+    @widening
     def _serialise_arguments(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
             return json.dumps(dict(value))
@@ -230,6 +237,7 @@ class StepOutput(_RkModel):
 
     @model_validator(mode="before")
     @classmethod
+    @widening
     def _accept_base_reward(cls, data: Any) -> Any:
         data = _as_plain(data)
         if isinstance(data, Mapping) and "reward" not in data and "base_reward" in data:
@@ -238,6 +246,7 @@ class StepOutput(_RkModel):
 
     @field_validator("metrics", mode="before")
     @classmethod
+    @widening
     def _loose_metrics(cls, value: Any) -> Any:
         return _metrics_from_loose(value)
 
@@ -280,6 +289,7 @@ class EvaluateResult(_RkModel):
 
     @field_validator("metrics", mode="before")
     @classmethod
+    @widening
     def _loose_metrics(cls, value: Any) -> Any:
         return _metrics_from_loose(value)
 

@@ -19,7 +19,8 @@ import textwrap
 from importlib.metadata import version
 from typing import Any
 
-from pydantic import BaseModel
+import pytest
+from pydantic import BaseModel, ValidationError, field_validator
 
 
 def _changed(package: str, what: str, user: str) -> str:
@@ -128,19 +129,86 @@ def test_uvicorn_config_takes_the_protocol_class_and_a_loop_factory() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# pydantic: the attributes of model instances rk-agent reads
+# pydantic / pydantic-core: rk_agent/trusted_json.py rewrites core schemas
+
+_TRUSTED = "rk_agent.trusted_json"
 
 
-class _Inner(BaseModel):
-    value: str
+def _widening_models() -> tuple[type[BaseModel], type[BaseModel]]:
+    from rk_agent.trusted_json import widening
+
+    class Inner(BaseModel):
+        value: str
+
+        @field_validator("value", mode="before")
+        @classmethod
+        @widening
+        def _from_number(cls, value: Any) -> Any:
+            return str(value) if isinstance(value, int) else value
+
+    class Outer(BaseModel):
+        inner: Inner
+
+    return Inner, Outer
 
 
-class _Outer(BaseModel):
-    inner: _Inner
+def _nodes(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, dict):
+        return [node, *(n for value in node.values() for n in _nodes(value))]
+    if isinstance(node, list):
+        return [n for value in node for n in _nodes(value)]
+    return []
+
+
+def test_pydantic_core_schemas_have_the_shape_trusted_json_rewrites() -> None:
+    from rk_agent.trusted_json import is_widening
+
+    inner, outer = _widening_models()
+    assert inner.__pydantic_complete__ and outer.__pydantic_complete__, _changed(
+        "pydantic", "a model class built without forward references is __pydantic_complete__",
+        _TRUSTED,
+    )  # fmt: skip
+    befores = [n for n in _nodes(outer.__pydantic_core_schema__)
+               if n.get("type") == "function-before"]  # fmt: skip
+    assert befores, _changed(
+        "pydantic", "a mode='before' validator is a 'function-before' core schema node", _TRUSTED
+    )
+    node = befores[0]
+    assert is_widening(node.get("function", {}).get("function")) and "schema" in node, _changed(
+        "pydantic", "a 'function-before' node holds the validator at ['function']['function'] "
+        "and the schema it wraps at ['schema']", _TRUSTED,
+    )  # fmt: skip
+    classes = {n.get("cls") for n in _nodes(outer.__pydantic_core_schema__)
+               if n.get("type") == "model"}  # fmt: skip
+    assert inner in classes, _changed(
+        "pydantic", "a nested model is a 'model' core schema node naming its class at ['cls']",
+        _TRUSTED,
+    )  # fmt: skip
+
+
+def test_pydantic_core_compiles_a_rewritten_schema_with_the_nested_models_rewritten() -> None:
+    from rk_agent.trusted_json import trusted_validator
+
+    inner, outer = _widening_models()
+    assert outer.model_validate({"inner": {"value": 3}}).inner.value == "3"
+    try:
+        trusted_validator(outer).validate_python({"inner": {"value": 3}})
+    except ValidationError:
+        pass  # the nested model's widening validator was left out, as it should be
+    else:
+        pytest.fail(_changed(
+            "pydantic-core", "a validator compiled from a schema while its nested model classes "
+            "are marked incomplete (__pydantic_complete__ = False) compiles them from the schema "
+            "given, not from their own validators", _TRUSTED,
+        ))  # fmt: skip
+    assert inner.__pydantic_complete__ and outer.__pydantic_complete__
+    found = trusted_validator(outer).validate_json(b'{"inner": {"value": "x"}}')
+    assert isinstance(found, outer) and found.inner.value == "x"
 
 
 def test_pydantic_models_keep_the_attributes_rk_agent_reads() -> None:
-    built = _Outer.model_validate({"inner": {"value": "x"}})
+    _, outer = _widening_models()
+    built = outer.model_validate({"inner": {"value": "x"}})
     for name in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_serializer__"):
         assert hasattr(built, name), _changed(
             "pydantic", f"a model instance has {name}",

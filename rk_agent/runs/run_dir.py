@@ -82,6 +82,7 @@ from rk_agent.runs.run_record import (
 from rk_agent.runs.run_trust import is_signed, sign_config
 from rk_agent.runs.summary import RunSummary
 from rk_agent.runs.trajectory import Trajectory
+from rk_agent.trusted_json import validate_trusted_json
 from rk_agent.types import RunStatus
 
 __all__ = [
@@ -577,8 +578,8 @@ def parse_trajectory_line(file: Path, number: int, line: bytes) -> Trajectory:
     Raises:
         DataError: the line is not UTF-8, not JSON or not a trajectory (``file:line`` named).
     """
-    try:
-        return Trajectory.model_validate_json(line)
+    try:  # the lines rk-agent writes skip the validators that widen what models accept
+        return validate_trusted_json(Trajectory, line)
     except ValidationError:
         pass  # the slow path below says what is wrong, in the reader's words
     try:

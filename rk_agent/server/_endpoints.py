@@ -35,6 +35,7 @@ from rk_agent.binding import HostRule
 from rk_agent.server._budget import ByteBudget
 from rk_agent.server._logs import AnswerLog
 from rk_agent.server._reward_caller import Misuse, RewardCaller, Saturated
+from rk_agent.trusted_json import validate_trusted_json
 from rk_agent.types import EvaluateResult, Message
 
 __all__ = [
@@ -280,7 +281,9 @@ class RewardEndpoints:
 
     async def _one(self, body: bytes) -> tuple[int, bytes]:
         try:
-            sample = EvaluateRequest.model_validate_json(body)
+            # JSON never holds what the widening validators take (SDK objects); a body the
+            # lean validator refuses is validated by the model (its errors, its widening).
+            sample = validate_trusted_json(EvaluateRequest, body)
             result = await self.caller.score(sample.call_kwargs(), ["body"])
         except ValidationError as exc:
             return 422, _validation_detail(exc)
@@ -292,7 +295,7 @@ class RewardEndpoints:
 
     async def _batch(self, body: bytes) -> tuple[int, bytes]:
         try:
-            samples = BatchRequest.model_validate_json(body).samples
+            samples = validate_trusted_json(BatchRequest, body).samples
             del body
             results = await asyncio.gather(
                 *(self.caller.score(s.call_kwargs(), ["body", "samples", i])

@@ -106,6 +106,7 @@ from rk_agent.server._endpoints import (
 from rk_agent.server._logs import AnswerLog, limit_server_logs
 from rk_agent.server._reward_caller import RewardCaller
 from rk_agent.terminal_text import escaped_log_config
+from rk_agent.trusted_json import trusted_validator
 
 __all__ = [
     "API_KEY_ENV",
@@ -210,6 +211,8 @@ def create_app(
             "of the largest size must fit."
         )
     caller = RewardCaller(get_reward_function(reward), timeout_s, threads, max_wait_s, max_queue)
+    for model in (EvaluateRequest, BatchRequest):  # built now, not by the first request
+        trusted_validator(model)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
