@@ -143,8 +143,12 @@ class ModelClient:
     def open(self) -> None:
         """Import the HTTP stack and open the transport now (in the running event loop) rather
         than on the first request."""
+        self._opened()
+
+    def _opened(self) -> _Transport:
         if self._transport is None:
             self._transport = _transport_for(self.endpoint, self._headers, self.max_connections)
+        return self._transport
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:
         """Send one request (no retry) and return the decoded JSON reply.
@@ -152,11 +156,10 @@ class ModelClient:
         Raises:
             EndpointError: as the module docstring says (``ContextOverflowError`` included).
         """
-        self.open()
-        assert self._transport is not None
+        transport = self._opened()
         data = None if body is None else self._encode(body)
         try:
-            answer = await self._transport.send(method, path, data)
+            answer = await transport.send(method, path, data)
         except Exception as exc:
             raise self._translated(exc) from exc
         if answer.status >= 400:
@@ -210,9 +213,7 @@ class ModelClient:
         """Open up to ``count`` connections to a plain-HTTP server now (`Http1Pool.preconnect`)
         and return how many were opened; 0 through ``aiohttp`` (TLS, a proxy), which opens
         them as requests need them."""
-        self.open()
-        assert self._transport is not None
-        return await self._transport.preconnect(count)
+        return await self._opened().preconnect(count)
 
     async def aclose(self) -> None:
         """Close the transport and its connections (the client opens a new one when used
