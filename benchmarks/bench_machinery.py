@@ -114,8 +114,10 @@ def _use_aiohttp() -> None:
 def _declare_steps(inline: bool) -> None:
     """Every env step and sync tool declared inline (or not): ``inline_steps`` and each tool's
     ``inline``, whatever the classes say."""
-    from rk_agent.envs import base, tool
+    import importlib
 
+    base = importlib.import_module("rk_agent.envs.base")
+    tool = importlib.import_module("rk_agent.envs.tool")  # the module, not the decorator
     base.ChatEnv.inline_steps = inline
     given = tool.Tool.__init__
 
@@ -124,7 +126,7 @@ def _declare_steps(inline: bool) -> None:
 
     tool.Tool.__init__ = declared  # type: ignore[method-assign]
     for name in ("toolbox", "tools_env", "math_env", "guess_env"):
-        module = __import__(f"rk_agent.envs.{name}", fromlist=["_"])
+        module = importlib.import_module(f"rk_agent.envs.{name}")
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, base.ChatEnv):
                 value.inline_steps = inline
