@@ -11,10 +11,9 @@ first calls of every step and tool), switches counting on (``callgrind_control -
 ``--episodes`` episodes and off again; the instructions over the turns played is the figure.
 Two kinds: ``scripted`` (an in-process `ScriptedPolicy`: engine, environment and rewards) and
 ``http`` (`OpenAIPolicy` against the stub server, which runs in a process of its own and is
-not counted: the whole harness, its HTTP client included). Under valgrind every call is some
-50x slower, which would keep the environment's quick steps and tools off the event loop
-(`rk_agent.inline_budget`); the counted process runs them inline, as a normal run does once
-their first calls have shown they are quick. Only user space counts. Needs valgrind
+not counted: the whole harness, its HTTP client included). The ``tools`` environment declares
+its steps and tools inline (``inline_steps``, ``@tool(inline=True)``), so they run on the event
+loop under valgrind as in a normal run. Only user space counts. Needs valgrind
 (``apt-get install valgrind``); each kind takes about half a minute.
 """
 
@@ -55,17 +54,10 @@ def count(kind: str, episodes: int, concurrency: int) -> tuple[float, int]:
 
 def play(kind: str, episodes: int, concurrency: int) -> None:
     """The counted process: a warm-up, then ``episodes`` episodes with counting on."""
-    import rk_agent.inline_budget as inline_budget
     from rk_agent.policies.function_policy import tool_call
     from rk_agent.policies.openai_policy import OpenAIPolicy
     from rk_agent.testing.scripted_policy import ScriptedPolicy
 
-    given_init = inline_budget.InlineBudget.__init__
-
-    def inline_init(self: Any, *args: Any, mode: bool | None = None, **kwargs: Any) -> None:
-        given_init(self, *args, mode=True if mode is None else mode, **kwargs)
-
-    inline_budget.InlineBudget.__init__ = inline_init  # type: ignore[method-assign]
     script = [tool_call("calculator", {"expression": "1+1"})] * (bench.TURNS - 1) + ["Answer: 42"]
 
     def counted(make: Any) -> int:

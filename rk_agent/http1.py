@@ -31,8 +31,6 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from rk_agent.limiter import Limiter
-
 __all__ = ["BadReply", "Http1Pool", "Reply", "ServerDisconnected"]
 
 _MAX_HEAD = 64 * 1024
@@ -292,7 +290,9 @@ class Http1Pool:
         self.port = port
         self.connect_timeout_s = connect_timeout_s
         self.read_timeout_s = read_timeout_s
-        self._slots = Limiter(limit)
+        self.limit = limit
+        self._slots = asyncio.Semaphore(limit)
+        self._in_flight = 0  # requests holding a slot
         self._idle: list[_Connection] = []
         # Connections waiting for a reply, with their deadlines: every wait is as long, so
         # the order they were sent in is their deadlines' order, and one timer of the loop's
@@ -310,20 +310,20 @@ class Http1Pool:
             TimeoutError: no connection or no whole reply in time.
             BadReply: a reply that is not HTTP/1.x.
         """
-        if not self._slots.take_now():
-            await self._slots.wait()
-        try:
-            connection, reused = await self._connection()
+        async with self._slots:
+            self._in_flight += 1
             try:
+                connection, reused = await self._connection()
+                try:
+                    return await self._exchange(connection, data)
+                except ServerDisconnected as lost:
+                    if not reused or lost.answered:
+                        raise
+                # It had closed while idle (no byte came back): once more, on a new connection.
+                connection, _ = await self._connection(fresh=True)
                 return await self._exchange(connection, data)
-            except ServerDisconnected as lost:
-                if not reused or lost.answered:
-                    raise
-            # It had closed while idle (no byte came back): once more, on a new connection.
-            connection, _ = await self._connection(fresh=True)
-            return await self._exchange(connection, data)
-        finally:
-            self._slots.give()
+            finally:
+                self._in_flight -= 1
 
     async def _exchange(self, connection: _Connection, data: bytes) -> Reply:
         """One request and its reply on ``connection``, which is kept if it can be reused."""
@@ -379,7 +379,7 @@ class Http1Pool:
         were all made only once every episode had started, and the whole first wave of
         requests reached the server together. A connection that cannot be made is left to
         the first request, which reports why."""
-        wanted = min(count, self._slots.free) - len(self._idle)
+        wanted = min(count, self.limit - self._in_flight) - len(self._idle)
         if wanted <= 0:
             return 0
         opened = await asyncio.gather(*(self._open() for _ in range(wanted)))

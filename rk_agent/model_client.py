@@ -16,10 +16,13 @@ are retryable, with no status; a 4xx/5xx status is `status_error`'s (context
 overflow, the key's origin on 401/403, ``Retry-After`` kept for the retry policy); a success
 whose body is not JSON is retryable with status 200. The key never appears in a message.
 
-Transport: a plain ``http://`` server reached directly (a local vLLM, SGLang or
-``transformers serve``: the many-requests-a-second case) is spoken to through
-`rk_agent.http1` (kept-alive connections, a third of ``aiohttp``'s CPU per request);
-``https://`` servers and servers behind a proxy through one ``aiohttp`` session.
+Transport: one seam (`_Transport`: send a request, preconnect, close) with two sides. A plain
+``http://`` server reached directly (a local vLLM, SGLang or ``transformers serve``: the
+many-requests-a-second case) is spoken to through `rk_agent.http1` (kept-alive connections; the
+engine's CPU per turn is 35 % higher over ``aiohttp``: docs/development.md, "Hand-made machinery:
+what it buys"); ``https://`` servers and servers behind a proxy through one ``aiohttp``
+session. A transport raises its HTTP stack's own errors; `ModelClient.request` translates
+them, and every status of 400 or more, in one place.
 
 Proxies: the environment's ``HTTP(S)_PROXY`` and ``NO_PROXY`` apply (the proxy's credentials
 from its URL or from netrc), resolved once when the client opens, for the one server this
@@ -27,8 +30,8 @@ client talks to. ``aiohttp``'s ``trust_env`` would read them again, with netrc, 
 threads for every request: most of a turn's CPU and two thread hand-offs of waiting.
 
 Synchronous callers (a reward is a plain function, called from any thread) use
-`SyncModelClient`: the same client on an event loop of its own, in one daemon thread, so that
-every caller shares its kept-alive connections.
+`SyncModelClient`: the same client on an event loop of its own, in one daemon thread
+(`rk_agent.loop_thread.LoopThread`), so that every caller shares its kept-alive connections.
 
 Main names: `ModelClient`, `SyncModelClient`.
 
@@ -50,14 +53,14 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import json
 import os
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import SplitResult, urlsplit
 
 import pydantic_core
@@ -72,11 +75,9 @@ from rk_agent.endpoint_errors import (
 )
 from rk_agent.errors import ConfigError, EndpointError
 from rk_agent.http1 import BadReply, Http1Pool, header_lines, request_head
+from rk_agent.loop_thread import LoopThread
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.secrets import redact
-
-if TYPE_CHECKING:
-    import aiohttp
 
 __all__ = ["ModelClient", "StatusReply", "SyncModelClient"]
 
@@ -104,7 +105,7 @@ class StatusReply(Exception):
 
 
 class ModelClient:
-    """An ``aiohttp`` session for one model server, opened on first use in the running loop.
+    """The client of one model server; its transport opens on first use in the running loop.
 
     Args:
         endpoint: the base URL, model, key (sent as ``Authorization: Bearer``) and timeout
@@ -125,9 +126,7 @@ class ModelClient:
         self.endpoint = endpoint
         self.max_connections = max_connections
         self.retry = retry
-        self._session: aiohttp.ClientSession | None = None
-        self._pool: Http1Pool | None = None
-        self._proxy: dict[str, Any] = {}
+        self._transport: _Transport | None = None
         self._tools: Any = None  # the last `tools` field sent (a copy) and its JSON
         self._tools_json = b""
         self._headers = {
@@ -142,37 +141,14 @@ class ModelClient:
         return f"ModelClient(url={self.endpoint.url!r})"
 
     def open(self) -> None:
-        """Import the HTTP stack and open the session now (in the running event loop) rather
+        """Import the HTTP stack and open the transport now (in the running event loop) rather
         than on the first request."""
-        if self._session is None and self._pool is None:
-            import aiohttp
+        self._opened()
 
-            timeout = self.endpoint.timeout_s or None
-            self._proxy = _env_proxy(self.endpoint.url)
-            parts = urlsplit(self.endpoint.url)
-            if parts.scheme == "http" and not self._proxy and parts.hostname:
-                self._open_pool(parts, timeout)
-                return
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.max_connections, ssl=ssl_context()),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
-                headers=self._headers,
-            )
-
-    def _open_pool(self, parts: SplitResult, timeout: float | None) -> None:
-        host = parts.hostname
-        assert host is not None
-        port = parts.port or 80
-        try:
-            self._fixed = header_lines(self._headers)
-        except ValueError as exc:
-            raise ConfigError(f"cannot send requests to {self.endpoint.url}: {exc}.") from None
-        self._host = parts.netloc.rpartition("@")[2]  # no credentials in the Host header
-        self._base = parts.path.rstrip("/")
-        self._pool = Http1Pool(
-            host.strip("[]"), port, limit=self.max_connections, connect_timeout_s=timeout,
-            read_timeout_s=timeout,
-        )  # fmt: skip
+    def _opened(self) -> _Transport:
+        if self._transport is None:
+            self._transport = _transport_for(self.endpoint, self._headers, self.max_connections)
+        return self._transport
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:
         """Send one request (no retry) and return the decoded JSON reply.
@@ -180,37 +156,42 @@ class ModelClient:
         Raises:
             EndpointError: as the module docstring says (``ContextOverflowError`` included).
         """
-        import aiohttp
-
-        self.open()
+        transport = self._opened()
         data = None if body is None else self._encode(body)
         try:
-            if self._pool is not None:
-                status, raw = await self._pooled(method, path, data)
-            else:
-                status, raw = await self._session_request(method, path, data)
-        except EndpointError:
-            raise
-        except TimeoutError as exc:  # aiohttp's socket timeouts are TimeoutErrors too
-            raise timeout_error(self.endpoint) from exc
-        except BadReply as exc:
-            raise EndpointError(
-                f"{self.endpoint.url} sent a reply that is not HTTP/1.1: {self._clean(str(exc))}",
-                retryable=True,
-                url=self.endpoint.url,
-            ) from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise unreachable_error(exc, self.endpoint) from exc
+            answer = await transport.send(method, path, data)
+        except Exception as exc:
+            raise self._translated(exc) from exc
+        if answer.status >= 400:
+            text = answer.body.decode("utf-8", "replace")
+            reply = StatusReply(answer.status, self._clean(text), answer.response)
+            message = server_message(text, answer.reason)
+            raise status_error(answer.status, message, self.endpoint, self.retry) from reply
         try:
-            return _from_json(raw)
+            return _from_json(answer.body)
         except ValueError as exc:
             detail = self._clean(f"{type(exc).__name__}: {exc}")
             raise EndpointError(
                 f"{self.endpoint.url} sent a body that is not JSON: {detail}",
-                status=status,
+                status=answer.status,
                 retryable=True,
                 url=self.endpoint.url,
             ) from exc
+
+    def _translated(self, exc: Exception) -> Exception:
+        """A transport's failure as this client's error: the one place where the HTTP stacks'
+        errors become `EndpointError` (anything else, a bug, is raised as it is)."""
+        if isinstance(exc, TimeoutError):  # aiohttp's socket timeouts are TimeoutErrors too
+            return timeout_error(self.endpoint)
+        if isinstance(exc, BadReply):
+            return EndpointError(
+                f"{self.endpoint.url} sent a reply that is not HTTP/1.1: {self._clean(str(exc))}",
+                retryable=True,
+                url=self.endpoint.url,
+            )
+        if isinstance(exc, OSError) or _is_aiohttp_error(exc):
+            return unreachable_error(exc, self.endpoint)
+        return exc
 
     def _encode(self, body: Any) -> bytes:
         """``body`` as JSON (pydantic-core's encoder: a third of the standard library's time).
@@ -228,52 +209,137 @@ class ModelClient:
             (rest[:-1], b"," if len(rest) > 2 else b"", b'"tools":', self._tools_json, b"}")
         )
 
-    async def _pooled(self, method: str, path: str, data: bytes | None) -> tuple[int, bytes]:
-        assert self._pool is not None
-        head = request_head(
-            method, self._base + path, self._host, self._fixed, None if data is None else len(data)
-        )
-        reply = await self._pool.request(head if data is None else head + data)
-        if reply.status >= 400:
-            self._raise_status(reply.status, reply.body, reply.reason, reply)
-        return reply.status, reply.body
-
-    async def _session_request(
-        self, method: str, path: str, data: bytes | None
-    ) -> tuple[int, bytes]:
-        assert self._session is not None
-        url = self.endpoint.url + path
-        async with self._session.request(method, url, data=data, **self._proxy) as response:
-            raw = await response.read()
-            if response.status >= 400:
-                self._raise_status(response.status, raw, response.reason, response)
-            return response.status, raw
-
-    def _raise_status(self, status: int, raw: bytes, reason: str | None, response: Any) -> None:
-        text = raw.decode("utf-8", "replace")
-        reply = StatusReply(status, self._clean(text), response)
-        message = server_message(text, reason)
-        raise status_error(status, message, self.endpoint, self.retry) from reply
-
     async def preconnect(self, count: int) -> int:
         """Open up to ``count`` connections to a plain-HTTP server now (`Http1Pool.preconnect`)
         and return how many were opened; 0 through ``aiohttp`` (TLS, a proxy), which opens
         them as requests need them."""
-        self.open()
-        return 0 if self._pool is None else await self._pool.preconnect(count)
+        return await self._opened().preconnect(count)
 
     async def aclose(self) -> None:
-        """Close the session and its connections (the client opens a new one when used
+        """Close the transport and its connections (the client opens a new one when used
         again, in whatever event loop is running then)."""
-        session, self._session = self._session, None
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
-        if session is not None:
-            await session.close()
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.aclose()
 
     def _clean(self, text: str) -> str:
         return redact(text, [self.endpoint.key])[:500]
+
+
+@dataclass(slots=True)
+class _Answer:
+    """What a transport got back: status, reason phrase, body, and the reply object itself
+    (its ``headers`` are read for ``Retry-After``)."""
+
+    status: int
+    reason: str | None
+    body: bytes
+    response: Any
+
+
+class _Transport(Protocol):
+    """How `ModelClient` reaches its server: the one seam under it."""
+
+    async def send(self, method: str, path: str, data: bytes | None) -> _Answer:
+        """One request; failures raise the HTTP stack's own errors (`ModelClient` translates
+        them)."""
+        ...
+
+    async def preconnect(self, count: int) -> int:
+        """Open up to ``count`` connections now; how many were opened."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        ...
+
+
+def _transport_for(endpoint: Endpoint, headers: dict[str, str], max_connections: int) -> _Transport:
+    """`rk_agent.http1` for a plain ``http://`` server reached directly, else ``aiohttp``
+    (TLS, a proxy from the environment)."""
+    timeout = endpoint.timeout_s or None
+    proxy = _env_proxy(endpoint.url)
+    parts = urlsplit(endpoint.url)
+    if parts.scheme == "http" and not proxy and parts.hostname:
+        return _Http1Transport(endpoint, parts, headers, max_connections, timeout)
+    return _AiohttpTransport(endpoint, headers, max_connections, timeout, proxy)
+
+
+class _Http1Transport:
+    """Requests over `rk_agent.http1.Http1Pool` (kept-alive connections)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        parts: SplitResult,
+        headers: dict[str, str],
+        max_connections: int,
+        timeout: float | None,
+    ) -> None:
+        host = parts.hostname
+        assert host is not None
+        try:
+            self._fixed = header_lines(headers)
+        except ValueError as exc:
+            raise ConfigError(f"cannot send requests to {endpoint.url}: {exc}.") from None
+        self._host = parts.netloc.rpartition("@")[2]  # no credentials in the Host header
+        self._base = parts.path.rstrip("/")
+        self._pool = Http1Pool(
+            host.strip("[]"), parts.port or 80, limit=max_connections,
+            connect_timeout_s=timeout, read_timeout_s=timeout,
+        )  # fmt: skip
+
+    async def send(self, method: str, path: str, data: bytes | None) -> _Answer:
+        head = request_head(
+            method, self._base + path, self._host, self._fixed, None if data is None else len(data)
+        )
+        reply = await self._pool.request(head if data is None else head + data)
+        return _Answer(reply.status, reply.reason, reply.body, reply)
+
+    async def preconnect(self, count: int) -> int:
+        return await self._pool.preconnect(count)
+
+    async def aclose(self) -> None:
+        self._pool.close()
+
+
+class _AiohttpTransport:
+    """Requests over one ``aiohttp`` session (TLS, proxies)."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        headers: dict[str, str],
+        max_connections: int,
+        timeout: float | None,
+        proxy: dict[str, Any],
+    ) -> None:
+        import aiohttp
+
+        self._url = endpoint.url
+        self._proxy = proxy
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=max_connections, ssl=ssl_context()),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
+            headers=headers,
+        )
+
+    async def send(self, method: str, path: str, data: bytes | None) -> _Answer:
+        url = self._url + path
+        async with self._session.request(method, url, data=data, **self._proxy) as response:
+            return _Answer(response.status, response.reason, await response.read(), response)
+
+    async def preconnect(self, count: int) -> int:
+        return 0  # connections open as requests need them
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
+def _is_aiohttp_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of ``aiohttp``'s client errors (without importing it first)."""
+    aiohttp = sys.modules.get("aiohttp")
+    return aiohttp is not None and isinstance(exc, aiohttp.ClientError)
 
 
 def _to_json(value: Any) -> bytes:
@@ -319,7 +385,9 @@ class SyncModelClient:
         self.endpoint = endpoint
         self._options = options
         self._lock = threading.Lock()
-        self._started: _Started | None = None
+        self._loop = LoopThread(name="rk-agent-model-client")
+        self._client: ModelClient | None = None
+        self._pid = 0  # the process that made `_client`
 
     def __repr__(self) -> str:
         return f"SyncModelClient(url={self.endpoint.url!r})"
@@ -330,53 +398,25 @@ class SyncModelClient:
         Raises:
             EndpointError: as `ModelClient.request` (no retry).
         """
-        started = self._running()
-        call = started.client.request(method, path, body)
-        return asyncio.run_coroutine_threadsafe(call, started.loop).result()
+        return self._loop.run(self._running().request(method, path, body))
 
     def close(self) -> None:
         """Close the connections and stop the loop's thread (a later request starts them
         again). Done at the interpreter's exit for a client still open."""
         atexit.unregister(self.close)
         with self._lock:
-            started, self._started = self._started, None
-        if started is None or started.pid != os.getpid():
+            client, self._client = self._client, None
+        if client is None or self._pid != os.getpid():
             return  # never started, or the parent's (a forked child closes nothing of it)
-        asyncio.run_coroutine_threadsafe(started.client.aclose(), started.loop).result()
-        started.loop.call_soon_threadsafe(started.loop.stop)
-        started.thread.join()
+        self._loop.run(client.aclose())
+        self._loop.stop()
 
-    def _running(self) -> _Started:
+    def _running(self) -> ModelClient:
         with self._lock:
-            if self._started is None or self._started.pid != os.getpid():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=_run_forever, args=(loop,), name="rk-agent-model-client", daemon=True
-                )
-                thread.start()
-                client = ModelClient(self.endpoint, **self._options)
-                self._started = _Started(os.getpid(), loop, thread, client)
+            if self._client is None or self._pid != os.getpid():
+                self._client, self._pid = ModelClient(self.endpoint, **self._options), os.getpid()
                 atexit.register(self.close)  # no connection left for the collector to find
-            return self._started
-
-
-@dataclass(frozen=True)
-class _Started:
-    """A `SyncModelClient`'s loop, its thread and its client, in the process that started
-    them."""
-
-    pid: int
-    loop: asyncio.AbstractEventLoop
-    thread: threading.Thread
-    client: ModelClient
-
-
-def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_forever()
-    finally:
-        loop.close()
+            return self._client
 
 
 def _env_proxy(url: str) -> dict[str, Any]:

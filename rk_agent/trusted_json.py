@@ -15,11 +15,12 @@ the same model as through the model itself, and a line it refuses (an older file
 one) is read through the model instead (`validate_trusted_json`). Validators that change valid
 input (``EvaluateResult``'s "an error is not a score") are not widening and stay.
 
-The same holds for objects rk-agent builds itself on hot paths (a combined reward's result, a
-step's metrics, a reply read off the wire): `build_trusted` makes them through the trusted
-validator, a third of the time of the model's own constructor for a result with a few metrics.
+What it buys (issue 39, docs/development.md, "Hand-made machinery: what it buys"): about a tenth
+of a rescore's CPU, reading the run, and 5 % of the reward server's CPU a request; a
+`build_trusted` for the objects rk-agent builds on the rollout engine's hot path bought 3 % of
+its CPU per turn, and went.
 
-Main names: `widening`, `trusted_validator`, `validate_trusted_json`, `build_trusted`.
+Main names: `widening`, `trusted_validator`, `validate_trusted_json`.
 
 Example:
     >>> from rk_agent.types import Message
@@ -39,7 +40,6 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import SchemaValidator
 
 __all__ = [
-    "build_trusted",
     "is_widening",
     "trusted_validator",
     "validate_trusted_json",
@@ -92,22 +92,6 @@ def validate_trusted_json(model: type[M], data: str | bytes) -> M:
     except ValidationError:
         return model.model_validate_json(data)
     return found
-
-
-def build_trusted(model: type[M], /, **fields: Any) -> M:
-    """``model(**fields)`` for values already in the model's form (its instances, or what its
-    JSON form decodes to), through `trusted_validator`; through the model itself when that
-    refuses them (a metric given as a bare number, an SDK object), so the result and the
-    errors are the model's own either way.
-
-    Raises:
-        ValidationError: the model's own error, when the model refuses ``fields`` too.
-    """
-    try:
-        built: M = trusted_validator(model).validate_python(fields)
-    except ValidationError:
-        return model(**fields)
-    return built
 
 
 def _without_widening(node: Any) -> Any:

@@ -173,11 +173,11 @@ LAYERS: list[set[str]] = [
     # The top-level modules every package shares (ordered among themselves by the circle test);
     # `rk_agent` itself is its ``__init__.py``: the version and the lazy loader.
     {"rk_agent", "rk_agent._lazy", "rk_agent.types", "rk_agent.errors", "rk_agent.secrets",
-     "rk_agent.inline_budget", "rk_agent.jsonl", "rk_agent.atomic_file", "rk_agent.loading",
+     "rk_agent.jsonl", "rk_agent.atomic_file", "rk_agent.loading",
      "rk_agent.retry", "rk_agent.binding", "rk_agent.config_files", "rk_agent.registry",
      "rk_agent.endpoint_errors", "rk_agent.model_client", "rk_agent.http1", "rk_agent.processes",
-     "rk_agent.trusted_json", "rk_agent.limiter", "rk_agent.daemon_threads",
-     "rk_agent.terminal_text"},
+     "rk_agent.trusted_json", "rk_agent.daemon_threads", "rk_agent.loop_thread",
+     "rk_agent.gc_tuning", "rk_agent.terminal_text"},
     {"rk_agent.tool_calls", "rk_agent.sandbox"},
     {"rk_agent.rewards"},
     {"rk_agent.envs"},

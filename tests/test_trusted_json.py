@@ -7,21 +7,18 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, model_validator
 
 from rk_agent import trusted_json
 from rk_agent.envs.registry import get_solver
 from rk_agent.runs.run_dir import read_trajectories, trajectory_line
 from rk_agent.runs.trajectory import Trajectory
 from rk_agent.trusted_json import (
-    build_trusted,
     is_widening,
     trusted_validator,
     validate_trusted_json,
     widening,
 )
-from rk_agent.types import EvaluateResult, Message, MetricResult
 from tests.rollouts.runs import play_run
 
 NOT_WIDENING = {"_an_error_is_not_a_score"}
@@ -103,32 +100,6 @@ def test_older_and_hand_written_forms_fall_back_to_the_model(tmp_path: Path) -> 
     assert read.episode is not None and not read.episode.is_score_valid
     assert read.episode.step_outputs is not None
     assert read.episode.step_outputs[0].metrics["tool_use"].score == 0.05
-
-
-def test_built_trusted_objects_are_the_models_own_and_skip_its_widening_validators() -> None:
-    Inner.calls.clear()
-    built = build_trusted(Outer, inner=[Inner(value=1), {"value": 2}])
-    assert Inner.calls == [{"value": 1}]  # the instance made above; the dict skipped them
-    assert built == Outer(inner=[Inner(value=1), Inner(value=2)])
-    metric = MetricResult(score=0.5, success=True)
-    fields = {"score": 1.0, "reason": "r", "metrics": {"m": metric}, "weights": {"m": 1.0}}
-    result = build_trusted(EvaluateResult, **fields)
-    expected = EvaluateResult(**fields)
-    assert type(result) is EvaluateResult and result == expected
-    assert result.model_fields_set == expected.model_fields_set
-
-
-def test_what_only_the_model_accepts_is_built_by_the_model() -> None:
-    # A bare-number metric, arguments as a dict: widened forms, read by the model itself.
-    assert build_trusted(EvaluateResult, score=1.0, metrics={"m": 0.5}).metrics["m"].score == 0.5
-    call = {"id": "c", "function": {"name": "f", "arguments": {"a": 1}}}
-    message = build_trusted(Message, role="assistant", tool_calls=[call])
-    assert message.tool_calls is not None
-    assert message.tool_calls[0].function.arguments == '{"a": 1}'
-    # The validators that change valid input still run: an error is not a score.
-    assert build_trusted(EvaluateResult, score=0.0, error="boom").is_score_valid is False
-    with pytest.raises(ValidationError, match="score"):
-        build_trusted(EvaluateResult, score=float("nan"))
 
 
 def test_docstring_examples() -> None:

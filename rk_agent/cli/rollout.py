@@ -334,6 +334,7 @@ def _play(run: Any, console: Console, total: int) -> RunStatus:
         TimeElapsedColumn,
     )  # fmt: skip
 
+    from rk_agent.gc_tuning import fewer_gc_pauses
     from rk_agent.runs.run_dir import RunStatus
 
     rewards: list[float] = []
@@ -352,7 +353,8 @@ def _play(run: Any, console: Console, total: int) -> RunStatus:
             progress.update(bar, advance=1, stats=f"mean reward {mean:.3f}")
 
         try:
-            result = asyncio.run(run.play(on_episode))
+            with fewer_gc_pauses():  # this process is the run's (rk_agent.gc_tuning)
+                result = asyncio.run(run.play(on_episode))
         except KeyboardInterrupt:
             return RunStatus.INTERRUPTED
     lost = getattr(result, "worker_failures", [])

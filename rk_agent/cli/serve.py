@@ -251,6 +251,7 @@ def serve(
         "body_budget_bytes": int(body_budget_mb * 1024 * 1024) if body_budget_mb else None,
         "header_timeout_s": header_timeout, "body_timeout_s": body_timeout,
         "max_connections": max_connections, "allowed_hosts": list(allow_host or ()),
+        "tune_gc": True,  # this process is the server's (rk_agent.gc_tuning)
     }  # fmt: skip
     with contextlib.ExitStack() as stack:
         if tunnel:

@@ -48,7 +48,6 @@ from rk_agent.envs.turn import ToolCallRecord, TurnResult
 from rk_agent.errors import ConfigError, EnvError
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.tool_calls import ToolCallFormat, get_tool_call_format
-from rk_agent.trusted_json import build_trusted
 from rk_agent.types import EvaluateResult, Message, MetricResult, StepOutput, StopReason, ToolCall
 
 __all__ = ["ChatEnv", "EpisodeState", "ToolCallRecord"]
@@ -100,11 +99,15 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     # A function ``(messages, tools) -> Message`` that solves this env's tasks, or None. Set it
     # with ``reference_solver = staticmethod(solve)``; tests, SFT warm starts and benchmarks use it.
     reference_solver: ClassVar[Callable[..., Any] | None] = None
-    # Where the rollout engine calls reset/play_turn: None learns it (on a worker thread until
-    # the first calls show they are quick, then on the event loop: `rk_agent.inline_budget`);
-    # False always on a thread (steps that wait on the network or may hang: MCP tools make an
-    # environment False); True always on the loop.
-    inline_steps: bool | None = None
+    # The environment's declaration of whether its steps may block, which says where the
+    # rollout engine calls reset/play_turn: False (the default, the safe choice for user code)
+    # on a worker thread, so that a step that waits on the network or hangs neither holds up
+    # the other episodes nor outlives the episode's timeout; True on the event loop (steps
+    # that are quick, pure Python: the built-in environments' declaration). True holds only
+    # where everything a step calls agrees: an instance with a tool not declared `inline`
+    # (MCP tools among them) or with rewards given to its constructor (user code that may
+    # block) runs its steps on a thread.
+    inline_steps: bool = False
     # When the tools offered may change (`ToolScope`): ENV, the same in every episode; TASK, per
     # task (`episode_tools` after reset); TURN, also between turns (after every turn too).
     # Instances may set it in __init__, before calling ChatEnv's.
@@ -136,12 +139,17 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks) if tasks else None
         )
         self._toolset = mcp.open_toolset() if mcp is not None else None
-        if mcp is not None:
-            self.inline_steps = False  # its tools wait on servers
         outside = self._toolset.tools() if self._toolset is not None else []
         self._tools: dict[str, Tool] = merge_tools(self.tools(), outside, type(self).__name__)
         self._outside = outside
         self._offering = OfferedTools(tuple(t.schema for t in self._tools.values()), self._tools)
+        if self.inline_steps and (
+            episode_rewards is not None
+            or step_rewards is not None
+            or self.tool_scope is not ToolScope.ENV
+            or not all(getattr(t, "inline", False) for t in self._tools.values())
+        ):
+            self.inline_steps = False  # something a step calls may block (see `inline_steps`)
         self._step_reward = weighted_reward(
             step_rewards if step_rewards is not None else self.default_step_rewards, None, "step"
         )
@@ -553,17 +561,13 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
     def _score_step(
         self, state: EpisodeState, records: list[ToolCallRecord], parse_error: str | None
     ) -> EvaluateResult:
-        # Every object here is built from values already in the models' form: `build_trusted`.
         metrics: dict[str, MetricResult] = {}
         if parse_error is not None:
-            metrics["parse_error"] = build_trusted(
-                MetricResult, score=-1.0, success=False, reason=parse_error
-            )
+            metrics["parse_error"] = MetricResult(score=-1.0, success=False, reason=parse_error)
         if records:
             ok = sum(r.result.ok for r in records)
-            metrics["tool_calls"] = build_trusted(MetricResult, score=float(len(records)))
-            metrics["tool_success"] = build_trusted(
-                MetricResult,
+            metrics["tool_calls"] = MetricResult(score=float(len(records)))
+            metrics["tool_success"] = MetricResult(
                 score=ok / len(records),
                 success=ok == len(records),
                 reason="; ".join(r.result.content[:120] for r in records if not r.result.ok)
@@ -574,9 +578,9 @@ class ChatEnv(gymnasium.Env[list[dict[str, Any]], Any]):
             if metrics:  # a new object each call (`combine`): set, not copy
                 result.metrics = {**metrics, **result.metrics}
         else:
-            result = build_trusted(EvaluateResult, score=0.0, metrics=metrics)
+            result = EvaluateResult(score=0.0, metrics=metrics)
         state.steps.append(
-            build_trusted(StepOutput, step_index=state.turn - 1, reward=result.score,
+            StepOutput(step_index=state.turn - 1, reward=result.score,
                           metrics=result.metrics, reason=result.reason)
         )  # fmt: skip
         return result

@@ -188,6 +188,7 @@ class GuessEnv(ChatEnv):
     """
 
     default_max_turns: ClassVar[int] = 12
+    inline_steps = True  # its steps are quick, pure Python: they never block (ChatEnv)
     default_episode_rewards: ClassVar[Mapping[str, RewardLike]] = {"solved": guess_solved_reward}
     default_step_rewards: ClassVar[Mapping[str, RewardLike]] = {"guess": guess_step_reward}
     reference_solver = staticmethod(solve)

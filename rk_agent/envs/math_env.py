@@ -245,6 +245,7 @@ class MathEnv(ChatEnv):
     """
 
     default_max_turns: ClassVar[int] = 1
+    inline_steps = True  # its steps are quick, pure Python: they never block (ChatEnv)
     default_episode_rewards: ClassVar[Mapping[str, RewardLike]] = {"correct": math_reward}
     reference_solver = staticmethod(solve)
     env_name: ClassVar[str] = "math"

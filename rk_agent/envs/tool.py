@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from rk_agent.daemon_threads import DaemonThreads
 from rk_agent.errors import ConfigError
-from rk_agent.inline_budget import InlineBudget
+from rk_agent.loop_thread import run_sync
 
 __all__ = ["Tool", "ToolResult", "decode_arguments", "tool"]
 
@@ -74,9 +74,12 @@ class ToolResult:
 class Tool:
     """A function the model may call, with its OpenAI schema. Made by `tool`.
 
-    A sync tool starts on a thread of its own, so that its timeout holds; once its first calls
-    have shown it is quick (`rk_agent.inline_budget.InlineBudget`), it runs in the caller's
-    thread, where a thread costs more than the work (``inline`` says otherwise).
+    A sync tool runs on a thread of its own, so that its timeout holds, unless it declares it
+    never blocks (``inline=True``): then in the caller's thread, where a thread would cost more
+    than the work.
+
+    Attributes:
+        inline: whether calls run in the caller's thread (a sync tool declared ``inline``).
     """
 
     def __init__(
@@ -86,7 +89,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout_s: float = 30.0,
-        inline: bool | None = None,
+        inline: bool = False,
     ) -> None:
         self.func = func
         self.name = name or func.__name__
@@ -99,7 +102,7 @@ class Tool:
         self.description = description or summary or self.name
         self.timeout_s = timeout_s
         self.is_async = inspect.iscoroutinefunction(func)
-        self._budget = InlineBudget(mode=False if self.is_async else inline)
+        self.inline = inline and not self.is_async
         self._arguments = _arguments_model(func, self.name, arg_docs)
         parameters = self._arguments.model_json_schema()
         parameters.pop("title", None)
@@ -174,11 +177,10 @@ class Tool:
 
     def _invoke(self, arguments: dict[str, Any]) -> Any:
         if self.is_async:
-            return _run_coroutine(asyncio.wait_for(self.func(**arguments), self.timeout_s))
-        budget = self._budget
-        if budget.inline:
-            return budget.call(self.func, **arguments)
-        future = _tool_threads.submit(budget.off_thread, self.func, **arguments)
+            return run_sync(asyncio.wait_for(self.func(**arguments), self.timeout_s))
+        if self.inline:
+            return self.func(**arguments)
+        future = _tool_threads.submit(self.func, **arguments)
         try:
             return future.result(timeout=self.timeout_s)
         except concurrent.futures.TimeoutError as exc:
@@ -191,7 +193,7 @@ def tool(func: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
     func: None = None, /, *, name: str | None = None, description: str | None = None,
-    timeout_s: float = 30.0, inline: bool | None = None,
+    timeout_s: float = 30.0, inline: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...  # fmt: skip
 
 
@@ -202,7 +204,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float = 30.0,
-    inline: bool | None = None,
+    inline: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a typed, documented function (sync or async) a `Tool`.
 
@@ -210,13 +212,15 @@ def tool(
         func: the function (when used bare).
         name: the tool's name; defaults to the function's.
         description: defaults to the docstring's first paragraph.
-        timeout_s: wall-clock limit per call. A sync tool that runs inline (below) can no
-            longer be cut off at it.
-        inline: where a sync tool runs: ``None`` (default) on a thread of its own until its
-            first calls show it is quick (median 2 ms or less), then in the caller's thread,
-            back on a thread for good after one inline call over 20 ms; ``False`` always on a
-            thread (tools that wait on the network or may hang: the timeout always holds);
-            ``True`` always in the caller's thread. Async tools always run on a thread.
+        timeout_s: wall-clock limit per call. A sync tool that runs inline (below) cannot be
+            cut off at it.
+        inline: the tool's declaration of whether it may block: ``False`` (the default, the
+            safe choice) runs a sync tool on a thread of its own, so its timeout holds and a
+            call that hangs is abandoned; ``True`` says it never blocks (quick, pure Python:
+            arithmetic, a lookup in memory) and runs it in the caller's thread, where a thread
+            would cost more than the work. An environment runs its steps on the event loop
+            only if all its tools say ``True`` (`rk_agent.envs.base.ChatEnv.inline_steps`).
+            Async tools always run on a loop of their own.
 
     Raises:
         ConfigError: a parameter has no type hint, or the name is not a valid tool name.
@@ -272,15 +276,6 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         elif current:
             args[current] += " " + stripped
     return summary, args
-
-
-def _run_coroutine(coroutine: Any) -> Any:
-    """Run a coroutine to completion from sync code, even inside a running event loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    return _tool_threads.submit(asyncio.run, coroutine).result()
 
 
 def _render(value: Any) -> str:

@@ -154,7 +154,7 @@ def _bounded(value: Any) -> Number:
     return value
 
 
-@tool
+@tool(inline=True)  # quick, pure Python: it never blocks
 def calculator(expression: str) -> Number:
     """Evaluate an arithmetic expression and return the number.
 
@@ -247,7 +247,7 @@ def _from_kelvin(value: float, unit: str) -> float:
     return {"c": value - 273.15, "f": (value - 273.15) * 9 / 5 + 32, "k": value}[unit]
 
 
-@tool
+@tool(inline=True)  # quick, pure Python: it never blocks
 def convert_units(value: float, from_unit: str, to_unit: str) -> Number:
     """Convert a quantity from one unit to another of the same kind.
 
@@ -272,7 +272,7 @@ def convert_units(value: float, from_unit: str, to_unit: str) -> Number:
 # Dates
 
 
-@tool
+@tool(inline=True)  # quick, pure Python: it never blocks
 def days_between(start: dt.date, end: dt.date) -> int:
     """Count the days from start to end (negative when end is earlier).
 
@@ -283,7 +283,7 @@ def days_between(start: dt.date, end: dt.date) -> int:
     return (end - start).days
 
 
-@tool
+@tool(inline=True)  # quick, pure Python: it never blocks
 def add_days(date: dt.date, days: int) -> str:
     """Add a number of days (negative to go back) to a date; returns the date as YYYY-MM-DD.
 
@@ -297,7 +297,7 @@ def add_days(date: dt.date, days: int) -> str:
         raise ValueError("the resulting date is out of range (years 1 to 9999)") from exc
 
 
-@tool
+@tool(inline=True)  # quick, pure Python: it never blocks
 def weekday(date: dt.date) -> str:
     """The day of the week of a date, e.g. "Tuesday".
 
@@ -331,7 +331,7 @@ def _entities() -> dict[str, tuple[str, dict[str, Any]]]:
     return out
 
 
-@tool
+@tool(inline=True)  # quick, pure Python: it never blocks
 def lookup(name: str, attribute: str) -> Any:
     """Look up a fact about a country or a chemical element in the knowledge table.
 

@@ -404,6 +404,7 @@ class ToolsEnv(ChatEnv):
     """
 
     default_max_turns: ClassVar[int] = 8
+    inline_steps = True  # its steps are quick, pure Python: they never block (ChatEnv)
     default_episode_rewards: ClassVar[Mapping[str, RewardLike]] = {
         "answer": answer_match,
         "efficiency": tool_efficiency,

@@ -31,7 +31,7 @@ box a harness runs in: ``NEEDS_CONTAINER``, or a ``setup``/``finalize`` that tak
 
 The verifiers package is imported when an environment of it is built (``import verifiers.v1``
 takes seconds), never at ``import rk_agent``; its async hooks run on one event loop per
-environment, in a daemon thread (`rk_agent.mcp.client.EventLoopThread`).
+environment, in a daemon thread (`rk_agent.loop_thread.LoopThread`).
 
 Main names: `SOURCE`, `VerifiersSource`, `VerifiersEnv`, `module_name`.
 """
@@ -63,7 +63,7 @@ from rk_agent.interop.verifiers_trace import (
     requires_runtime,
     score_trace,
 )
-from rk_agent.mcp.client import EventLoopThread
+from rk_agent.loop_thread import LoopThread
 from rk_agent.types import EvaluateResult, Message, ToolCall
 
 __all__ = ["SOURCE", "VerifiersEnv", "VerifiersSource", "module_name"]
@@ -237,7 +237,7 @@ class VerifiersEnv(ImportedEnv):
         if self._loaded.has_tools or self._shared_toolsets:
             self.tool_scope = ToolScope.TASK
         kwargs.setdefault("tasks", self._loaded.rk_tasks)
-        self._vf_loop = EventLoopThread(name="rk-verifiers")
+        self._vf_loop = LoopThread(name="rk-verifiers")
         self._host = ToolHost(
             self._vf_loop,
             self.env_name,

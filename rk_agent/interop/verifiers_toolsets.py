@@ -46,7 +46,8 @@ from urllib.parse import urlencode
 from rk_agent.envs.tool import ToolResult
 from rk_agent.errors import EnvError, ToolServerError
 from rk_agent.interop.verifiers_launch import Started, forker, start_exec
-from rk_agent.mcp.client import EventLoopThread, McpConnection
+from rk_agent.loop_thread import LoopThread
+from rk_agent.mcp.client import McpConnection
 from rk_agent.mcp.config import McpServerConfig
 from rk_agent.mcp.tools import McpTool, openai_name
 from rk_agent.types import ToolCall
@@ -221,7 +222,7 @@ class ToolHost:
 
     def __init__(
         self,
-        loop: EventLoopThread,
+        loop: LoopThread,
         label: str,
         *,
         start_timeout_s: float,
@@ -298,7 +299,7 @@ class ToolHost:
         for server in self._shared or []:
             server.stop()
         self._shared = None
-        if self._channel is not None and not self._loop.loop.is_closed():
+        if self._channel is not None and not self._loop.stopped:
             with contextlib.suppress(Exception):
                 self._loop.run(self._channel.stop(), 10.0)
         self._channel = None

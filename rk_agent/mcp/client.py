@@ -1,9 +1,10 @@
 """One MCP server's client for a run: connected once, shared by concurrent episodes, reconnected.
 
 `McpConnection` keeps one client of the official ``mcp`` SDK connected to one server (a stdio
-subprocess, or a streamable-HTTP endpoint) on a private event loop (`EventLoopThread`), so the
-synchronous tool calls of environments running in worker threads can share it: each call is a
-request on the same session, and the SDK matches answers to requests.
+subprocess, or a streamable-HTTP endpoint) on a private event loop
+(`rk_agent.loop_thread.LoopThread`), so the synchronous tool calls of environments running in
+worker threads can share it: each call is a request on the same session, and the SDK matches
+answers to requests.
 
 When the connection drops (a stdio server crashed, an HTTP server went away), the connection is
 rebuilt in the background, waiting between attempts as `rk_agent.retry.MCP_RECONNECT_RETRY`
@@ -18,7 +19,7 @@ says. What happens to a call depends on when it met the drop:
   reconnect attempt: `rk_agent.errors.ToolServerError` is raised, which the rollout engine
   records as a typed failure (``auth_error`` or ``tool_server_error``) of the episode.
 
-Main names: `McpConnection`, `CallOutcome`, `EventLoopThread`.
+Main names: `McpConnection`, `CallOutcome`.
 """
 
 from __future__ import annotations
@@ -27,59 +28,23 @@ import asyncio
 import concurrent.futures
 import contextlib
 import sys
-import threading
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 import mcp_types
 
 from rk_agent.errors import ToolServerError
+from rk_agent.loop_thread import LoopThread
 from rk_agent.mcp.config import McpServerConfig
 from rk_agent.retry import MCP_RECONNECT_RETRY, RetryPolicy
 from rk_agent.secrets import redact
 
-__all__ = ["CallOutcome", "EventLoopThread", "McpConnection"]
+__all__ = ["CallOutcome", "McpConnection"]
 
 T = TypeVar("T")
 
 _CLOSE_TIMEOUT_S = 10.0  # the SDK stops a stdio server within ~6 s (stdin, SIGTERM, SIGKILL)
 _AUTH_STATUSES = frozenset({401, 403})
-
-
-class EventLoopThread:
-    """An asyncio event loop running in a daemon thread, for MCP clients used from sync code.
-
-    Args:
-        name: the thread's name.
-    """
-
-    def __init__(self, name: str = "rk-mcp") -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def run(self, coroutine: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coroutine`` on the loop and wait for its result (from any other thread)."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        try:
-            return future.result(timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
-
-    def stop(self) -> None:
-        """Stop the loop and join its thread (tasks still running are abandoned)."""
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5.0)
-        if not self._thread.is_alive():
-            self.loop.close()
 
 
 @dataclass(frozen=True)
@@ -124,7 +89,7 @@ class McpConnection:
         self,
         name: str,
         config: McpServerConfig,
-        loop: EventLoopThread,
+        loop: LoopThread,
         *,
         retry: RetryPolicy = MCP_RECONNECT_RETRY,
         errlog: TextIO | None = None,
@@ -188,7 +153,7 @@ class McpConnection:
 
     def close(self) -> None:
         """Disconnect; a stdio server is stopped (stdin closed, then SIGTERM, then SIGKILL)."""
-        if self._loop.loop.is_closed():
+        if self._loop.stopped:
             return
         with contextlib.suppress(TimeoutError, RuntimeError, concurrent.futures.CancelledError):
             self._loop.run(self._close(), _CLOSE_TIMEOUT_S + 10)

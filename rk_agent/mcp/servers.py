@@ -31,7 +31,8 @@ from typing import Any, TextIO
 from rk_agent.envs.tool import Tool
 from rk_agent.envs.tool_source import ToolSource
 from rk_agent.errors import ConfigError, ToolServerError
-from rk_agent.mcp.client import EventLoopThread, McpConnection
+from rk_agent.loop_thread import LoopThread
+from rk_agent.mcp.client import McpConnection
 from rk_agent.mcp.config import McpConfig, McpServerConfig, SessionMode, load_mcp_config
 from rk_agent.mcp.tools import McpTool, openai_name
 from rk_agent.processes import on_exit
@@ -71,7 +72,7 @@ class McpServers:
         self.retry = retry
         self.start_timeout_s = start_timeout_s
         self.errlog = errlog
-        self._loop: EventLoopThread | None = None
+        self._loop: LoopThread | None = None
         self._shared: dict[str, McpConnection] = {}
         self._catalogue: list[tuple[str, McpServerConfig, Any, str]] = []
         self._lock = threading.Lock()
@@ -112,7 +113,7 @@ class McpServers:
                 raise ConfigError("these MCP servers were closed; build a new McpServers.")
             if self._loop is not None:
                 return self
-            self._loop = EventLoopThread()
+            self._loop = LoopThread(name="rk-mcp")
             # A crash or Ctrl-C that skips close(): no server left behind (a strong reference:
             # the servers live until they are closed).
             self._cancel_exit = on_exit(self.close)

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -34,13 +35,11 @@ from typing import Any, Literal
 
 from rk_agent.endpoint_errors import NO_KEY, Endpoint, rejects_tools, server_message
 from rk_agent.errors import ConfigError, ContextOverflowError, EndpointError, UnknownNameError
-from rk_agent.limiter import Limiter
 from rk_agent.model_client import ModelClient, ssl_context
 from rk_agent.policies.policy import PolicyOutput, SamplingParams, Usage
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy, aretry_call
 from rk_agent.secrets import redact
 from rk_agent.tool_calls import DEFAULT_TOOL_CALL_FORMAT, ToolCallFormat, get_tool_call_format
-from rk_agent.trusted_json import build_trusted
 from rk_agent.types import Message
 
 __all__ = [
@@ -258,7 +257,7 @@ class OpenAIPolicy:
         self.extra_body = dict(extra_body or {})
         self.stats = PolicyStats()
         self._client: ModelClient | None = None
-        self._semaphore: Limiter | None = None
+        self._semaphore: asyncio.Semaphore | None = None
         if hint:
             logger.warning("model %r: %s", model, hint)
 
@@ -381,21 +380,19 @@ class OpenAIPolicy:
         """
         limit = self._semaphore
         if limit is None:
-            limit = self._semaphore = Limiter(self.max_concurrency)
+            limit = self._semaphore = asyncio.Semaphore(self.max_concurrency)
         queued = time.perf_counter()
-        if not limit.take_now():
-            await limit.wait()
-        try:
-            start = time.perf_counter()
-            output = await self._with_retries(messages, tools, sampling)
-            output.latency_s = time.perf_counter() - start
-            output.extra["queued_s"] = start - queued
-        except EndpointError:
-            self.stats.errors += 1
-            raise
-        finally:
-            limit.give()
-            self.stats.calls += 1
+        async with limit:
+            try:
+                start = time.perf_counter()
+                output = await self._with_retries(messages, tools, sampling)
+                output.latency_s = time.perf_counter() - start
+                output.extra["queued_s"] = start - queued
+            except EndpointError:
+                self.stats.errors += 1
+                raise
+            finally:
+                self.stats.calls += 1
         if output.usage is not None:
             self.stats.prompt_tokens += output.usage.prompt_tokens
             self.stats.completion_tokens += output.usage.completion_tokens
@@ -626,15 +623,14 @@ def _output(body: Any) -> PolicyOutput:
                         "arguments": function.get("arguments") or "{}",
                     },
                 })  # fmt: skip
-    # Decoded JSON: the message's own form, unless a server sent arguments as an object (then
-    # `build_trusted` hands it to the model, which serialises them).
-    message = build_trusted(
-        Message,
-        role="assistant",
-        content=wire.get("content"),
-        tool_calls=calls or None,
-        reasoning_content=reasoning if isinstance(reasoning, str) else None,
-    )
+    # Decoded JSON, validated by the model (a server that sent arguments as an object: the
+    # model serialises them).
+    message = Message.model_validate({
+        "role": "assistant",
+        "content": wire.get("content"),
+        "tool_calls": calls or None,
+        "reasoning_content": reasoning if isinstance(reasoning, str) else None,
+    })  # fmt: skip
     logprobs = None
     choice_logprobs = choice.get("logprobs")
     if choice_logprobs:

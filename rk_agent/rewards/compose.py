@@ -23,7 +23,6 @@ from typing import Any, Literal
 from rk_agent.errors import ConfigError
 from rk_agent.rewards.decorator import AnyRewardFn, reward_function
 from rk_agent.rewards.registry import RewardLike, get_reward_function
-from rk_agent.trusted_json import build_trusted
 from rk_agent.types import EvaluateResult, MetricResult, ScoreFault
 
 __all__ = ["CombineMethod", "combine"]
@@ -185,8 +184,7 @@ class _Merge:
                 errors.append(f"gate: {gate.error}")
                 fault = fault or _non_finite(gate)
         if errors:
-            return build_trusted(
-                EvaluateResult,
+            return EvaluateResult(
                 score=0.0,
                 is_score_valid=False,
                 error="; ".join(errors),
@@ -201,10 +199,7 @@ class _Merge:
         if gate is not None and gate.score < self.gate_threshold:
             score = 0.0
             reason = f"gate failed ({gate.score:.3g} < {self.gate_threshold:g}), score 0; {listed}"
-        # Built from the components' own results: the model's form already (`build_trusted`).
-        return build_trusted(
-            EvaluateResult, score=score, reason=reason, metrics=metrics, weights=self.weights
-        )
+        return EvaluateResult(score=score, reason=reason, metrics=metrics, weights=self.weights)
 
     def counts(self, name: str) -> bool:
         """Whether the component's score enters the total: every one does under ``min`` and
@@ -226,8 +221,8 @@ def _non_finite(result: EvaluateResult) -> ScoreFault | None:
 
 
 def _add_component(metrics: dict[str, MetricResult], name: str, result: EvaluateResult) -> None:
-    metrics[name] = build_trusted(
-        MetricResult, score=result.score, reason=result.reason, is_score_valid=result.is_score_valid
+    metrics[name] = MetricResult(
+        score=result.score, reason=result.reason, is_score_valid=result.is_score_valid
     )
     for key, metric in result.metrics.items():
         metrics[f"{name}.{key}"] = metric

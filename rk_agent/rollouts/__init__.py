@@ -5,7 +5,6 @@ Modules:
     ray_workers: the same on Ray actors.
     runner: a run's set-up (`prepare_run`) and its play, written to its folder.
     fork: a run continued from the recorded turns of another.
-    gc_pauses: fewer collector pauses while a run plays.
 
 A run on disk (its config, folder, trajectories, record, summary) and everything that reads it
 again (replay, rescore, compare, the watch and alarms) are in `rk_agent.runs`; the models the

@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError
+from rk_agent.gc_tuning import episode_finished
 from rk_agent.policies.policy import Policy, warm_up_policy
 from rk_agent.rollouts.episode import EpisodeSlot
-from rk_agent.rollouts.gc_pauses import episode_finished, fewer_gc_pauses
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import RunDir
@@ -98,13 +98,12 @@ async def run_rollouts(
             if trajectory.failure is not None and trajectory.stop_reason.value == "timeout":
                 env = make_env()  # a timed-out step may still run in its thread: don't reuse
             sink.add(trajectory)
-            episode_finished()  # what the run keeps of it, out of the collector's way
+            episode_finished()  # out of the collector's way, where an entry point tuned it
 
     try:
         if slots:  # what it pays once (its connections) before the first episode
             await warm_up_policy(policy, len(envs))
-        with fewer_gc_pauses():
-            await asyncio.gather(*(worker(env) for env in envs))
+        await asyncio.gather(*(worker(env) for env in envs))
     finally:
         for env in envs:
             env.close()

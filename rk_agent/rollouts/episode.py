@@ -10,12 +10,11 @@ episode's tools and their changes recorded on its trajectory (``provenance``, al
 environment returns (a typed `rk_agent.envs.turn.TurnResult`) and its public methods; it writes
 no feedback and scores nothing itself. Environment code (tools, feedback, rewards) starts in a
 worker thread, off the event loop (a daemon thread, `rk_agent.daemon_threads`: a step that
-hangs past the episode's timeout is abandoned and cannot keep the run from returning); a
-method of an environment class that has shown it is quick runs on the loop instead
-(`rk_agent.inline_budget.InlineBudget`, per class and method, unless the environment's
-``inline_steps`` says otherwise): two thread hand-offs per turn cost more than a quick step
-itself. Failures are recorded on the trajectory, never raised: the caller's failure policy
-decides what to do with them.
+hangs past the episode's timeout is abandoned and cannot keep the run from returning), unless
+the environment declares that its steps never block (``inline_steps``: the built-in ones whose
+steps are quick, pure Python, do): then on the loop, where two thread hand-offs per turn would
+cost more than the step itself. Failures are recorded on the trajectory, never raised: the
+caller's failure policy decides what to do with them.
 
 Main names: `EpisodeSlot`, `play_episode`; `step_turn` and `env_failure` build the records it
 makes (TRL's tool loop, `rk_agent.trainers.trl_tool_env`, makes the same ones).
@@ -35,7 +34,6 @@ from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.envs.task import Task
 from rk_agent.envs.turn import TurnResult
 from rk_agent.errors import ContextOverflowError, EndpointError, EnvError, ToolServerError
-from rk_agent.inline_budget import InlineBudget
 from rk_agent.policies.policy import Policy, PolicyOutput, SamplingParams, Usage
 from rk_agent.runs.provenance import ToolChange, episode_provenance, turn_tool_call_format
 from rk_agent.runs.trajectory import Failure, ToolCallOutcome, Trajectory, Turn
@@ -252,24 +250,17 @@ async def _replay(env: ChatEnv, turn: Turn) -> TurnResult:
     return await _env_call(env, "play_turn", turn.assistant)
 
 
-_budgets: dict[tuple[type, str], InlineBudget] = {}
 # As many as asyncio's default executor would have (daemon threads: the module docstring).
 _step_threads = DaemonThreads(min(32, (os.cpu_count() or 1) + 4), "rk-env-step")
 
 
 async def _env_call(env: ChatEnv, method: str, *args: Any, **kwargs: Any) -> Any:
-    """``env.<method>(...)`` on a worker thread, or on the loop once the class's method has
-    shown it is quick (see the module docstring)."""
+    """``env.<method>(...)`` on the loop when the environment declares its steps never block
+    (``inline_steps``), else on a worker thread (see the module docstring)."""
     call = getattr(env, method)
-    if env.inline_steps is not None:  # the environment decided
-        if env.inline_steps:
-            return call(*args, **kwargs)
-        return await _step_threads.run(call, *args, **kwargs)
-    key = (type(env), method)
-    budget = _budgets.get(key) or _budgets.setdefault(key, InlineBudget())
-    if budget.inline:
-        return budget.call(call, *args, **kwargs)
-    return await _step_threads.run(budget.off_thread, call, *args, **kwargs)
+    if env.inline_steps:
+        return call(*args, **kwargs)
+    return await _step_threads.run(call, *args, **kwargs)
 
 
 def step_turn(

@@ -48,10 +48,10 @@ from typing import Any
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.env_setup import EnvFactory, EnvSetup
 from rk_agent.errors import ConfigError, WorkerError
+from rk_agent.gc_tuning import episode_finished, fewer_gc_pauses
 from rk_agent.policies.policy import Policy, warm_up_policy
 from rk_agent.processes import on_exit
 from rk_agent.rollouts.episode import EpisodeSlot
-from rk_agent.rollouts.gc_pauses import episode_finished, fewer_gc_pauses
 from rk_agent.rollouts.slots import EpisodeSink, RolloutResult, plan_slots, play_slot
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import RunDir
@@ -321,7 +321,7 @@ class RolloutWorker:
         tasks = [asyncio.create_task(one(slot)) for slot in slots]
         try:
             left = len(slots)
-            with fewer_gc_pauses():  # as in the engine (gc_pauses)
+            with fewer_gc_pauses():  # a Ray worker's process is rk-agent's own (gc_tuning)
                 while left:
                     batch = [await finished.get()]
                     if left > 1:  # let a few more finish: one message for several episodes
@@ -473,8 +473,7 @@ class WorkerPool:
             await asyncio.wait([asyncio.ensure_future(_ready(handle)) for handle in new])
             self.startup_s = time.perf_counter() - started
         self.pending.extend(slots)
-        with fewer_gc_pauses():  # the episodes received are frozen as the engine's are
-            await asyncio.gather(*(self._supervise(index) for index in list(self.live)))
+        await asyncio.gather(*(self._supervise(index) for index in list(self.live)))
         unplayed = len(self.pending) + len(self.outstanding)
         if unplayed:
             last = self.failures[-1].message if self.failures else "unknown"

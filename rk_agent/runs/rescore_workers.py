@@ -32,7 +32,6 @@ Main names: `RescoreWorkers`, `can_fork`, `CHUNK_BYTES`, `DEPTH`, `MAX_DEATHS`.
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import multiprocessing
 import pickle
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from rk_agent.errors import RkAgentError, WorkerError
+from rk_agent.gc_tuning import freeze_inherited
 from rk_agent.runs.rescorer import RescoredLine, Rescorer, RescoreSpec
 from rk_agent.runs.run_dir import trajectory_lines
 
@@ -340,22 +340,16 @@ def _sigint_blocked() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _forking(method: str) -> Iterator[None]:
-    """Around a fork: the objects alive now are frozen out of the collector (a forked worker's
-    collections then leave the pages it shares with this process alone). Python 3.12's warning
-    about forking a process with threads counts native threads too; `can_fork` allowed this
-    fork, so the only others are native pools (numpy's BLAS), which handle a fork themselves."""
+    """Around a fork: Python 3.12's warning about forking a process with threads counts native
+    threads too; `can_fork` allowed this fork, so the only others are native pools (numpy's
+    BLAS), which handle a fork themselves. (The collector: the worker freezes what it
+    inherited, `rk_agent.gc_tuning.freeze_inherited`; this process's is left alone.)"""
     if method != "fork":
         yield
         return
-    gc.freeze()
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings(
-                "ignore", "This process .* is multi-threaded", DeprecationWarning
-            )
-            yield
-    finally:
-        gc.unfreeze()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+        yield
 
 
 def _work(
@@ -363,6 +357,7 @@ def _work(
 ) -> None:
     """A worker's life: its `Rescorer` (inherited, or built from the spec), then each chunk it
     is sent rescored, until it is told to stop (``None``) or its parent is gone."""
+    freeze_inherited()  # its collections leave the pages shared with the parent alone
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for other in inherited:  # the parent's ends of the pipes, its own among them

@@ -38,16 +38,16 @@ Main names: `EpisodeRollout`.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import copy
 import logging
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rk_agent.envs.base import ChatEnv
 from rk_agent.errors import ConfigError
+from rk_agent.loop_thread import run_sync
 from rk_agent.policies.chat_template import end_of_turn_ids
 from rk_agent.policies.episode_tokens import EpisodeTokens, SuffixRenderer, TokenPolicy
 from rk_agent.policies.hf_policy import HFPolicy
@@ -182,7 +182,7 @@ class EpisodeRollout:
         played: Sequence[tuple[Trajectory, EpisodeTokens | EpisodeTokenRecord]]
         if url is not None:
             policy = self._served_policy(url, trainer)
-            played = _run(self._play_served(rows, policy, sampling, budget))
+            played = run_sync(self._play_served(rows, policy, sampling, budget))
         else:
             with _generation_model(trainer) as model:
                 policy = HFPolicy(
@@ -195,7 +195,7 @@ class EpisodeRollout:
                     name=str(getattr(model.config, "name_or_path", "") or "policy"),
                 )
                 try:
-                    played = _run(self.play(rows, policy, sampling, budget))
+                    played = run_sync(self.play(rows, policy, sampling, budget))
                 except BaseException:  # Ctrl-C among them: generate nothing more this step
                     policy.abort()
                     raise
@@ -359,16 +359,6 @@ def _generation_model(trainer: Any) -> Iterator[PreTrainedModel]:
         ) as model,
     ):
         yield model
-
-
-def _run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to the end, also when the caller already runs an event loop (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _outputs(

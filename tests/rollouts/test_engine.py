@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +282,7 @@ def test_the_summary_counts_reward_errors_by_message() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Where environment steps run: threads until a class's steps have shown they are quick
+# Where environment steps run: on threads, unless the environment declares they never block
 
 
 def _step_threads(env_class: type[AddEnv], episodes: int, **config: Any) -> list[bool]:
@@ -308,26 +307,52 @@ def _step_threads(env_class: type[AddEnv], episodes: int, **config: Any) -> list
     return on_loop
 
 
-def test_quick_steps_move_onto_the_event_loop_after_their_trials() -> None:
+def test_steps_run_on_threads_by_default_however_quick_they_are() -> None:
     on_loop = _step_threads(AddEnv, 20, concurrency=1)
     assert len(on_loop) == 40  # two turns an episode
-    assert on_loop == [False] * 8 + [True] * 32
+    assert on_loop == [False] * 40  # the safe choice: no load history decides it
 
 
-def test_an_environment_can_keep_its_steps_on_threads() -> None:
-    class Threaded(AddEnv):
-        inline_steps = False
+def test_an_environment_that_declares_its_steps_never_block_plays_them_on_the_loop() -> None:
+    class Inline(AddEnv):
+        inline_steps = True
 
-    assert _step_threads(Threaded, 20, concurrency=2) == [False] * 40
+    assert _step_threads(Inline, 20, concurrency=2) == [True] * 40
 
 
-def test_steps_that_wait_stay_on_threads() -> None:
-    class Waiting(AddEnv):
-        def play_turn(self, message: Any) -> Any:
-            time.sleep(0.03)  # a tool waiting on something outside: over the 20 ms bound
-            return super().play_turn(message)
+def test_rewards_given_to_an_inline_environment_put_its_steps_on_threads() -> None:
+    class Inline(AddEnv):
+        inline_steps = True
 
-    assert _step_threads(Waiting, 10, concurrency=4) == [False] * 20
+    assert not Inline(episode_rewards={"answer": "math"}).inline_steps
+    assert Inline().inline_steps
+
+
+def test_a_tool_not_declared_inline_puts_an_inline_environments_steps_on_threads() -> None:
+    from rk_agent.envs import tool
+
+    @tool
+    def wait(seconds: float) -> str:
+        """Wait on something outside."""
+        return "done"
+
+    class WithWaitingTool(AddEnv):
+        inline_steps = True
+
+        def tools(self) -> list[Any]:
+            return [*super().tools(), wait]
+
+    assert not WithWaitingTool().inline_steps
+
+
+def test_the_built_in_environments_declare_whether_their_steps_block() -> None:
+    from rk_agent.envs.code_env import CodeEnv
+    from rk_agent.envs.guess_env import GuessEnv
+    from rk_agent.envs.math_env import MathEnv
+    from rk_agent.envs.tools_env import ToolsEnv
+
+    assert ToolsEnv.inline_steps and MathEnv.inline_steps and GuessEnv.inline_steps
+    assert not CodeEnv.inline_steps  # its steps run code in the sandbox: they block
 
 
 def test_a_step_on_a_thread_does_not_hold_up_other_episodes() -> None:

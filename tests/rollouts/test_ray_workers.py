@@ -32,9 +32,9 @@ pytest.importorskip("ray", reason="Ray is in the dev group: `uv sync` installs i
 import psutil
 
 from rk_agent.errors import ConfigError, EndpointError
+from rk_agent.gc_tuning import YOUNG_THRESHOLD
 from rk_agent.policies.function_policy import tool_call
 from rk_agent.rollouts.engine import run_rollouts
-from rk_agent.rollouts.gc_pauses import YOUNG_THRESHOLD
 from rk_agent.rollouts.ray_workers import ray_session, run_rollouts_on_workers
 from rk_agent.runs.config import RolloutConfig
 from rk_agent.runs.run_dir import RunDir
@@ -124,27 +124,26 @@ def test_a_worker_warms_up_before_its_first_episode() -> None:
     [[trajectory]] = asyncio.run(main())
     assert trajectory.id == slot.id and trajectory.failure is None
     assert len(built) == 1  # played in the environment built while warming up
-    assert thresholds == [YOUNG_THRESHOLD]  # played with fewer collector pauses (gc_pauses)
+    assert thresholds == [YOUNG_THRESHOLD]  # a worker's process is its own: tuned (gc_tuning)
     assert gc.get_threshold() == saved and gc.get_freeze_count() == 0
     factory.close()
 
 
-def test_the_driver_receives_with_fewer_collector_pauses_and_restores_them(
-    local_ray: Any,
-) -> None:
-    """Unpickling each episode sent back allocates hundreds of objects: the driver freezes
-    what it keeps as the engine does (gc_pauses), and leaves the collector as it found it."""
+def test_the_driver_leaves_its_callers_collector_alone(local_ray: Any) -> None:
+    """The driver runs in the caller's process: its collector is the caller's (only an entry
+    point, ``rk-agent rollout``, tunes it: `rk_agent.gc_tuning`)."""
     cfg = config(workers=2)
     seen: list[int] = []
-    saved = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    saved, frozen = gc.get_threshold(), gc.get_freeze_count()
     played = run_rollouts_on_workers(
         cfg, policy=ScriptedPolicy(SCRIPT), make_env=cfg.env.factory(),
         on_episode=lambda _t: seen.append(gc.get_threshold()[0]),
     )  # fmt: skip
     result = asyncio.run(played)
     assert len(result.trajectories) == 24
-    assert seen == [YOUNG_THRESHOLD] * 24
-    assert gc.get_threshold() == saved and gc.get_freeze_count() == 0
+    assert seen == [saved[0]] * 24
+    assert gc.get_threshold() == saved and gc.get_freeze_count() == frozen
 
 
 def test_one_and_two_workers_play_the_same_tasks_and_seeds_as_one_process(local_ray: Any) -> None:

@@ -13,7 +13,7 @@ from rk_agent.policies.function_policy import tool_call
 from rk_agent.types import Message
 
 
-@tool
+@tool(inline=True)  # quick, pure Python
 def add(a: int, b: int) -> int:
     """Add two integers.
 

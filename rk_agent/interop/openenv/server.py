@@ -44,7 +44,6 @@ from typing import Any
 from rk_agent.daemon_threads import DaemonThreads
 from rk_agent.envs.base import ChatEnv
 from rk_agent.envs.tool import ToolResult
-from rk_agent.inline_budget import InlineBudget
 from rk_agent.interop.openenv.answers import (
     SCHEMA,
     error_frame,
@@ -61,7 +60,6 @@ from rk_agent.types import FunctionCall, Message, ToolCall
 __all__ = ["OpenEnvApp"]
 
 _threads = DaemonThreads(max_threads=64, name="rk-openenv-serve")
-_budgets: dict[tuple[type, str], InlineBudget] = {}
 _ACTIONS = (
     '{"message": TEXT}, {"type": "call_tool", "tool_name": NAME, "arguments": {...}} or '
     '{"type": "list_tools"}'
@@ -466,27 +464,15 @@ def _json(data: Any, status: int = 200) -> Any:
     return JSONResponse(data, status_code=status)
 
 
-_factory_budgets: dict[Any, InlineBudget] = {}
-
-
 async def _build(make_env: Callable[[], ChatEnv]) -> ChatEnv:
-    """``make_env()``, on a thread until it has shown it is quick (most builds are)."""
-    budget = _factory_budgets.get(make_env) or _factory_budgets.setdefault(make_env, InlineBudget())
-    if budget.inline:
-        return budget.call(make_env)
-    return await _threads.run(budget.off_thread, make_env)
+    """``make_env()``, on a worker thread (building may load data or start processes)."""
+    return await _threads.run(make_env)
 
 
 async def _env_call(env: ChatEnv, method: str, *args: Any, **kwargs: Any) -> Any:
-    """``env.<method>(...)`` on a worker thread, or on the loop once the class's method has
-    shown it is quick (as the rollout engine does, `rk_agent.inline_budget`)."""
+    """``env.<method>(...)`` on the loop when the environment declares its steps never block
+    (``inline_steps``), else on a worker thread (as the rollout engine does)."""
     call = getattr(env, method)
-    if env.inline_steps is not None:
-        return (
-            call(*args, **kwargs) if env.inline_steps else await _threads.run(call, *args, **kwargs)
-        )
-    key = (type(env), method)
-    budget = _budgets.get(key) or _budgets.setdefault(key, InlineBudget())
-    if budget.inline:
-        return budget.call(call, *args, **kwargs)
-    return await _threads.run(budget.off_thread, call, *args, **kwargs)
+    if env.inline_steps:
+        return call(*args, **kwargs)
+    return await _threads.run(call, *args, **kwargs)
