@@ -2,9 +2,10 @@
 
 rk-agent's environments are stepped by one thread at a time (a rollout's worker thread, or the
 caller's), and every step waits for the server's answer. So a session is a blocking socket
-that the stepping thread writes a message to and reads the answer from, framed by websockets'
-sans-I/O protocol: no event loop, and no thread hand-off per message (which cost more CPU than
-the message itself).
+that the stepping thread writes a message to and reads the answer from, framed by
+`rk_agent.interop.openenv.framing`: no event loop, and no thread hand-off per message (which
+cost more CPU than the message itself). On Linux the answer's time limit is the socket's own
+(``SO_RCVTIMEO``): one system call per read, none to set a timer.
 
 `Connection` is one session of ``/ws``: `Connection.open` connects (sending ``Authorization:
 Bearer <token>`` when there is one; through the proxy of ``HTTPS_PROXY``/``ALL_PROXY`` and the
@@ -28,16 +29,33 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import socket
 import ssl
+import struct
+import sys
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 from rk_agent.binding import is_loopback
 from rk_agent.errors import EnvError, ToolServerError
 from rk_agent.interop.openenv import idle_watch
+from rk_agent.interop.openenv.framing import (
+    BINARY,
+    CLOSE,
+    PING,
+    PONG,
+    TEXT,
+    FrameReader,
+    HandshakeRefused,
+    ProtocolError,
+    frame,
+    handshake,
+    read_handshake,
+)
 from rk_agent.interop.openenv.wire import Endpoints
 
 __all__ = ["Connection"]
@@ -45,6 +63,8 @@ __all__ = ["Connection"]
 _CAPACITY = frozenset({"CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR"})
 _MAX_MESSAGE = 2**27  # OpenEnv's own client takes 100 MB observations (screenshots)
 _READ = 1 << 16
+_KERNEL_TIMEOUTS = sys.platform.startswith("linux")  # SO_RCVTIMEO takes a struct timeval
+_NORMAL_CLOSE = struct.pack("!H", 1000)
 _CLOSE_WAIT_S = 1.0  # how long `close` waits for a request it woke up to let go of the socket
 _tls: ssl.SSLContext | None = None
 
@@ -71,8 +91,9 @@ class Connection:
         self.open_timeout_s = open_timeout_s
         self.timeout_s = timeout_s
         self._sock: socket.socket | None = None
-        self._protocol: Any = None
-        self._frames: list[Any] = []  # frames read but not yet taken (those after the handshake)
+        self._reader = FrameReader(_MAX_MESSAGE)
+        self._closed_by: tuple[int, str] | None = None  # the server's close frame
+        self._read_limit = 0.0  # the socket's SO_RCVTIMEO (0: Python's own timeout)
         self._failure: Exception | None = None
         self._busy = threading.Lock()  # held by the thread that reads or writes the socket
         self._swap = threading.Lock()  # guards taking ``_sock`` away (close, failures)
@@ -91,56 +112,64 @@ class Connection:
         Raises:
             ToolServerError: the server cannot be reached or refused the connection.
         """
-        from websockets.client import ClientProtocol
-        from websockets.exceptions import InvalidHandshake, InvalidStatus
-        from websockets.uri import parse_uri
-
-        uri = parse_uri(self.ends.ws)
-        protocol = ClientProtocol(uri, max_size=_MAX_MESSAGE)  # no compression: loopback, LAN
-        request = protocol.connect()
-        if self._token:
-            request.headers["Authorization"] = f"Bearer {self._token}"
-        protocol.send_request(request)
+        request, accept = handshake(self.ends.ws, self._token)
         deadline = time.monotonic() + self.open_timeout_s
         with self._busy:
             try:
-                sock = _connect(uri, self.ends.host, self.open_timeout_s)
-            except (OSError, InvalidHandshake) as exc:  # TimeoutError is an OSError
+                sock = _connect(self.ends, self.open_timeout_s)
+            except OSError as exc:  # TimeoutError is an OSError
                 raise self._cannot_connect(exc) from None
-            self._sock, self._protocol = sock, protocol
+            self._sock = sock
             try:
-                sock.sendall(b"".join(protocol.data_to_send()))
-                events: list[Any] = []
-                while not events:
-                    self._feed(sock, protocol, deadline)
-                    events = protocol.events_received()
-                # What came with the handshake's answer (a refused session's error) is the
-                # answer to the first request.
-                self._frames = events[1:]
-            except (OSError, _Closed) as exc:
+                sock.sendall(request)
+                answer = bytearray()
+                while (end := read_handshake(answer, accept)) is None:
+                    sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                    chunk = sock.recv(_READ)
+                    if not chunk:
+                        raise _Closed("no close frame: the connection dropped")
+                    answer += chunk
+                # What came with the answer (a refused session's error) is read as the first
+                # request's answer.
+                self._reader.feed(answer[end:])
+                self._limit_reads(sock)
+            except HandshakeRefused as exc:
                 self._drop(sock)
-                raise self._cannot_connect(exc) from None
-            finally:
-                self.idle_since = time.monotonic()
-            failed = protocol.handshake_exc
-            if isinstance(failed, InvalidStatus):
-                self._drop(sock)
-                status = failed.response.status_code
-                auth = status in (401, 403)
+                auth = exc.status in (401, 403)
                 hint = (
                     " (set OPENENV_TOKEN to the server's token)"
                     if auth
                     else " (is the URL an OpenEnv server's? it serves sessions at /ws)"
                 )
-                what = f"refused the connection: HTTP {status}{hint}"
-                raise self._error(what, status, auth=auth)
-            if failed is not None:
+                what = f"refused the connection: HTTP {exc.status}{hint}"
+                raise self._error(what, exc.status, auth=auth) from None
+            except (OSError, _Closed, ProtocolError) as exc:
                 self._drop(sock)
-                raise self._cannot_connect(failed)
+                raise self._cannot_connect(exc) from None
+            finally:
+                self.idle_since = time.monotonic()
             if self._sock is not sock:  # closed by another thread meanwhile
                 sock.close()
                 raise EnvError(f"the session with {self.ends.ws} was closed while it opened.")
         idle_watch.watch(self)
+
+    def _limit_reads(self, sock: socket.socket) -> None:
+        """Make the socket blocking, its reads limited to ``timeout_s`` by the kernel where it
+        can (else by Python's timeout, which polls before every read)."""
+        if _KERNEL_TIMEOUTS and not isinstance(sock, ssl.SSLSocket):
+            sock.settimeout(None)
+            self._set_read_limit(sock, self.timeout_s)
+            seconds, micros = divmod(int(self.timeout_s * 1e6), 1_000_000)
+            sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, micros)
+            )
+        else:
+            sock.settimeout(self.timeout_s)
+
+    def _set_read_limit(self, sock: socket.socket, seconds: float) -> None:
+        whole, micros = divmod(max(int(seconds * 1e6), 1000), 1_000_000)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, micros))
+        self._read_limit = seconds
 
     def _cannot_connect(self, exc: BaseException) -> ToolServerError:
         why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
@@ -155,101 +184,108 @@ class Connection:
             ToolServerError: the connection failed, or the server is at capacity.
             EnvError: the server's environment refused or failed the action.
         """
-        from websockets.protocol import State
-
         if self._failure is not None:
             raise self._failure
         with self._busy:
-            sock, protocol = self._sock, self._protocol
+            sock = self._sock
             if sock is None:
                 if self._failure is not None:
                     raise self._failure
                 raise EnvError(f"the session with {self.ends.ws} is not open.")
             try:
-                # Closing (a refused session, or closed while idle): its last words are read.
-                if protocol.state is State.OPEN:
-                    protocol.send_text(json.dumps(message, ensure_ascii=False).encode())
+                # Closed (a refused session, or closed while idle): its last words are read.
+                if self._closed_by is None:
+                    payload = json.dumps(message, ensure_ascii=False).encode()
                     # A refused session's error frame may still be there to read, below.
                     with contextlib.suppress(OSError):
-                        sock.sendall(b"".join(protocol.data_to_send()))
-                raw = self._message(sock, protocol, time.monotonic() + self.timeout_s)
-            except (OSError, _Closed) as exc:  # TimeoutError is an OSError
-                if self._sock is not sock:  # `close` shut it down from another thread
-                    raise self._broken(
-                        sock, "session closed (the environment was closed)"
-                    ) from None
-                if isinstance(exc, TimeoutError):
-                    raise self._broken(sock, f"sent no answer in {self.timeout_s:g} s") from None
-                if isinstance(exc, _Closed):
-                    raise self._broken(sock, f"closed the session ({exc})") from None
-                raise self._broken(sock, f"dropped the connection ({exc})") from None
+                        sock.sendall(frame(TEXT, payload))
+                raw = self._message(sock, time.monotonic() + self.timeout_s)
+            except (OSError, _Closed, ProtocolError) as exc:  # TimeoutError is an OSError
+                raise self._failed(sock, exc) from None
             finally:
                 self.idle_since = time.monotonic()
                 if self._sock is not sock:
                     sock.close()  # closed meanwhile: the socket is this thread's to close
         return self._answer(raw)
 
-    def _message(self, sock: socket.socket, protocol: Any, deadline: float) -> bytes:
+    def _failed(self, sock: socket.socket, exc: BaseException) -> ToolServerError:
+        if self._sock is not sock:  # `close` shut it down from another thread
+            return self._broken(sock, "session closed (the environment was closed)")
+        if isinstance(exc, (TimeoutError, BlockingIOError)):  # (SO_RCVTIMEO: EAGAIN)
+            return self._broken(sock, f"sent no answer in {self.timeout_s:g} s")
+        if isinstance(exc, _Closed):
+            return self._broken(sock, f"closed the session ({exc})")
+        if isinstance(exc, ProtocolError):
+            return self._broken(sock, f"broke the WebSocket protocol ({exc})")
+        return self._broken(sock, f"dropped the connection ({exc})")
+
+    def _message(self, sock: socket.socket, deadline: float) -> bytes:
         """The next whole text or binary message (pings answered on the way)."""
-        from websockets.frames import Opcode
-
-        parts: list[bytes] = []
-        frames = self._frames
+        reader = self._reader
         while True:
-            frames.extend(protocol.events_received())
-            while frames:
-                frame = frames.pop(0)
-                if frame.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
-                    parts.append(bytes(frame.data))
-                    if frame.fin:
-                        return parts[0] if len(parts) == 1 else b"".join(parts)
-                elif frame.opcode is Opcode.CLOSE:
-                    raise _Closed(_why_closed(protocol))
-            self._feed(sock, protocol, deadline)
+            event = reader.next()
+            if event is None:
+                self._read(sock, deadline)
+                continue
+            kind, payload = event
+            if kind in (TEXT, BINARY):
+                return payload
+            self._control(sock, kind, payload)
 
-    def _feed(self, sock: socket.socket, protocol: Any, deadline: float) -> None:
-        """Read once from the socket into the protocol, and send what it answers (pongs)."""
+    def _read(self, sock: socket.socket, deadline: float) -> None:
+        """Read once from the socket into the frame reader (at most until ``deadline``)."""
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError
-        sock.settimeout(left)
-        data = sock.recv(_READ)
-        if data:
-            protocol.receive_data(data)
-        else:
-            protocol.receive_eof()
-        out = protocol.data_to_send()
-        if out and any(out):
-            sock.sendall(b"".join(out))
-        if not data:
-            raise _Closed(_why_closed(protocol))
-        if protocol.parser_exc is not None:
-            raise _Closed(f"it sent what is not WebSocket: {protocol.parser_exc}")
+        if self._read_limit and left < self._read_limit:
+            self._set_read_limit(sock, left)  # a message in pieces: what is left of the time
+        elif self._read_limit and self._read_limit < self.timeout_s and left >= self.timeout_s:
+            self._set_read_limit(sock, self.timeout_s)
+        chunk = sock.recv(_READ)
+        if not chunk:
+            raise _Closed(self._why_closed())
+        self._reader.feed(chunk)
+
+    def _control(self, sock: socket.socket, kind: int, payload: bytes) -> None:
+        """Answer a ping; a close is answered and raised (`_Closed`); pongs are ignored."""
+        if kind == PING:
+            with contextlib.suppress(OSError):
+                sock.sendall(frame(PONG, payload))
+        elif kind == CLOSE:
+            if self._closed_by is None:
+                code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+                self._closed_by = (code, payload[2:].decode("utf-8", "replace"))
+                with contextlib.suppress(OSError):
+                    sock.sendall(frame(CLOSE, payload[:2]))
+            raise _Closed(self._why_closed())
+
+    def _why_closed(self) -> str:
+        if self._closed_by is None:
+            return "no close frame: the connection dropped"
+        code, reason = self._closed_by
+        return f"code {code}" + (f": {reason}" if reason else "")
 
     def answer_idle(self) -> None:
         """Read what the server sent while nothing was asked (a ping, a close) and answer it:
         `rk_agent.interop.openenv.idle_watch` calls it on a connection idle for a while. A
         message nobody asked for is dropped; a close or the end of the connection is a failure
         the next request raises."""
-        import select
-
         if not self._busy.acquire(blocking=False):
             return  # in use: the request reads it
         try:
-            sock, protocol = self._sock, self._protocol
+            sock = self._sock
             if sock is None:
                 return
             pending = isinstance(sock, ssl.SSLSocket) and sock.pending()
             if not pending and not select.select([sock], [], [], 0)[0]:
                 return
             try:
-                self._feed(sock, protocol, time.monotonic() + 1.0)
-                protocol.events_received()  # pings are answered; nothing else was asked
-                self._frames.clear()
-            except _Closed as exc:
-                self._broken(sock, f"closed the session ({exc})")
-            except OSError as exc:
-                self._broken(sock, f"dropped the connection ({exc})")
+                self._read(sock, time.monotonic() + self.timeout_s)  # it is readable: no wait
+                while (event := self._reader.next()) is not None:
+                    if event[0] not in (TEXT, BINARY):  # nobody asked: dropped
+                        self._control(sock, *event)
+            except (OSError, _Closed, ProtocolError) as exc:
+                self._failed(sock, exc)
             finally:
                 self.idle_since = time.monotonic()
         finally:
@@ -268,15 +304,14 @@ class Connection:
             return
         idle_watch.forget(self)
         if not self._busy.acquire(blocking=False):
-            with _quietly():
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)  # wakes the request; the server sees the end
             if not self._busy.acquire(timeout=_CLOSE_WAIT_S):
                 return  # the request closes it on its way out
         try:
-            with _quietly():
-                self._protocol.send_close()
-                sock.settimeout(0)  # a server that reads nothing cannot hold the close up
-                sock.sendall(b"".join(self._protocol.data_to_send()))
+            if self._closed_by is None:
+                with contextlib.suppress(OSError):
+                    _send_now(sock, frame(CLOSE, _NORMAL_CLOSE))
             sock.close()
         finally:
             self._busy.release()
@@ -337,23 +372,38 @@ class Connection:
         )
 
 
-def _connect(uri: Any, host: str, timeout_s: float) -> socket.socket:
+def _send_now(sock: socket.socket, data: bytes) -> None:
+    """Send ``data`` if the socket takes it at once (a server that reads nothing cannot hold
+    a close up)."""
+    if isinstance(sock, ssl.SSLSocket) or not hasattr(socket, "MSG_DONTWAIT"):
+        sock.settimeout(0)
+        sock.sendall(data)
+    else:
+        sock.send(data, socket.MSG_DONTWAIT)
+
+
+def _connect(ends: Endpoints, timeout_s: float) -> socket.socket:
     """A TCP connection to the server (through a proxy off loopback, when one is set), with
     TLS for ``wss://``."""
+    parts = urlsplit(ends.ws)
+    secure = parts.scheme == "wss"
+    port = parts.port or (443 if secure else 80)
     proxy = None
-    if not is_loopback(host):
+    if not is_loopback(ends.host):
         from websockets.proxy import get_proxy
+        from websockets.uri import parse_uri
 
+        uri = parse_uri(ends.ws)
         proxy = get_proxy(uri)
     if proxy is None:
-        sock = socket.create_connection((uri.host, uri.port), timeout=timeout_s)
+        sock = socket.create_connection((ends.host, port), timeout=timeout_s)
     else:
         sock = _through_proxy(proxy, uri, timeout_s)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if uri.secure:
+        if secure:
             sock.settimeout(timeout_s)
-            sock = _tls_context().wrap_socket(sock, server_hostname=uri.host)
+            sock = _tls_context().wrap_socket(sock, server_hostname=ends.host)
     except BaseException:
         sock.close()
         raise
@@ -361,14 +411,18 @@ def _connect(uri: Any, host: str, timeout_s: float) -> socket.socket:
 
 
 def _through_proxy(proxy: str, uri: Any, timeout_s: float) -> socket.socket:
+    from websockets.exceptions import InvalidHandshake
     from websockets.proxy import parse_proxy
     from websockets.sync.client import connect_http_proxy, connect_socks_proxy
     from websockets.sync.utils import Deadline
 
     parsed = parse_proxy(proxy)
-    if parsed.scheme.startswith("socks"):
-        return connect_socks_proxy(parsed, uri, Deadline(timeout_s))
-    return connect_http_proxy(parsed, uri, Deadline(timeout_s))
+    try:
+        if parsed.scheme.startswith("socks"):
+            return connect_socks_proxy(parsed, uri, Deadline(timeout_s))
+        return connect_http_proxy(parsed, uri, Deadline(timeout_s))
+    except (InvalidHandshake, ImportError) as exc:  # the proxy refused; python-socks missing
+        raise OSError(f"through the proxy {proxy}: {exc}") from None
 
 
 def _tls_context() -> ssl.SSLContext:
@@ -376,22 +430,3 @@ def _tls_context() -> ssl.SSLContext:
     if _tls is None:  # loading the system's certificates costs milliseconds: once
         _tls = ssl.create_default_context()
     return _tls
-
-
-def _why_closed(protocol: Any) -> str:
-    frame = protocol.close_rcvd
-    if frame is None:
-        return "no close frame: the connection dropped"
-    return f"code {frame.code}" + (f": {frame.reason}" if frame.reason else "")
-
-
-class _quietly:
-    """Ignore `OSError` (and websockets' state errors) in a best-effort close."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
-        from websockets.exceptions import InvalidState
-
-        return kind is not None and issubclass(kind, (OSError, InvalidState))

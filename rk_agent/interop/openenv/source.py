@@ -203,8 +203,13 @@ class _Session(BaseSession):
 
     def turn_reward(self, turn: int) -> float | None:
         """The sum of the rewards the server gave during ``turn`` (``None``: none)."""
-        found = [reward for at, reward in self.rewards if at == turn]
-        return sum(found) if found else None
+        found = []
+        for at, reward in reversed(self.rewards):  # in turn order: this turn's are the last
+            if at < turn:
+                break
+            if at == turn:
+                found.append(reward)
+        return sum(reversed(found)) if found else None
 
     def close(self) -> None:
         """Close the session (idempotent; safe from any thread)."""
@@ -381,7 +386,7 @@ class OpenEnvEnv(ImportedEnv):
         @reward_function(
             name="openenv_step", description="the rewards the OpenEnv server gave in a turn"
         )
-        def openenv_step(messages: list[Message], turn: int) -> EvaluateResult:
+        def openenv_step(turn: int) -> EvaluateResult:  # (no messages: it reads none)
             state = env._state
             session = state.scratch.get(_SESSION) if state is not None else None
             reward = session.turn_reward(turn) if isinstance(session, _Session) else None
