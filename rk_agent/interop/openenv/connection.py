@@ -237,10 +237,12 @@ class Connection:
         left = deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError
-        if self._read_limit and left < self._read_limit:
-            self._set_read_limit(sock, left)  # a message in pieces: what is left of the time
-        elif self._read_limit and self._read_limit < self.timeout_s and left >= self.timeout_s:
-            self._set_read_limit(sock, self.timeout_s)
+        if self._read_limit:  # the kernel's: changed only when a read is not a request's first
+            slack = min(0.1, self.timeout_s / 10)
+            if left < self._read_limit - slack:
+                self._set_read_limit(sock, left)  # an answer in pieces: what is left of the time
+            elif self._read_limit < self.timeout_s and left >= self.timeout_s - slack:
+                self._set_read_limit(sock, self.timeout_s)
         chunk = sock.recv(_READ)
         if not chunk:
             raise _Closed(self._why_closed())
