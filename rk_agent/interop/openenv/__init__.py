@@ -10,7 +10,8 @@ two meet on the wire.
   action schema offers (tools, a text field), observations as messages, tool lists and results;
 - `rk_agent.interop.openenv.connection`: one WebSocket session over a plain socket, read and
   written by the thread that steps the environment, and the server's failures as rk-agent's
-  errors; `rk_agent.interop.openenv.idle_watch` answers the pings of idle ones;
+  errors; `rk_agent.interop.openenv.framing` frames its messages (RFC 6455, the client's side)
+  and `rk_agent.interop.openenv.idle_watch` answers the pings of idle ones;
 - `rk_agent.interop.openenv.source`: the ``openenv:URL`` source (``OpenEnvEnv``, one session
   per episode);
 - `rk_agent.interop.openenv.server`: any rk-agent environment as an OpenEnv server (its ASGI
