@@ -6,7 +6,8 @@ Run: uv run python benchmarks/bench_openenv.py [--episodes 400] [--concurrency 1
 The environment is ``tools``, played by its reference solver (a `FunctionPolicy`: no model) with
 the rollout engine: in process (``--env tools``), then through the server (a separate process,
 ``rk-agent openenv serve --env tools``) with ``--env openenv:ws://127.0.0.1:PORT``: one
-WebSocket session per episode (connect, reset, list the tools, then one step per turn, close).
+WebSocket session per episode (connect, reset, whose answer lists the tools, then one step per
+turn, close).
 A step is one turn of an episode; the per-episode costs (the connection, the reset, the tool
 list) are counted in, spread over the turns.
 
@@ -15,7 +16,7 @@ its event loop) and of the server process, each run's figures and their medians.
 CPU per step is the two processes' CPU through the server minus the in-process run's CPU: what
 the round trip costs on top of playing the environment. Then the two parts of it apart: a step
 within an open session (one long episode of ``--steps`` tool calls, one step at a time), and a
-session (``--sessions`` resets of one environment: connect, reset, list the tools, close the
+session (``--sessions`` resets of one environment: connect, reset with the tools, close the
 last one), each against the same in process. Target: under 1 ms per step on loopback.
 """
 
@@ -196,7 +197,7 @@ def main() -> None:
         f"{step_over:.3f} ms CPU a step"
     )
     print(
-        f"a session (connect, reset, list the tools, close; {args.sessions} of them): "
+        f"a session (connect, reset with the tools, close; {args.sessions} of them): "
         f"{opened_client * 1e3:.3f} ms client CPU + {opened_server * 1e3:.3f} ms server CPU "
         f"against a reset in process of {local_reset * 1e3:.3f}: harness {session_over:.3f} ms"
     )

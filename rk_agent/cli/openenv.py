@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rk_agent.cli.command_list import WholeSentenceGroup
+
+if TYPE_CHECKING:
+    from rk_agent.envs.base import ChatEnv
+    from rk_agent.envs.env_setup import EnvFactory, EnvSetup
 
 app = typer.Typer(
     cls=WholeSentenceGroup,
@@ -69,6 +74,20 @@ def serve(
         typer.echo(f"serving {env} over OpenEnv at {url} (sessions at {url}/ws)", err=True)
 
     serve_openenv(
-        setup.make, name=env, host=host, port=port, token=token, allow_public=allow_public,
+        _builder(setup), name=env, host=host, port=port, token=token, allow_public=allow_public,
         max_sessions=max_sessions, idle_timeout_s=idle_timeout, on_ready=announce,
     )  # fmt: skip
+
+
+def _builder(setup: EnvSetup) -> Callable[[], ChatEnv]:
+    """One environment per session, built as a rollout's workers build theirs (an
+    `EnvFactory`: the class found, its arguments checked and the rewards and tasks loaded once,
+    on the first call, which ``serve_openenv`` makes as its check before serving)."""
+    made: list[EnvFactory] = []
+
+    def build() -> ChatEnv:
+        if not made:
+            made.append(setup.factory())
+        return made[0]()
+
+    return build

@@ -8,8 +8,10 @@ two meet on the wire.
 
 - `rk_agent.interop.openenv.wire`: the protocol's shapes as the client reads them: URLs, what an
   action schema offers (tools, a text field), observations as messages, tool lists and results;
-- `rk_agent.interop.openenv.connection`: one WebSocket session on an event loop of its own,
-  and the server's failures as rk-agent's errors;
+- `rk_agent.interop.openenv.connection`: one WebSocket session over a plain socket, read and
+  written by the thread that steps the environment, and the server's failures as rk-agent's
+  errors; `rk_agent.interop.openenv.framing` frames its messages (RFC 6455, the client's side)
+  and `rk_agent.interop.openenv.idle_watch` answers the pings of idle ones;
 - `rk_agent.interop.openenv.source`: the ``openenv:URL`` source (``OpenEnvEnv``, one session
   per episode);
 - `rk_agent.interop.openenv.server`: any rk-agent environment as an OpenEnv server (its ASGI

@@ -52,6 +52,7 @@ SCHEMA: dict[str, Any] = {
             "metadata": {"type": "object"},
             "messages": {"type": "array", "items": {"type": "object"}},
             "prompt": {"type": "string"}, "tools": {"type": "array"},
+            "episode_tools": {"type": "array"},
             "tool_name": {"type": "string"}, "result": {}, "error": {},
         },
     },
@@ -76,13 +77,16 @@ def tools_of(env: ChatEnv) -> list[dict[str, Any]]:
 
 
 def opening(env: ChatEnv) -> dict[str, Any]:
-    """The reset's answer: the opening as chat messages and as text."""
+    """The reset's answer: the opening as chat messages and as text, and the episode's tools
+    as ``list_tools`` lists them, as ``episode_tools`` (so that a client need not ask with a
+    step of its own; not ``tools``, which OpenEnv's ``MCPToolClient`` reads as the answer of a
+    ``list_tools``)."""
     messages = env.conversation
     prompt = "\n\n".join(m.text for m in messages if m.role in ("system", "user"))
     task = env.task
     return {
         "observation": {"messages": [m.to_openai() for m in messages], "prompt": prompt,
-                        "metadata": {"task_id": task.id}},
+                        "episode_tools": tools_of(env), "metadata": {"task_id": task.id}},
         "reward": None, "done": False, "metadata": {"task_id": task.id},
     }  # fmt: skip
 

@@ -1,17 +1,20 @@
-"""One OpenEnv WebSocket session, on an event loop of its own; the server's failures as errors.
+"""One OpenEnv WebSocket session over a plain socket; the server's failures as errors.
 
-A WebSocket client is bound to the event loop it was opened on, and rk-agent's environments are
-stepped from worker threads, one call at a time. So each environment owns an `EventLoopThread`:
-one asyncio loop running on a daemon thread (`rk_agent.daemon_threads`: a server that never
-answers cannot hold up the exit), on which its sessions are opened, used and closed, the calls
-handed over with ``run_coroutine_threadsafe``. Never ``asyncio.run`` per step: a connection
-made on one loop cannot be used from the next.
+rk-agent's environments are stepped by one thread at a time (a rollout's worker thread, or the
+caller's), and every step waits for the server's answer. So a session is a blocking socket
+that the stepping thread writes a message to and reads the answer from, framed by
+`rk_agent.interop.openenv.framing`: no event loop, and no thread hand-off per message (which
+cost more CPU than the message itself). On Linux the answer's time limit is the socket's own
+(``SO_RCVTIMEO``): one system call per read, none to set a timer.
 
 `Connection` is one session of ``/ws``: `Connection.open` connects (sending ``Authorization:
-Bearer <token>`` when there is one), `Connection.start` connects and sends the episode's first
-messages (one hand-off to the loop), `Connection.request` sends one message and reads its answer,
-`Connection.close` closes the socket (which ends the session). Failures are
-rk-agent's errors, so that an episode that met one fails instead of scoring 0:
+Bearer <token>`` when there is one; through the proxy of ``HTTPS_PROXY``/``ALL_PROXY`` and the
+like for a server off loopback), `Connection.request` sends one message and reads its answer,
+`Connection.close` sends the close frame and closes the socket (which ends the session on the
+server), from any thread: one in the middle of a request is woken up. A server pings a client
+that is idle (uvicorn every 20 s) and drops one that does not answer, so a connection idle
+for a while (the model is thinking) is answered for by `rk_agent.interop.openenv.idle_watch`.
+Failures are rk-agent's errors, so that an episode that met one fails instead of scoring 0:
 
 - the server cannot be reached, refuses the handshake (401/403: ``auth``), is at capacity, drops
   the connection or does not answer in time: `rk_agent.errors.ToolServerError` (``retryable``
@@ -19,115 +22,59 @@ rk-agent's errors, so that an episode that met one fails instead of scoring 0:
 - the server's environment refused or failed the action (an ``error`` answer such as
   ``VALIDATION_ERROR`` or ``EXECUTION_ERROR``): `rk_agent.errors.EnvError`.
 
-Main names: `EventLoopThread`, `Connection`.
+Main names: `Connection`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import json
+import select
+import socket
+import ssl
+import struct
+import sys
 import threading
-from collections.abc import Coroutine, Mapping
-from typing import Any, TypeVar
+import time
+from collections.abc import Mapping
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 from rk_agent.binding import is_loopback
-from rk_agent.daemon_threads import DaemonThreads
 from rk_agent.errors import EnvError, ToolServerError
+from rk_agent.interop.openenv import idle_watch
+from rk_agent.interop.openenv.framing import (
+    BINARY,
+    CLOSE,
+    PING,
+    PONG,
+    TEXT,
+    FrameReader,
+    HandshakeRefused,
+    ProtocolError,
+    frame,
+    handshake,
+    read_handshake,
+)
 from rk_agent.interop.openenv.wire import Endpoints
 
-__all__ = ["Connection", "EventLoopThread"]
+__all__ = ["Connection"]
 
-T = TypeVar("T")
-
-_loop_threads = DaemonThreads(max_threads=4096, name="rk-openenv-loop")
 _CAPACITY = frozenset({"CAPACITY_REACHED", "FACTORY_ERROR", "SESSION_ERROR"})
-_CLOSE_S = 2.0  # how long a close waits for the server's side of the handshake
+_MAX_MESSAGE = 2**27  # OpenEnv's own client takes 100 MB observations (screenshots)
+_READ = 1 << 16
+_KERNEL_TIMEOUTS = sys.platform.startswith("linux")  # SO_RCVTIMEO takes a struct timeval
+_NORMAL_CLOSE = struct.pack("!H", 1000)
+_CLOSE_WAIT_S = 1.0  # how long `close` waits for a request it woke up to let go of the socket
+_tls: ssl.SSLContext | None = None
 
 
-class EventLoopThread:
-    """An asyncio event loop on a daemon thread, started on first use (again after `stop`)."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-        self._pending: set[concurrent.futures.Future[Any]] = set()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for it (at most ``timeout_s``: then it is
-        cancelled and `TimeoutError` raised). An interrupt of the waiting thread cancels it."""
-        loop = self._started()
-        if loop is _running_loop():
-            coro.close()
-            raise RuntimeError("EventLoopThread.run was called from its own loop")
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
-        try:
-            return future.result(timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError(f"no result in {timeout_s:g} s") from None
-        except BaseException:
-            future.cancel()
-            raise
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        """Run ``coro`` on the loop without waiting for it (`drain` or `stop` waits)."""
-        future = asyncio.run_coroutine_threadsafe(coro, self._started())
-        with self._lock:
-            self._pending.add(future)
-        future.add_done_callback(self._done)
-
-    def _done(self, future: concurrent.futures.Future[Any]) -> None:
-        with self._lock:
-            self._pending.discard(future)
-
-    def drain(self, timeout_s: float) -> None:
-        """Wait (at most ``timeout_s``) for what `spawn` started."""
-        with self._lock:
-            pending = list(self._pending)
-        if pending and _running_loop() is not self._loop:
-            concurrent.futures.wait(pending, timeout=timeout_s)
-
-    def stop(self, timeout_s: float = 0.0) -> None:
-        """Stop the loop once what `spawn` started is done (at most ``timeout_s``; what is still
-        scheduled then is dropped); a later `run` starts a new one."""
-        self.drain(timeout_s)
-        with self._lock:
-            loop, self._loop = self._loop, None
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(loop.stop)
-
-    def _started(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-                _loop_threads.submit(_serve, loop, ready)
-                ready.wait()
-                self._loop = loop
-            return self._loop
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
-    asyncio.set_event_loop(loop)
-    loop.call_soon(ready.set)
-    try:
-        loop.run_forever()
-    finally:
-        loop.close()
+class _Closed(Exception):
+    """The server closed the WebSocket or the connection ended (the reason as the message)."""
 
 
 class Connection:
-    """One session of an OpenEnv server's ``/ws`` (see the module docstring); its methods run on
-    one event loop.
+    """One session of an OpenEnv server's ``/ws`` (see the module docstring).
 
     Args:
         ends: the server.
@@ -143,123 +90,276 @@ class Connection:
         self._token = token
         self.open_timeout_s = open_timeout_s
         self.timeout_s = timeout_s
-        self._ws: Any = None
+        self._sock: socket.socket | None = None
+        self._reader = FrameReader(_MAX_MESSAGE)
+        self._closed_by: tuple[int, str] | None = None  # the server's close frame
+        self._read_limit = 0.0  # the socket's SO_RCVTIMEO (0: Python's own timeout)
         self._failure: Exception | None = None
+        self._busy = threading.Lock()  # held by the thread that reads or writes the socket
+        self._swap = threading.Lock()  # guards taking ``_sock`` away (close, failures)
+        self.idle_since = time.monotonic()
 
     @property
     def closed(self) -> bool:
         """Whether there is no socket to close (never opened, closed, or failed)."""
-        return self._ws is None
+        return self._sock is None
 
-    async def open(self) -> None:
+    # ---------------------------------------------------------------- open
+
+    def open(self) -> None:
         """Connect: one new session on the server.
 
         Raises:
             ToolServerError: the server cannot be reached or refused the connection.
         """
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake, InvalidStatus
+        request, accept = handshake(self.ends.ws, self._token)
+        deadline = time.monotonic() + self.open_timeout_s
+        with self._busy:
+            try:
+                sock = _connect(self.ends, self.open_timeout_s)
+            except OSError as exc:  # TimeoutError is an OSError
+                raise self._cannot_connect(exc) from None
+            self._sock = sock
+            try:
+                sock.sendall(request)
+                answer = bytearray()
+                while (end := read_handshake(answer, accept)) is None:
+                    sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                    chunk = sock.recv(_READ)
+                    if not chunk:
+                        raise _Closed("no close frame: the connection dropped")
+                    answer += chunk
+                # What came with the answer (a refused session's error) is read as the first
+                # request's answer.
+                self._reader.feed(answer[end:])
+                self._limit_reads(sock)
+            except HandshakeRefused as exc:
+                self._drop(sock)
+                auth = exc.status in (401, 403)
+                hint = (
+                    " (set OPENENV_TOKEN to the server's token)"
+                    if auth
+                    else " (is the URL an OpenEnv server's? it serves sessions at /ws)"
+                )
+                what = f"refused the connection: HTTP {exc.status}{hint}"
+                raise self._error(what, exc.status, auth=auth) from None
+            except (OSError, _Closed, ProtocolError) as exc:
+                self._drop(sock)
+                raise self._cannot_connect(exc) from None
+            finally:
+                self.idle_since = time.monotonic()
+            if self._sock is not sock:  # closed by another thread meanwhile
+                sock.close()
+                raise EnvError(f"the session with {self.ends.ws} was closed while it opened.")
+        idle_watch.watch(self)
 
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
-        try:
-            self._ws = await connect(
-                self.ends.ws,
-                additional_headers=headers,
-                open_timeout=self.open_timeout_s,
-                close_timeout=_CLOSE_S,
-                compression=None,  # loopback and LAN: deflating costs more than it saves
-                max_size=2**27,  # OpenEnv's own client takes 100 MB observations (screenshots)
-                proxy=None if is_loopback(self.ends.host) else True,
+    def _limit_reads(self, sock: socket.socket) -> None:
+        """Make the socket blocking, its reads limited to ``timeout_s`` by the kernel where it
+        can (else by Python's timeout, which polls before every read)."""
+        if _KERNEL_TIMEOUTS and not isinstance(sock, ssl.SSLSocket):
+            sock.settimeout(None)
+            self._set_read_limit(sock, self.timeout_s)
+            seconds, micros = divmod(int(self.timeout_s * 1e6), 1_000_000)
+            sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, micros)
             )
-        except InvalidStatus as exc:
-            status = exc.response.status_code
-            auth = status in (401, 403)
-            hint = (
-                " (set OPENENV_TOKEN to the server's token)"
-                if auth
-                else " (is the URL an OpenEnv server's? it serves sessions at /ws)"
-            )
-            what = f"refused the connection: HTTP {status}{hint}"
-            raise self._error(what, status, auth=auth) from None
-        except (OSError, TimeoutError, InvalidHandshake) as exc:
-            why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
-            raise self._error(f"cannot connect ({why}); is it running?", retryable=True) from None
+        else:
+            sock.settimeout(self.timeout_s)
 
-    async def start(self, messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """`open`, then each of ``messages`` in turn: the answers' data (what an episode's start
-        needs, the reset and the tool list, in one hand-off to the loop). Not sent all at
-        once: a server that refuses the session answers with an error and closes, and a message
-        that arrives after its close is answered with a reset that can drop the error unread.
-        """
-        await self.open()
-        return [await self.request(message) for message in messages]
+    def _set_read_limit(self, sock: socket.socket, seconds: float) -> None:
+        whole, micros = divmod(max(int(seconds * 1e6), 1000), 1_000_000)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", whole, micros))
+        self._read_limit = seconds
 
-    async def request(self, message: Mapping[str, Any]) -> dict[str, Any]:
+    def _cannot_connect(self, exc: BaseException) -> ToolServerError:
+        why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or type(exc).__name__
+        return self._error(f"cannot connect ({why}); is it running?", retryable=True)
+
+    # ---------------------------------------------------------------- messages
+
+    def request(self, message: Mapping[str, Any]) -> dict[str, Any]:
         """Send ``message`` and return the ``data`` of its answer.
 
         Raises:
             ToolServerError: the connection failed, or the server is at capacity.
             EnvError: the server's environment refused or failed the action.
         """
-        from websockets.exceptions import ConnectionClosed
-
         if self._failure is not None:
             raise self._failure
-        if self._ws is None:
-            raise EnvError(f"the session with {self.ends.ws} is not open.")
-        try:
-            # A refused session's error frame may still be there to read, below.
-            with contextlib.suppress(ConnectionClosed):
-                await self._ws.send(json.dumps(message, ensure_ascii=False))
-            async with asyncio.timeout(self.timeout_s):
-                raw = await self._ws.recv()
-        except TimeoutError:
-            raise self._broken(f"sent no answer in {self.timeout_s:g} s") from None
-        except ConnectionClosed as exc:
-            raise self._broken(f"closed the session ({_closed(exc)})") from None
-        except OSError as exc:
-            raise self._broken(f"dropped the connection ({exc})") from None
+        with self._busy:
+            sock = self._sock
+            if sock is None:
+                if self._failure is not None:
+                    raise self._failure
+                raise EnvError(f"the session with {self.ends.ws} is not open.")
+            try:
+                # Closed (a refused session, or closed while idle): its last words are read.
+                if self._closed_by is None:
+                    payload = json.dumps(message, ensure_ascii=False).encode()
+                    # A refused session's error frame may still be there to read, below.
+                    with contextlib.suppress(OSError):
+                        sock.sendall(frame(TEXT, payload))
+                raw = self._message(sock, time.monotonic() + self.timeout_s)
+            except (OSError, _Closed, ProtocolError) as exc:  # TimeoutError is an OSError
+                raise self._failed(sock, exc) from None
+            finally:
+                self.idle_since = time.monotonic()
+                if self._sock is not sock:
+                    sock.close()  # closed meanwhile: the socket is this thread's to close
         return self._answer(raw)
 
-    async def close(self) -> None:
-        """Close the socket, which ends the session on the server (once; failures to do so are
-        ignored). OpenEnv's own client also sends ``{"type": "close"}`` first; the server ends
-        the session on either, and the close frame alone costs one message less."""
-        ws, self._ws = self._ws, None
-        if ws is None:
-            return
-        try:
-            await ws.close()
-        except Exception:  # a socket that is already gone is closed
-            return
+    def _failed(self, sock: socket.socket, exc: BaseException) -> ToolServerError:
+        if self._sock is not sock:  # `close` shut it down from another thread
+            return self._broken(sock, "session closed (the environment was closed)")
+        if isinstance(exc, (TimeoutError, BlockingIOError)):  # (SO_RCVTIMEO: EAGAIN)
+            return self._broken(sock, f"sent no answer in {self.timeout_s:g} s")
+        if isinstance(exc, _Closed):
+            return self._broken(sock, f"closed the session ({exc})")
+        if isinstance(exc, ProtocolError):
+            return self._broken(sock, f"broke the WebSocket protocol ({exc})")
+        return self._broken(sock, f"dropped the connection ({exc})")
 
-    def _answer(self, raw: str | bytes) -> dict[str, Any]:
+    def _message(self, sock: socket.socket, deadline: float) -> bytes:
+        """The next whole text or binary message (pings answered on the way)."""
+        reader = self._reader
+        while True:
+            event = reader.next()
+            if event is None:
+                self._read(sock, deadline)
+                continue
+            kind, payload = event
+            if kind in (TEXT, BINARY):
+                return payload
+            self._control(sock, kind, payload)
+
+    def _read(self, sock: socket.socket, deadline: float) -> None:
+        """Read once from the socket into the frame reader (at most until ``deadline``)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        if self._read_limit:  # the kernel's: changed only when a read is not a request's first
+            slack = min(0.1, self.timeout_s / 10)
+            if left < self._read_limit - slack:
+                self._set_read_limit(sock, left)  # an answer in pieces: what is left of the time
+            elif self._read_limit < self.timeout_s and left >= self.timeout_s - slack:
+                self._set_read_limit(sock, self.timeout_s)
+        chunk = sock.recv(_READ)
+        if not chunk:
+            raise _Closed(self._why_closed())
+        self._reader.feed(chunk)
+
+    def _control(self, sock: socket.socket, kind: int, payload: bytes) -> None:
+        """Answer a ping; a close is answered and raised (`_Closed`); pongs are ignored."""
+        if kind == PING:
+            with contextlib.suppress(OSError):
+                sock.sendall(frame(PONG, payload))
+        elif kind == CLOSE:
+            if self._closed_by is None:
+                code = int.from_bytes(payload[:2], "big") if len(payload) >= 2 else 1005
+                self._closed_by = (code, payload[2:].decode("utf-8", "replace"))
+                with contextlib.suppress(OSError):
+                    sock.sendall(frame(CLOSE, payload[:2]))
+            raise _Closed(self._why_closed())
+
+    def _why_closed(self) -> str:
+        if self._closed_by is None:
+            return "no close frame: the connection dropped"
+        code, reason = self._closed_by
+        return f"code {code}" + (f": {reason}" if reason else "")
+
+    def answer_idle(self) -> None:
+        """Read what the server sent while nothing was asked (a ping, a close) and answer it:
+        `rk_agent.interop.openenv.idle_watch` calls it on a connection idle for a while. A
+        message nobody asked for is dropped; a close or the end of the connection is a failure
+        the next request raises."""
+        if not self._busy.acquire(blocking=False):
+            return  # in use: the request reads it
+        try:
+            sock = self._sock
+            if sock is None:
+                return
+            pending = isinstance(sock, ssl.SSLSocket) and sock.pending()
+            if not pending and not select.select([sock], [], [], 0)[0]:
+                return
+            try:
+                self._read(sock, time.monotonic() + self.timeout_s)  # it is readable: no wait
+                while (event := self._reader.next()) is not None:
+                    if event[0] not in (TEXT, BINARY):  # nobody asked: dropped
+                        self._control(sock, *event)
+            except (OSError, _Closed, ProtocolError) as exc:
+                self._failed(sock, exc)
+            finally:
+                self.idle_since = time.monotonic()
+        finally:
+            self._busy.release()
+
+    # ---------------------------------------------------------------- close
+
+    def close(self) -> None:
+        """Close the session: the close frame, then the socket (once; from any thread; never
+        waits on the server). A request under way in another thread is woken up and fails.
+        OpenEnv's own client sends ``{"type": "close"}`` first; the server ends the session on
+        either, and the close frame alone costs one message less."""
+        with self._swap:
+            sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        idle_watch.forget(self)
+        if not self._busy.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the request; the server sees the end
+            if not self._busy.acquire(timeout=_CLOSE_WAIT_S):
+                return  # the request closes it on its way out
+        try:
+            if self._closed_by is None:
+                with contextlib.suppress(OSError):
+                    _send_now(sock, frame(CLOSE, _NORMAL_CLOSE))
+            sock.close()
+        finally:
+            self._busy.release()
+
+    def _drop(self, sock: socket.socket) -> None:
+        """Take the socket away and close it (its user holds ``_busy``)."""
+        with self._swap:
+            if self._sock is sock:
+                self._sock = None
+        idle_watch.forget(self)
+        sock.close()
+
+    def _broken(self, sock: socket.socket, what: str, *, retryable: bool = True) -> ToolServerError:
+        """The connection failed: it is closed, and every later request fails the same way."""
+        error = self._error(what, retryable=retryable)
+        self._failure = error
+        self._drop(sock)
+        return error
+
+    # ---------------------------------------------------------------- answers
+
+    def _answer(self, raw: bytes) -> dict[str, Any]:
         try:
             frame = json.loads(raw)
         except ValueError:
-            raise self._broken(f"sent something that is not JSON: {str(raw)[:120]!r}") from None
+            self._broken_now(f"sent something that is not JSON: {raw[:120]!r}")
         data = frame.get("data") if isinstance(frame, dict) else None
         if not isinstance(data, dict):
-            raise self._broken(f"sent an answer without data: {str(raw)[:120]!r}")
+            self._broken_now(f"sent an answer without data: {raw[:120]!r}")
         if frame.get("type") != "error":
             return data
         code, text = str(data.get("code", "")), str(data.get("message", "no message"))
         if code in _CAPACITY:
-            raise self._broken(f"refused the session ({code}: {text})", retryable=True)
+            self._broken_now(f"refused the session ({code}: {text})")
         errors = data.get("errors")
         detail = f"; {json.dumps(errors, default=str)[:400]}" if errors else ""
         raise EnvError(
             f"OpenEnv server {self.ends.ws} refused the action ({code}: {text}{detail})."
         )
 
-    def _broken(self, what: str, *, retryable: bool = True) -> ToolServerError:
-        """The connection failed: it is closed, and every later request fails the same way."""
-        error = self._error(what, retryable=retryable)
-        self._failure = error
-        ws, self._ws = self._ws, None
-        if ws is not None:
-            asyncio.get_running_loop().create_task(_drop(ws))
-        return error
+    def _broken_now(self, what: str) -> NoReturn:
+        """A failure found in an answer already read: close the session, and raise it (and
+        the same from every later request)."""
+        self._failure = error = self._error(what, retryable=True)
+        self.close()
+        raise error
 
     def _error(
         self, what: str, status: int | None = None, *, auth: bool = False, retryable: bool = False
@@ -274,15 +374,61 @@ class Connection:
         )
 
 
-async def _drop(ws: Any) -> None:
+def _send_now(sock: socket.socket, data: bytes) -> None:
+    """Send ``data`` if the socket takes it at once (a server that reads nothing cannot hold
+    a close up)."""
+    if isinstance(sock, ssl.SSLSocket) or not hasattr(socket, "MSG_DONTWAIT"):
+        sock.settimeout(0)
+        sock.sendall(data)
+    else:
+        sock.send(data, socket.MSG_DONTWAIT)
+
+
+def _connect(ends: Endpoints, timeout_s: float) -> socket.socket:
+    """A TCP connection to the server (through a proxy off loopback, when one is set), with
+    TLS for ``wss://``."""
+    parts = urlsplit(ends.ws)
+    secure = parts.scheme == "wss"
+    port = parts.port or (443 if secure else 80)
+    proxy = None
+    if not is_loopback(ends.host):
+        from websockets.proxy import get_proxy
+        from websockets.uri import parse_uri
+
+        uri = parse_uri(ends.ws)
+        proxy = get_proxy(uri)
+    if proxy is None:
+        sock = socket.create_connection((ends.host, port), timeout=timeout_s)
+    else:
+        sock = _through_proxy(proxy, uri, timeout_s)
     try:
-        await ws.close()
-    except Exception:  # it is gone either way
-        return
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if secure:
+            sock.settimeout(timeout_s)
+            sock = _tls_context().wrap_socket(sock, server_hostname=ends.host)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
-def _closed(exc: Any) -> str:
-    frame = getattr(exc, "rcvd", None)
-    if frame is None:
-        return "no close frame: the connection dropped"
-    return f"code {frame.code}" + (f": {frame.reason}" if frame.reason else "")
+def _through_proxy(proxy: str, uri: Any, timeout_s: float) -> socket.socket:
+    from websockets.exceptions import InvalidHandshake
+    from websockets.proxy import parse_proxy
+    from websockets.sync.client import connect_http_proxy, connect_socks_proxy
+    from websockets.sync.utils import Deadline
+
+    parsed = parse_proxy(proxy)
+    try:
+        if parsed.scheme.startswith("socks"):
+            return connect_socks_proxy(parsed, uri, Deadline(timeout_s))
+        return connect_http_proxy(parsed, uri, Deadline(timeout_s))
+    except (InvalidHandshake, ImportError) as exc:  # the proxy refused; python-socks missing
+        raise OSError(f"through the proxy {proxy}: {exc}") from None
+
+
+def _tls_context() -> ssl.SSLContext:
+    global _tls
+    if _tls is None:  # loading the system's certificates costs milliseconds: once
+        _tls = ssl.create_default_context()
+    return _tls

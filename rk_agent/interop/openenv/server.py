@@ -15,8 +15,10 @@
   the last turn, as ``ChatEnv.step`` returns it; ``done``: the episode ended). An episode whose
   score is invalid ends with ``reward: null`` and ``metadata.reward_valid: false``, never a 0;
 - the observation holds ``messages`` (what the environment added, OpenAI chat messages; at the
-  reset, the opening), ``prompt`` (at the reset, the opening as text), and for tool calls
-  MCP's ``tool_name``, ``result`` (``content``, ``data``, ``is_error``) and ``error``;
+  reset, the opening), ``prompt`` and ``episode_tools`` (at the reset: the opening as text,
+  and the episode's tools as ``list_tools`` lists them, which spares a client that step),
+  and for tool calls MCP's ``tool_name``, ``result`` (``content``, ``data``, ``is_error``)
+  and ``error``;
 - ``GET /schema``, ``/health`` (with the sessions open, made so far and allowed), ``/metadata``,
   ``/state``; ``POST /reset`` (an opening, from a fresh environment); ``POST /step`` answers 409:
   as in OpenEnv, each HTTP request would get a fresh environment, so episodes are played over
@@ -263,7 +265,7 @@ class OpenEnvApp:
                 raise _Refused(
                     "VALIDATION_ERROR", f"call_tool needs a tool_name and arguments: {_ACTIONS}"
                 )
-            if name not in {t["name"] for t in tools_of(env)}:
+            if not any(s["function"]["name"] == name for s in env.tool_schemas):
                 error = {"error_type": "tool_not_found", "message": f"Unknown tool: {name!r}"}
                 return {"observation": {"tool_name": name, "result": None, "error": error}}
             call = ToolCall(id=f"call_{session.steps}", function=FunctionCall(

@@ -11,7 +11,9 @@ at once as it has workers, each in its own session:
   generated task records that opening as its messages;
 - tools: when the server's action schema (``GET /schema``, read once per URL) takes MCP tool
   calls, each episode lists its tools (``list_tools``, so they may differ per task: scope
-  ``task``) and every tool call is a ``call_tool`` step;
+  ``task``; not asked when the reset's answer lists them, as ``rk-agent openenv serve``'s
+  does, `rk_agent.interop.openenv.wire.listed_tools`) and every tool call is a ``call_tool``
+  step;
 - a reply without tool calls is a step with the text action (the schema's one string field,
   TextArena's ``message``; or ``action_field=``) when the server takes one, and its observation
   is the next user message; when it takes none (an MCP environment) the reply ends the episode;
@@ -52,11 +54,12 @@ from rk_agent.envs.sources import EnvSource
 from rk_agent.envs.task import Task
 from rk_agent.envs.tool import ToolResult, decode_arguments
 from rk_agent.errors import ConfigError, EnvError, ToolServerError
-from rk_agent.interop.openenv.connection import Connection, EventLoopThread
+from rk_agent.interop.openenv.connection import Connection
 from rk_agent.interop.openenv.wire import (
     ActionSchema,
     Endpoints,
     endpoints,
+    listed_tools,
     observation_messages,
     read_action_schema,
     reward_of,
@@ -72,7 +75,6 @@ TOKEN_VARIABLE = "OPENENV_TOKEN"
 """The environment variable holding the token an OpenEnv server wants (none when unset)."""
 
 _SESSION = "session"  # where ImportedEnv keeps the episode's session in state.scratch
-_MARGIN_S = 5.0  # past the request's own timeout, before the waiting thread gives up
 
 
 class _Session(BaseSession):
@@ -98,21 +100,10 @@ class _Session(BaseSession):
     def _call(self, message: Mapping[str, Any]) -> dict[str, Any]:
         """One request; any failure closes the session before it is raised."""
         try:
-            return self.env.loop.run(
-                self.connection.request(message), self.env.timeout_s + _MARGIN_S
-            )
-        except BaseException as exc:
+            return self.connection.request(message)
+        except BaseException:
             self.close()
-            if isinstance(exc, TimeoutError):
-                raise self._late() from None
             raise
-
-    def _late(self) -> ToolServerError:
-        ends = self.env.ends
-        return ToolServerError(
-            f"OpenEnv server {ends.ws} sent no answer in {self.env.timeout_s:g} s.",
-            server=f"openenv:{ends.url}", retryable=True, url=ends.ws,
-        )  # fmt: skip
 
     def _step(self, action: Mapping[str, Any]) -> dict[str, Any]:
         data = self._call({"type": "step", "data": dict(action)})
@@ -130,26 +121,26 @@ class _Session(BaseSession):
             self.done = True
 
     def open(self, reset: Mapping[str, Any]) -> None:
-        """Connect, reset and list the tools (one hand-off to the loop): the episode's opening."""
-        messages: list[Mapping[str, Any]] = [{"type": "reset", "data": dict(reset)}]
-        if self.env.action.tools:
-            messages.append({"type": "step", "data": {"type": "list_tools"}})
-        timeout = self.env.connect_timeout_s + len(messages) * self.env.timeout_s + _MARGIN_S
+        """Connect, reset and list the tools: the episode's opening. A server whose reset
+        answer lists the tools (`rk_agent.interop.openenv.wire.listed_tools`; ``rk-agent
+        openenv serve`` does) is not asked for them again."""
         try:
-            answers = self.env.loop.run(self.connection.start(messages), timeout)
-        except BaseException as exc:
+            self.connection.open()
+        except BaseException:
             self.close()
-            if isinstance(exc, TimeoutError):
-                raise self._late() from None
             raise
-        self._record(answers[0])
+        answer = self._call({"type": "reset", "data": dict(reset)})
+        self._record(answer)
         self.rewards.clear()  # a reset's reward is not the episode's
         system = [Message(role="system", content=self.env.system_prompt)]
         self._opening = (system if self.env.system_prompt else []) + observation_messages(
-            answers[0], self.env.observation_field
+            answer, self.env.observation_field
         )
-        if len(answers) > 1:
-            self._tools = tool_schemas(answers[1])
+        if self.env.action.tools:
+            listed = listed_tools(answer)
+            if listed is None:
+                listed = tool_schemas(self._call({"type": "step", "data": {"type": "list_tools"}}))
+            self._tools = listed
 
     # ------------------------------------------------------------------ Session
 
@@ -212,12 +203,17 @@ class _Session(BaseSession):
 
     def turn_reward(self, turn: int) -> float | None:
         """The sum of the rewards the server gave during ``turn`` (``None``: none)."""
-        found = [reward for at, reward in self.rewards if at == turn]
-        return sum(found) if found else None
+        found = []
+        for at, reward in reversed(self.rewards):  # in turn order: this turn's are the last
+            if at < turn:
+                break
+            if at == turn:
+                found.append(reward)
+        return sum(reversed(found)) if found else None
 
     def close(self) -> None:
         """Close the session (idempotent; safe from any thread)."""
-        _close(self.env.loop, self.connection)
+        self.connection.close()
 
 
 class OpenEnvEnv(ImportedEnv):
@@ -298,8 +294,7 @@ class OpenEnvEnv(ImportedEnv):
                 "rk-agent can find in its action schema; name its text field with "
                 "action_field=..."
             )
-        self.loop = EventLoopThread()
-        self._live = _Live(self.loop)
+        self._live = _Live()
         weakref.finalize(self, self._live.shutdown)  # an environment dropped without close()
         if kwargs.get("step_rewards") is None:
             kwargs["step_rewards"] = {"openenv_step": self._server_step_reward()}
@@ -365,7 +360,7 @@ class OpenEnvEnv(ImportedEnv):
                 session.close()
 
     def close(self) -> None:
-        """Close the episode's session and stop the event loop."""
+        """Close the episode's session."""
         try:
             super().close()
         finally:
@@ -391,7 +386,7 @@ class OpenEnvEnv(ImportedEnv):
         @reward_function(
             name="openenv_step", description="the rewards the OpenEnv server gave in a turn"
         )
-        def openenv_step(messages: list[Message], turn: int) -> EvaluateResult:
+        def openenv_step(turn: int) -> EvaluateResult:  # (no messages: it reads none)
             state = env._state
             session = state.scratch.get(_SESSION) if state is not None else None
             reward = session.turn_reward(turn) if isinstance(session, _Session) else None
@@ -407,29 +402,17 @@ class OpenEnvEnv(ImportedEnv):
 
 
 class _Live:
-    """What an environment holds open: its event loop and its episode's connection. Kept apart
-    from the environment so that a finalizer can close them when it is dropped unclosed (a
-    rollout replaces an environment whose step timed out)."""
+    """What an environment holds open: its episode's connection. Kept apart from the
+    environment so that a finalizer can close it when it is dropped unclosed (a rollout
+    replaces an environment whose step timed out)."""
 
-    def __init__(self, loop: EventLoopThread) -> None:
-        self.loop = loop
+    def __init__(self) -> None:
         self.connection: Connection | None = None
 
     def shutdown(self) -> None:
         connection, self.connection = self.connection, None
         if connection is not None:
-            _close(self.loop, connection)
-        self.loop.stop(timeout_s=_MARGIN_S)  # after the closes it started
-
-
-def _close(loop: EventLoopThread, connection: Connection) -> None:
-    """Close a session without waiting for the server's side of it (the loop does)."""
-    if connection.closed:
-        return
-    try:
-        loop.spawn(connection.close())
-    except RuntimeError:  # the loop is stopping: the socket goes with it
-        return
+            connection.close()
 
 
 def _session_of(state: EpisodeState) -> _Session:

@@ -21,10 +21,12 @@ What the protocol is (from openenv 0.10.0's ``core/env_server/http_server.py``, 
 
 What rk-agent reads from it: `endpoints` (the URLs of a server), `read_action_schema` (whether
 it takes tool calls, and which string field is its text action), `observation_messages` (an
-observation as the messages a model reads), `tool_schemas` and `tool_result`.
+observation as the messages a model reads), `tool_schemas`, `listed_tools` (the tools a reset
+answer lists, as ``rk-agent openenv serve``'s do: no ``list_tools`` step needed) and
+`tool_result`.
 
 Main names: `Endpoints`, `endpoints`, `ActionSchema`, `read_action_schema`,
-`observation_messages`, `tool_schemas`, `tool_result`, `reward_of`.
+`observation_messages`, `tool_schemas`, `listed_tools`, `tool_result`, `reward_of`.
 
 Example:
     >>> endpoints("http://127.0.0.1:8000/").ws
@@ -50,6 +52,7 @@ __all__ = [
     "ActionSchema",
     "Endpoints",
     "endpoints",
+    "listed_tools",
     "observation_messages",
     "read_action_schema",
     "reward_of",
@@ -281,6 +284,30 @@ def tool_schemas(data: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def listed_tools(data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The OpenAI tool schemas a reset answer lists, when its observation has
+    ``episode_tools`` in the shape of a ``list_tools`` answer's ``tools`` (a list of ``{name,
+    description, input_schema}``; ``rk-agent openenv serve`` sends them, so that a client need
+    not ask); else ``None``: ask with ``list_tools``.
+
+    Example:
+        >>> listed_tools({"observation": {"episode_tools": []}})
+        []
+        >>> listed_tools({"observation": {"episode_tools": ["guess"]}}) is None
+        True
+    """
+    observation = data.get("observation")
+    tools = observation.get("episode_tools") if isinstance(observation, Mapping) else None
+    if not isinstance(tools, list):
+        return None
+    for item in tools:
+        if not (isinstance(item, Mapping) and isinstance(item.get("name"), str)):
+            return None
+        if not isinstance(item.get("input_schema", item.get("inputSchema")), Mapping):
+            return None
+    return tool_schemas({"observation": {"tools": tools}})
 
 
 def tool_result(data: Mapping[str, Any]) -> ToolResult:

@@ -25,6 +25,7 @@ import pytest
 from rk_agent.envs.check import play_with_solver
 from rk_agent.envs.registry import get_env_class, make_env
 from rk_agent.errors import ToolServerError
+from rk_agent.interop.openenv.connection import Connection
 from tests.interop.openenv.servers import free_port, openenv_python, stop, wait_healthy
 
 HERE = Path(__file__).parent
@@ -101,6 +102,8 @@ def test_openenvs_generic_client_plays_a_served_episode_as_in_process(tools_url:
     assert reset["reward"] is None and reset["done"] is False
     names = [t["name"] for t in listed["observation"]["tools"]]
     assert sorted(names) == TOOL_NAMES
+    # The reset lists them too (episode_tools), so that a client need not ask.
+    assert reset["observation"]["episode_tools"] == listed["observation"]["tools"]
     tool_texts = [m.text for m in local.messages if m.role == "tool"]
     calls = [s for s in steps if "tool_name" in s["observation"]]
     assert [s["observation"]["result"]["data"] for s in calls] == tool_texts
@@ -132,7 +135,17 @@ def test_openenvs_mcp_tool_client_lists_and_calls_tools_in_a_session(tools_url: 
     assert health["sessions"]["active"] == 0  # the client closed its HTTP session
 
 
-def test_rk_agents_own_client_plays_it_back_as_the_same_episode(tools_url: str) -> None:
+def test_rk_agents_own_client_plays_it_back_as_the_same_episode(
+    tools_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[Any] = []
+    request = Connection.request
+
+    def recorded(self: Connection, message: Any) -> dict[str, Any]:
+        asked.append(message)
+        return request(self, message)
+
+    monkeypatch.setattr(Connection, "request", recorded)
     env = make_env(f"openenv:{tools_url.replace('http', 'ws')}", max_turns=8)
     solver = get_env_class("tools").reference_solver
     try:
@@ -145,8 +158,14 @@ def test_rk_agents_own_client_plays_it_back_as_the_same_episode(tools_url: str) 
             ]
             assert remote.episode is not None and local.episode is not None
             assert remote.episode.score == local.episode.score == 1.0
+            assert [t["function"]["name"] for t in env.tool_schemas] == [
+                t["function"]["name"] for t in make_env("tools").tool_schemas
+            ]
     finally:
         env.close()
+    # the reset's answer listed the tools: no list_tools step was sent
+    assert [m["type"] for m in asked if m["type"] != "step"] == ["reset"] * 3
+    assert not [m for m in asked if m.get("data", {}).get("type") == "list_tools"]
     health = httpx.get(f"{tools_url}/health", trust_env=False).json()
     assert health["sessions"]["active"] == 0
 

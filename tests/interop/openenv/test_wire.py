@@ -12,6 +12,7 @@ from rk_agent.interop.openenv.answers import SCHEMA
 from rk_agent.interop.openenv.wire import (
     ActionSchema,
     endpoints,
+    listed_tools,
     observation_messages,
     read_action_schema,
     reward_of,
@@ -134,3 +135,22 @@ def test_tool_lists_and_results() -> None:
 def test_endpoints(url: str, ws: str, http: str) -> None:
     ends = endpoints(url)
     assert (ends.ws, ends.http) == (ws, http)
+
+
+def test_tools_listed_by_a_reset_are_read_when_they_have_list_tools_shape() -> None:
+    listed = {"observation": {"episode_tools": [
+        {"name": "guess", "description": "Guess.", "input_schema": {"type": "object"}},
+        {"name": "parity", "inputSchema": {"type": "object", "properties": {}}},
+    ]}}  # fmt: skip
+    assert listed_tools(listed) == [
+        {"type": "function", "function": {"name": "guess", "description": "Guess.",
+                                          "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "parity", "description": "",
+                                          "parameters": {"type": "object", "properties": {}}}},
+    ]  # fmt: skip
+    assert listed_tools({"observation": {"episode_tools": []}}) == []
+    # Anything else is not a listing: the client asks with a list_tools step.
+    others = [{}, {"tools": []}, {"episode_tools": ["guess"]}, {"episode_tools": "guess"},
+              {"episode_tools": [{"name": "guess"}]}]  # fmt: skip
+    for observation in others:
+        assert listed_tools({"observation": observation}) is None
