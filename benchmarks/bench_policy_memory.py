@@ -44,7 +44,9 @@ def _hwm_bytes() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status (not Linux?)")
 
 
-def _child(batch: int, marks: list[int], turns: int, max_tokens: int) -> dict[str, Any]:
+def _child(
+    batch: int, marks: list[int], turns: int, max_tokens: int, kv_bytes: int | None
+) -> dict[str, Any]:
     """Play ``max(marks)`` episodes at ``batch``; peak RSS at each mark; episodes/s."""
     import asyncio
 
@@ -74,7 +76,8 @@ def _child(batch: int, marks: list[int], turns: int, max_tokens: int) -> dict[st
         env="tools", env_kwargs=ENV_KWARGS, n=total, concurrency=batch, seed=HELD_OUT_SEED,
         max_turns=turns, sampling=SamplingParams(temperature=0, max_tokens=max_tokens),
     )  # fmt: skip
-    policy = HFPolicy(max_batch_size=batch, device="cpu")
+    kv = {"kv_cache_bytes": kv_bytes} if kv_bytes else {}  # an older checkout may not take it
+    policy = HFPolicy(max_batch_size=batch, device="cpu", **kv)
     started = time.perf_counter()
     try:
         asyncio.run(
@@ -98,6 +101,8 @@ def _run_child(batch: int, a: argparse.Namespace, checkout: Path | None) -> dict
         env["PYTHONPATH"] = os.pathsep.join([str(checkout), env.get("PYTHONPATH", "")])
     command = [sys.executable, __file__, "--child", str(batch), "--turns", str(a.turns),
                "--max-tokens", str(a.max_tokens), "--marks", *map(str, a.marks)]  # fmt: skip
+    if a.kv_gb:
+        command += ["--kv-gb", str(a.kv_gb)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("CHILD ")]
     if done.returncode != 0 or not lines:
@@ -111,12 +116,16 @@ def main() -> None:
     parser.add_argument("--marks", type=int, nargs="+", default=list(_MARKS))
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--kv-gb", type=float, help="HFPolicy's kv_cache_bytes in GiB (default: the policy's own)"
+    )
     parser.add_argument("--compare", type=Path, help="another checkout of rk-agent to run too")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     a = parser.parse_args()
     a.marks = sorted(set(a.marks))
     if a.child is not None:
-        result = _child(a.child, a.marks, a.turns, a.max_tokens)
+        kv_bytes = int(a.kv_gb * 2**30) if a.kv_gb else None
+        result = _child(a.child, a.marks, a.turns, a.max_tokens, kv_bytes)
         print("CHILD " + json.dumps(result), flush=True)
         return
     runs = [("this checkout", None)] + ([("compared", a.compare)] if a.compare else [])

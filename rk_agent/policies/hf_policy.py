@@ -25,11 +25,12 @@ the worker running in torch (a process that exits with such a thread alive can e
 abort, ``terminate called without an active exception``).
 
 Memory: the KV cache, the batch being generated and the conversations kept for their next
-turn together, is budgeted in bytes (``kv_cache_bytes``; by default a quarter of the machine's
-memory, at most 2 GiB): a batch that would not fit is generated in parts, and kept
-conversations are dropped oldest first. Each ``generate`` call allocates its cache once, at
-its final length (`rk_agent.policies._kv_buffers.ReservedCache`), so nothing is allocated per
-token and memory does not grow with the length of the run.
+turn together, is budgeted in bytes (``kv_cache_bytes``; by default 1 GiB, or one conversation
+of the model's whole context if more, within a quarter of the machine's memory): a batch that
+would not fit is generated in parts, and kept conversations are dropped oldest first. Each
+``generate`` call allocates its cache once, at its final length
+(`rk_agent.policies._kv_buffers.ReservedCache`), so nothing is allocated per token and memory
+does not grow with the length of the run.
 
 Tool calls: when the model's chat template renders tools (``tools=`` to
 ``apply_chat_template``, e.g. the Qwen2.5 template the embedded model carries), the template
@@ -186,8 +187,9 @@ class HFPolicy(ChatTemplate):
             weights stay fixed for the policy's life.
         kv_cache_bytes: the most bytes of KV cache held at once (the batch being generated
             and the conversations kept for reuse; briefly up to a batch's more while one is
-            handed over). Default: `default_kv_cache_bytes` (a quarter of the memory of the
-            device, at most 2 GiB). It must hold one conversation as long as ``max_context``.
+            handed over). Default: `default_kv_cache_bytes` (1 GiB, or one conversation of
+            ``max_context`` if more, within a quarter of the device's memory). It must hold
+            one conversation as long as ``max_context``.
 
     Raises:
         ConfigError: the model or tokenizer could not be loaded, a setting is out of range, or
@@ -252,7 +254,10 @@ class HFPolicy(ChatTemplate):
         self.stats = BatchStats()
         self._layers = full_attention_layers(self.model)
         self.kv_bytes_per_token = kv_bytes_per_token(self.model)
-        self.kv_cache_bytes = kv_cache_bytes or default_kv_cache_bytes(self.model.device.type)
+        whole = (self.kv_bytes_per_token or 0) * self.max_context  # one conversation at most
+        self.kv_cache_bytes = kv_cache_bytes or default_kv_cache_bytes(
+            self.model.device.type, whole
+        )
         self._check_kv_budget(kv_cache_bytes is not None)
         reuse_kv = reuse_kv and self._layers is not None
         self._kv_cache = PrefixCache(self.kv_cache_bytes) if reuse_kv else None
@@ -612,16 +617,22 @@ def _max_positions(model: PreTrainedModel) -> int:
     return int(value) if value else 2048
 
 
-def default_kv_cache_bytes(device: str = "cpu") -> int:
-    """The default KV budget of a policy on ``device``: a quarter of its memory (the machine's
-    for the CPU, the GPU's own otherwise), at most 2 GiB.
+def default_kv_cache_bytes(device: str = "cpu", conversation_bytes: int = 0) -> int:
+    """The default KV budget of a policy on ``device``: 1 GiB, or one conversation of the
+    model's whole context (``conversation_bytes``) where that is more, and never over a quarter
+    of the device's memory (the machine's for the CPU, the GPU's own otherwise).
+
+    1 GiB holds the embedded model's batch of 32 and what it keeps for reuse: measured with
+    ``benchmarks/bench_policy_memory.py`` (``max_batch_size`` 32, 2 cores), the rollout's peak
+    resident memory was 3.43 GB at 1 GiB against 4.58 GB at 2 GiB, at the same episodes/s.
 
     Example:
-        >>> 0 < default_kv_cache_bytes() <= 2 * 1024**3
+        >>> default_kv_cache_bytes("cpu") <= 1024**3
         True
     """
+    wanted = max(1024**3, conversation_bytes)
     total = _device_memory(device)
-    return int(min(2 * 1024**3, total // 4)) if total else 2 * 1024**3
+    return int(min(wanted, total // 4)) if total else wanted
 
 
 def _device_memory(device: str) -> int | None:

@@ -7,6 +7,7 @@ tool-capable chat template); one slow test runs the embedded model itself.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -647,6 +648,19 @@ def test_a_budget_that_cannot_hold_one_conversation_is_refused_at_once(
     with pytest.raises(ConfigError, match=message):
         HFPolicy(tiny, tokenizer=tokenizer, kv_cache_bytes=100_000)
     assert HFPolicy(tiny, tokenizer=tokenizer, kv_cache_bytes=100_000, max_context=128)
+
+
+def test_the_default_budget_is_a_gib_or_one_whole_conversation_within_a_quarter_of_memory(
+    tiny: Any, tokenizer: Any
+) -> None:
+    from rk_agent.policies.hf_policy import default_kv_cache_bytes
+
+    quarter = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    assert default_kv_cache_bytes("cpu") == min(1024**3, quarter)
+    assert default_kv_cache_bytes("cpu", 3 * 1024**3) == min(3 * 1024**3, quarter)
+    assert default_kv_cache_bytes("cpu", 10 * quarter) == quarter
+    # The tiny model's 512-token context is far under a GiB: the policy takes the GiB.
+    assert HFPolicy(tiny, tokenizer=tokenizer).kv_cache_bytes == min(1024**3, quarter)
 
 
 def test_abort_ends_the_generation_at_its_next_token_and_close_returns(
