@@ -165,7 +165,7 @@ def _sft(model: str, out: Path, a: argparse.Namespace) -> str:
     settings = {"num_train_epochs": a.sft_epochs, "learning_rate": a.sft_lr,
                 "lr_scheduler_type": "cosine", "warmup_steps": 2, "max_length": 1024,
                 "logging_steps": 10, "per_device_train_batch_size": a.sft_batch,
-                "activation_checkpointing": False}  # fmt: skip
+                "activation_checkpointing": a.checkpointing}  # fmt: skip
     args = _cpu_args(SFTConfig, out / "sft", settings)
     trainer = build_sft_trainer(model, None, data.dataset, args)
     trainer.train()
@@ -183,7 +183,7 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
     micro = 2 if a.grpo_batch % 2 == 0 else 1
     settings = {"max_steps": a.grpo_steps, "per_device_train_batch_size": micro,
                 "gradient_accumulation_steps": a.grpo_batch // micro,
-                "activation_checkpointing": False,
+                "activation_checkpointing": a.checkpointing,
                 "num_generations": a.group_size, "max_completion_length": a.budget,
                 "learning_rate": a.grpo_lr, "temperature": a.temperature,
                 "lr_scheduler_type": "constant_with_warmup", "warmup_steps": a.warmup_steps,
@@ -322,6 +322,11 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--budget", type=int, default=288, help="max_completion_length")
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
+    parser.add_argument(
+        "--checkpointing",
+        action="store_true",
+        help="activation checkpointing in SFT and GRPO (less memory, more time; off by default)",
+    )
     parser.add_argument(
         "--warm-start",
         action="store_true",
