@@ -32,6 +32,7 @@ import sys
 import time
 from collections import Counter
 
+from as_the_cli import as_the_rollout_command
 from figures import figure
 from peak_rss import peak_rss_mb
 
@@ -55,7 +56,8 @@ def solver_child(n: int, concurrency: int, chunk: int) -> dict[str, float]:
         end = min(end, n)
         config = RolloutConfig(env="bfcl:multi_turn", n=end, concurrency=concurrency)
         done = {f"{i}-0" for i in range(end - step if chunk else 0)}
-        result = asyncio.run(run_rollouts(config, policy=policy, make_env=factory, done=done))
+        with as_the_rollout_command():
+            result = asyncio.run(run_rollouts(config, policy=policy, make_env=factory, done=done))
         episodes += len(result.trajectories)
         passed += sum(bool(t.success) for t in result.trajectories)
         del result
@@ -81,7 +83,8 @@ def hf_child(n: int, max_tokens: int) -> dict[str, float]:
     )  # fmt: skip
     policy = HFPolicy(max_batch_size=10)
     started = time.perf_counter()
-    result = asyncio.run(run_rollouts(config, policy=policy, make_env=config.env.factory()))
+    with as_the_rollout_command():
+        result = asyncio.run(run_rollouts(config, policy=policy, make_env=config.env.factory()))
     seconds = time.perf_counter() - started
     played = result.trajectories
     turns = [m for t in played if t.episode for k, m in t.episode.metrics.items() if "turn_" in k]

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from as_the_cli import as_the_rollout_command
 from figures import figure
 
 from rk_agent.envs.registry import get_env_class
@@ -80,7 +81,8 @@ def play(policy: Policy, episodes: int, concurrency: int) -> tuple[float, float,
             await policy.aclose()
 
     wall, cpu = time.perf_counter(), time.process_time()
-    result = asyncio.run(main())
+    with as_the_rollout_command():
+        result = asyncio.run(main())
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     failed = [t for t in result.trajectories if t.failure is not None]
     if failed:

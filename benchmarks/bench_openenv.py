@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from as_the_cli import as_the_rollout_command
 from figures import figure
 
 from rk_agent.envs.registry import get_env_class
@@ -94,7 +95,8 @@ def play(env: str, episodes: int, concurrency: int) -> tuple[float, float, int]:
         return await run_rollouts(config, policy=policy, make_env=env_class, env_name=env)
 
     wall, cpu = time.perf_counter(), time.process_time()
-    result = asyncio.run(main())
+    with as_the_rollout_command():
+        result = asyncio.run(main())
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     bad = [t for t in result.trajectories if t.failure is not None or t.episode is None
            or t.episode.score != 1.0]  # fmt: skip
