@@ -299,6 +299,19 @@ def test_trl_keeps_what_the_patches_replace() -> None:
     )
 
 
+def test_transformers_trainer_warns_of_missing_keys_where_the_resume_patch_wraps_it() -> None:
+    from transformers import Trainer
+
+    patch = "rk_agent.trainers.trl_patches (quiet_tied_weights_on_resume)"
+    assert _params(Trainer._issue_warnings_after_load) == ["self", "load_result"], _changed(
+        "transformers", "Trainer._issue_warnings_after_load(load_result) warns of a resumed "
+        "checkpoint's missing keys", patch,
+    )  # fmt: skip
+    assert "load_result.missing_keys" in _source(Trainer._issue_warnings_after_load), _changed(
+        "transformers", "_issue_warnings_after_load reads load_result.missing_keys", patch
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # transformers: rk_agent/policies/_kv_buffers.py and _kv_reuse.py subclass its cache classes
 
