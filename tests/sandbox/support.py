@@ -96,9 +96,9 @@ def unprivileged_argv(argv: list[str]) -> list[str] | str:
 
     As that user already: ``argv`` itself. As root: uid and gid 65534, no supplementary
     groups, no capabilities (``setpriv``), in a mount namespace of its own (``unshare``) where
-    a directory closed to others on the way to the interpreter (``/root`` when it lives under
-    ``/root/.pyenv``) is replaced by an open one holding only that way: nothing else of the
-    machine changes, and the real cgroup files stay out of the user's reach.
+    a directory closed to others on the way to the interpreter (root's home, when the
+    interpreter was installed there) is replaced by an open one holding only that way: nothing
+    else of the machine changes, and the real cgroup files stay out of the user's reach.
     """
     import os
     import shlex
