@@ -30,6 +30,10 @@ Runs:
   held-out success must reach (about 15 minutes on 2 cores; ``make bench`` runs it, so a warm
   start that stops learning shows in the table);
 - ``--quick``: a few-minute smoke run of the pipeline;
+- ``--dynamic-sampling`` (``--max-extra-draws``, ``--retire-after``, ``--grpo-tasks``): GRPO
+  with dynamic sampling and task retirement (`rk_agent.trainers.group_sampling`);
+- ``--no-checkpointing``: SFT and GRPO without activation checkpointing, which rk-agent turns on
+  on a CPU by default (faster, more memory);
 - ``--sft-model DIR --skip-before``: GRPO only, from an SFT checkpoint made by an earlier run
   (``<out>/sft/final``); its held-out result is read from ``DIR/heldout.json`` when an earlier
   run left one. This is how the GRPO sweep in ``docs/training.md`` was run.
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import os
@@ -175,11 +180,11 @@ def _sft(model: str, out: Path, a: argparse.Namespace) -> str:
 def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[str, Any]]]:
     from trl import GRPOConfig
 
+    from rk_agent.trainers.group_sampling import SamplingOptions
     from rk_agent.trainers.grpo import grpo_trainer
     from rk_agent.trainers.run import save_final
 
-    # Two rows per micro-batch without activation checkpointing: as fast as one batch of all
-    # the step's rows, in a few GB (this benchmark is about learning, not the memory floor).
+    # Two rows per micro-batch: as fast as one batch of all the step's rows, in a few GB.
     micro = 2 if a.grpo_batch % 2 == 0 else 1
     settings = {"max_steps": a.grpo_steps, "per_device_train_batch_size": micro,
                 "gradient_accumulation_steps": a.grpo_batch // micro,
@@ -195,12 +200,17 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
         "tools",
         model=model,
         args=args,
-        n_tasks=a.grpo_steps * groups_per_step,  # every step meets new tasks
+        # default: every step meets new tasks
+        n_tasks=a.grpo_tasks or a.grpo_steps * groups_per_step,
         seed=GRPO_SEED,
         env_kwargs={"max_turns": a.max_turns, **ENV_KWARGS, **_episode_rewards(a.answer_weight)},
         max_tokens_per_turn=64,
         step_weight=a.step_weight,
-    )
+        sampling=SamplingOptions(
+            dynamic=a.dynamic_sampling, max_extra_draws=a.max_extra_draws,
+            retire_after=a.retire_after,
+        ),
+    )  # fmt: skip
     trainer.train()
     flat = _zero_variance_groups(out / "grpo" / "trajectories.jsonl", a.grpo_batch, a.step_weight)
     steps = []
@@ -214,9 +224,17 @@ def _grpo(model: str, out: Path, a: argparse.Namespace) -> tuple[str, list[dict[
             "zero_std_groups": flat.get(len(steps), math.nan),
             "step_time": float(log.get("step_time", math.nan)),
         }
+        if "sampling/groups_drawn" in log:  # more groups than a step's batch were played
+            drawn = float(log["sampling/groups_drawn"])
+            flat_groups = sum(float(log[f"sampling/groups_{k}"]) for k in ("dropped", "filled"))
+            row |= {"zero_std_groups": flat_groups / drawn if drawn else math.nan,
+                    **{k.removeprefix("sampling/"): float(v) for k, v in log.items()
+                       if k.startswith("sampling/")}}  # fmt: skip
         steps.append(row)
+        drawn_line = (f" groups drawn {row['groups_drawn']:.0f} kept {row['groups_kept']:.0f}"
+                      if "groups_drawn" in row else "")  # fmt: skip
         print(f"  step {row['step']}: reward {row['reward']:.3f} success {row['success']:.2f} "
-              f"zero-std groups {row['zero_std_groups']:.2f} "
+              f"zero-std groups {row['zero_std_groups']:.2f}{drawn_line} "
               f"step_time {row['step_time']:.0f}s", flush=True)  # fmt: skip
     return str(save_final(trainer, out / "grpo")), steps
 
@@ -323,9 +341,30 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
     parser.add_argument(
-        "--checkpointing",
+        "--no-checkpointing",
+        dest="checkpointing",
+        action="store_false",
+        help="no activation checkpointing in SFT and GRPO (more memory, less time; rk-agent "
+        "checkpoints on a CPU by default, and so does this benchmark)",
+    )
+    parser.add_argument(
+        "--dynamic-sampling",
         action="store_true",
-        help="activation checkpointing in SFT and GRPO (less memory, more time; off by default)",
+        help="GRPO drops groups without reward spread and plays fresh tasks in their place",
+    )
+    parser.add_argument(
+        "--max-extra-draws", type=int, default=2, help="dynamic sampling: rounds beyond the first"
+    )
+    parser.add_argument(
+        "--retire-after",
+        type=int,
+        help="retire a task after this many settled groups (every GRPO task here is drawn once "
+        "unless --grpo-tasks repeats them)",
+    )
+    parser.add_argument(
+        "--grpo-tasks",
+        type=int,
+        help="distinct GRPO training tasks (default: a new task for every group of every step)",
     )
     parser.add_argument(
         "--warm-start",
@@ -345,6 +384,9 @@ def _arguments() -> argparse.Namespace:
 def main() -> None:
     a = _arguments()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from rk_agent.trainers.allocator import return_freed_memory
+
+    return_freed_memory()  # as `rk-agent train` does, before torch loads
     from rk_agent.policies.local_model import embedded_model_path
 
     out = Path(a.out)
@@ -354,6 +396,7 @@ def main() -> None:
 
     def measure(phase: str, model: str, train_s: float, cache: Path | None) -> None:
         train_peak = peak_rss_mb() / 1024
+        gc.collect()  # the trainer's cycles, so that evaluation does not count what it held
         reset_peak_rss()
         episodes = out / f"heldout-{phase.replace(' ', '-').replace('+', 'and')}.jsonl"
         result = _eval(model, a, cache, episodes)
