@@ -6,7 +6,8 @@ environment, its constructor's arguments, a task file, episode rewards replacing
 environment's, the turn limit, the seed of the first task, and MCP servers whose tools the
 environment offers too (`rk_agent.mcp`). `EnvSetup.make` builds the environment through the
 registry (`rk_agent.envs.registry`); `EnvSetup.factory` builds the fresh
-ones a run needs, checked once, and knows the name trajectories record.
+ones a run needs, checked once, and knows the name trajectories record; `env_maker` takes such a
+factory or anything `rk_agent.envs.registry.make_env` takes, resolved once.
 
 Config files keep their flat keys (``env: math``, ``env_kwargs: {...}``, ``tasks: t.jsonl``,
 ``tasks_columns: {prompt: question}``, ``rewards: [...]``, ``max_turns: 3``, ``seed: 0``,
@@ -14,7 +15,7 @@ Config files keep their flat keys (``env: math``, ``env_kwargs: {...}``, ``tasks
 `flatten_env_keys` writes them flat again when it is saved, and `flat_location` names a field
 in an error the way the file spells it.
 
-Main names: `EnvSetup`, `EnvFactory`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
+Main names: `EnvSetup`, `EnvFactory`, `env_maker`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
 `env_override_key`, `flat_location`, `EnvConfig`.
 
 Example:
@@ -28,8 +29,9 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import (
@@ -44,9 +46,11 @@ from pydantic import (
 
 from rk_agent.envs.offered_tools import ToolScope
 from rk_agent.envs.tool_source import ToolServers, start_tool_servers
+from rk_agent.errors import ConfigError
 
 if TYPE_CHECKING:
     from rk_agent.envs.base import ChatEnv
+    from rk_agent.envs.registry import EnvLike
     from rk_agent.envs.task import Task
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "EnvConfig",
     "EnvFactory",
     "EnvSetup",
+    "env_maker",
     "env_override_key",
     "flat_location",
     "flatten_env_keys",
@@ -315,6 +320,37 @@ class EnvFactory:
 
     def __repr__(self) -> str:
         return f"EnvFactory({self.name!r})"
+
+
+def env_maker(
+    env: EnvLike | EnvFactory, kwargs: Mapping[str, Any] | None = None
+) -> Callable[[], ChatEnv]:
+    """Fresh environments of ``env``, one per call, the environment resolved once.
+
+    An `EnvFactory` is returned as it is (its setup holds the arguments: ``kwargs`` must be
+    empty); for anything `rk_agent.envs.registry.make_env` takes, the class is found and
+    ``kwargs`` checked now, and each call builds one with them.
+
+    Raises:
+        ConfigError: ``kwargs`` given with an `EnvFactory`; otherwise as `make_env`.
+
+    Example:
+        >>> make = env_maker("guess", {"high": 10})
+        >>> first, second = make(), make()
+        >>> first is not second, second.high
+        (True, 10)
+    """
+    if isinstance(env, EnvFactory):
+        if kwargs:
+            raise ConfigError(
+                f"{env!r} holds its environment's arguments; give {', '.join(sorted(kwargs))} "
+                "in its EnvSetup instead (or name the environment rather than its factory)."
+            )
+        return env
+    from rk_agent.envs.registry import checked_env_class
+
+    checked = dict(kwargs or {})
+    return functools.partial(checked_env_class(env, checked), **checked)
 
 
 def reward_names(specs: list[str]) -> list[str]:

@@ -34,7 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.envs.registry import EnvLike, make_env
+from rk_agent.envs.env_setup import EnvFactory, env_maker
+from rk_agent.envs.registry import EnvLike
 from rk_agent.errors import require_extra
 from rk_agent.policies.episode_tokens import check_fixed_tools
 from rk_agent.rewards.registry import RewardLike
@@ -55,7 +56,7 @@ __all__ = ["grpo_trainer"]
 
 
 def grpo_trainer(
-    env: EnvLike,
+    env: EnvLike | EnvFactory,
     *,
     args: GRPOConfig,
     model: str | os.PathLike[str] | PreTrainedModel | None = None,
@@ -78,7 +79,10 @@ def grpo_trainer(
     """A `GRPOTrainer` that trains ``model`` on ``env`` with the environment's rewards.
 
     Args:
-        env: the environment (short name, Gymnasium id, ``file.py::Class``, ``module:Class``).
+        env: the environment (short name, Gymnasium id, ``file.py::Class``, ``module:Class``),
+            or the `EnvFactory` of a run's `EnvSetup` (its setup then holds ``env_kwargs``
+            and ``rewards``). It is resolved once: the tasks, rewards and tools are read from
+            one environment, and the rollouts build fresh ones of the same class.
         args: TRL's `GRPOConfig` (``max_completion_length`` bounds a whole episode's tokens).
         model: a local folder, hub id or loaded model; ``None`` is the embedded model.
         tokenizer: default: the model folder's tokenizer.
@@ -127,18 +131,19 @@ def grpo_trainer(
     if rewards:
         named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
         env_kwargs["episode_rewards"] = dict(named)
-    built = make_env(env, **env_kwargs)
+    make = env_maker(env, env_kwargs)
+    built = make()
     if multi_turn:
-        check_fixed_tools(built, env if isinstance(env, str) else env.__name__)
+        check_fixed_tools(built, _label(env))
     rows = task_rows(built, n_tasks, seed)
     table = TaskTable(rows)
     rollout_func = drift_tools = drift_format = None
     if multi_turn:
         funcs, weights = episode_reward_funcs(built, step_weight=step_weight)
         rollout_func = EpisodeRollout(
-            lambda: make_env(env, **env_kwargs),
+            make,
             table,
-            env_name=str(env),
+            env_name=env.name if isinstance(env, EnvFactory) else str(env),
             max_tokens_per_turn=max_tokens_per_turn,
             trajectory_log=Path(args.output_dir or ".") / "trajectories.jsonl",
             server_url=server_url,
@@ -163,14 +168,19 @@ def grpo_trainer(
         drift_format=drift_format,
         reward_histograms=True,
         # A fresh task is told to the rollout, which finds each prompt's task in the table.
-        task_source=task_source(
-            built, rows, task_columns, lambda: make_env(env, **env_kwargs), on_fresh=table.add
-        ),
+        task_source=task_source(built, rows, task_columns, make, on_fresh=table.add),
     )
     return build_grpo_trainer(
         loop, args=args, model=model, tokenizer=tokenizer, callbacks=callbacks, watch=watch,
         sampling=sampling,
     )  # fmt: skip
+
+
+def _label(env: EnvLike | EnvFactory) -> str:
+    """How the user named the environment, for messages."""
+    if isinstance(env, EnvFactory):
+        return env.name
+    return env if isinstance(env, str) else env.__name__
 
 
 def _drift_format(tool_option: str, text_format: str) -> str | None:

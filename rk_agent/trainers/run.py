@@ -307,31 +307,31 @@ def _smoke_run(config: TrainConfig, args: Any) -> bool:
 
 
 def _grpo(config: TrainConfig, args: Any) -> Any:
-    # The spec's constructor arguments carry its rewards, max_turns and tasks (read once); the
-    # registered name builds the same class and is what trajectories record, as in rollouts.
+    # The environment is resolved once for the run, as a rollout's is: its factory holds the
+    # rewards, max_turns and tasks (read once) and one connection per MCP server (stopped at
+    # exit), and knows the registered name trajectories record.
     spec = config.env
-    env_kwargs = spec.constructor_kwargs()
-    if spec.mcp is not None:  # one connection per MCP server for the run; stopped at exit
-        from rk_agent.mcp import McpServers
-
-        env_kwargs["mcp"] = McpServers(spec.mcp).start()
+    envs = spec.factory()
     common: dict[str, Any] = {
         "args": args,
         "model": config.model,
-        "env_kwargs": env_kwargs,
         "n_tasks": None if spec.tasks is not None else config.n_tasks,
         "seed": spec.seed,
         "watch": config.watch,
         "tool_call_format": config.tool_call_format,
         "sampling": config.sampling,
     }
-    if config.loop == "trl":
-        from rk_agent.trainers.trl_env import trl_grpo_trainer
+    try:
+        if config.loop == "trl":
+            from rk_agent.trainers.trl_env import trl_grpo_trainer
 
-        return trl_grpo_trainer(spec.registered_name(), **common)
-    from rk_agent.trainers.grpo import grpo_trainer
+            return trl_grpo_trainer(envs, **common)
+        from rk_agent.trainers.grpo import grpo_trainer
 
-    return grpo_trainer(spec.registered_name(), multi_turn=config.multi_turn, **common)
+        return grpo_trainer(envs, multi_turn=config.multi_turn, **common)
+    except BaseException:
+        envs.close()  # no trainer: its environment and MCP servers go now
+        raise
 
 
 def _sft(config: TrainConfig, args: Any, say: Callable[[str], None]) -> Any:

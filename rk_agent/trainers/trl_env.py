@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.envs.registry import EnvLike, make_env
+from rk_agent.envs.env_setup import EnvFactory, env_maker
+from rk_agent.envs.registry import EnvLike
 from rk_agent.errors import ConfigError, DataError, require_extra
 from rk_agent.rewards.registry import RewardLike
 from rk_agent.runs.alarms import AlarmOptions
@@ -178,7 +179,7 @@ class TRLEnvSpec:
 
 
 def trl_environment(
-    env: EnvLike,
+    env: EnvLike | EnvFactory,
     *,
     n_tasks: int | None = None,
     seed: int = 0,
@@ -191,7 +192,9 @@ def trl_environment(
 
     Args:
         env: the environment (short name, Gymnasium id, ``file.py::Class``, ``module:Class``
-            or the class).
+            or the class), or the `EnvFactory` of a run's `EnvSetup` (its setup then holds
+            ``env_kwargs`` and ``rewards``). It is resolved once: the tasks, rewards and tools
+            are read from one environment, and every other one is built fresh alike.
         n_tasks: training tasks (task ``i`` reset with seed ``seed + i``); default: all tasks
             of the env's dataset.
         seed: the first task seed.
@@ -217,18 +220,17 @@ def trl_environment(
     if rewards:
         named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
         kwargs["episode_rewards"] = dict(named)
-    name = env if isinstance(env, str) else env.__name__
-    built = make_env(env, **kwargs)
-    factory = trl_env_class(
-        lambda: make_env(env, **kwargs), name=name, probe=built, tool_call_format=tool_call_format
-    )
+    name = env.name if isinstance(env, EnvFactory) else env if isinstance(env, str) else env.__name__
+    make = env_maker(env, kwargs)
+    built = make()
+    factory = trl_env_class(make, name=name, probe=built, tool_call_format=tool_call_format)
     rows = task_rows(built, n_tasks, seed)
     funcs, weights = episode_reward_funcs(built, step_weight=step_weight)
     opener: list[ChatEnv] = []  # an environment of its own to open fresh tasks with
 
     def fresh_row(row: TaskRow) -> dict[str, Any]:
         if not opener:
-            opener.append(make_env(env, **kwargs))
+            opener.append(make())
         return _columns(opener[0], row)
 
     spec = TRLEnvSpec(
@@ -239,7 +241,7 @@ def trl_environment(
         max_tool_calling_iterations=max(0, built.max_turns - 1),
         env_name=name,
         tool_schemas=list(built.tool_schemas),
-        task_source=task_source(built, rows, fresh_row, lambda: make_env(env, **kwargs)),
+        task_source=task_source(built, rows, fresh_row, make),
         names=EpisodeNames(row.task.id for row in rows),
     )
     spec.reward_funcs = [_reward(fn, spec) for fn in funcs]
@@ -281,7 +283,7 @@ def _reward(fn: Callable[..., Any], spec: TRLEnvSpec) -> RewardFunc:
 
 
 def trl_grpo_trainer(
-    env: EnvLike,
+    env: EnvLike | EnvFactory,
     *,
     args: GRPOConfig,
     model: str | os.PathLike[str] | PreTrainedModel | None = None,
