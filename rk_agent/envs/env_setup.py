@@ -255,6 +255,8 @@ class EnvFactory:
             each episode then records its own, `rk_agent.runs.provenance`).
         tool_origins: where each tool that is not the environment's own comes from.
         max_turns: the turn limit of its episodes.
+        tool_servers: the MCP servers its environments share (``setup.mcp``), connected once;
+            ``None`` without ``mcp``.
 
     With ``setup.mcp``, the MCP servers are connected once here and shared by every environment
     the factory builds; `close` stops them.
@@ -274,10 +276,10 @@ class EnvFactory:
 
         self.setup = setup
         self._kwargs = setup.constructor_kwargs()
-        self._servers: ToolServers | None = None
+        self.tool_servers: ToolServers | None = None
         if setup.mcp is not None:
-            self._servers = start_tool_servers("mcp", setup.mcp)
-            self._kwargs["mcp"] = self._servers
+            self.tool_servers = start_tool_servers("mcp", setup.mcp)
+            self._kwargs["mcp"] = self.tool_servers
         try:
             self._first: ChatEnv | None = make_env(setup.name, **self._kwargs)
         except BaseException:
@@ -314,7 +316,7 @@ class EnvFactory:
         first, self._first = getattr(self, "_first", None), None
         if first is not None:
             first.close()
-        servers, self._servers = self._servers, None
+        servers, self.tool_servers = self.tool_servers, None
         if servers is not None:
             servers.close()
 

@@ -20,8 +20,9 @@ from typing import Any
 
 from rk_agent.envs.env_setup import EnvFactory
 from rk_agent.errors import ConfigError, require_extra
+from rk_agent.policies.function_policy import FunctionPolicy
 from rk_agent.policies.policy import Policy
-from rk_agent.rollouts.dataset_tasks import check_solver_reads, fit_to_dataset
+from rk_agent.rollouts.dataset_tasks import fit_to_dataset
 from rk_agent.rollouts.engine import RolloutResult, run_rollouts
 from rk_agent.rollouts.fork import fork_config, fork_vouched
 from rk_agent.runs.config import PLACEMENT_KEYS, RolloutConfig
@@ -218,7 +219,6 @@ def _prepare(
     config = fork_config(config, trust_run=trust_run)  # a fork plays the source run's env
     done = {t.id for t in run_dir.read_trajectories()} if run_dir is not None else set()
     envs = config.env.factory()  # checked by building the first
-    config, fitted = fit_to_dataset(config, envs.dataset_size)
     uses_embedded = (
         policy is None
         and config.model is None
@@ -226,12 +226,12 @@ def _prepare(
         and config.provider != "solver"
     )
     try:
+        solver = None
         if policy is None:
             policy = build_policy(config, api_key=api_key)
-            if config.provider == "solver" and envs.dataset_size is not None and not config.fork:
-                from rk_agent.envs.registry import get_solver
-
-                check_solver_reads(config, envs, get_solver(config.env.name))
+            if isinstance(policy, FunctionPolicy) and not config.fork:  # provider: solver
+                solver = policy.fn  # checked to read the dataset's tasks, if it plays one
+        config, fitted = fit_to_dataset(config, envs, solver)
         resumed_with = None if run_dir is None else len(done)
         if run_dir is None:
             output = config.output or _default_output(envs.name)

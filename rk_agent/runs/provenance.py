@@ -50,12 +50,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from rk_agent.errors import ConfigError
 from rk_agent.secrets import redact, redact_argv
 from rk_agent.tool_calls import get_tool_call_format
 
 if TYPE_CHECKING:
     from rk_agent.envs.env_setup import EnvFactory
+    from rk_agent.envs.tool_source import ToolServers
     from rk_agent.policies.policy import Policy, PolicyOutput
     from rk_agent.runs.config import RolloutConfig
 
@@ -400,7 +400,7 @@ def run_provenance(config: RolloutConfig, envs: EnvFactory, policy: Policy) -> R
             tasks=spec.tasks,
             rewards=list(spec.rewards),
             max_turns=envs.max_turns,
-            mcp_servers=_mcp_servers(spec.mcp) if spec.mcp is not None else None,
+            mcp_servers=_mcp_servers(envs.tool_servers) if envs.tool_servers is not None else None,
             tool_scope=envs.tool_scope.value if envs.tool_scope.value != "env" else None,
         ),
         sampling=config.sampling.model_dump(mode="json"),
@@ -524,17 +524,16 @@ def package_versions(names: Iterable[str] = VERSIONED_PACKAGES) -> dict[str, str
 # ---------------------------------------------------------------------------- helpers
 
 
-def _mcp_servers(source: str | dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The MCP servers of a run, without their secrets: only the names of ``env`` variables
-    and ``headers`` are kept, URLs and arguments redacted."""
-    from rk_agent.mcp.config import load_mcp_config
+def _mcp_servers(servers: ToolServers) -> dict[str, dict[str, Any]]:
+    """The MCP servers a run connected to, as their configuration (read once, when the run
+    started them) names them, without their secrets: only the names of ``env`` variables and
+    ``headers`` are kept, URLs and arguments redacted."""
+    from rk_agent.mcp.servers import McpServers
 
-    try:
-        servers = load_mcp_config(source).servers
-    except ConfigError:  # the run has already started them; a variable since unset, say
+    if not isinstance(servers, McpServers):  # no other kind is started for ``mcp``
         return {}
     out: dict[str, dict[str, Any]] = {}
-    for name, server in servers.items():
+    for name, server in servers.config.servers.items():
         entry: dict[str, Any] = {"transport": server.transport}
         if server.command is not None:
             entry["command"] = redact(server.command)

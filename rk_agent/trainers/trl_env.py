@@ -220,7 +220,9 @@ def trl_environment(
     if rewards:
         named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
         kwargs["episode_rewards"] = dict(named)
-    name = env.name if isinstance(env, EnvFactory) else env if isinstance(env, str) else env.__name__
+    name = (
+        env.name if isinstance(env, EnvFactory) else env if isinstance(env, str) else env.__name__
+    )
     make = env_maker(env, kwargs)
     built = make()
     factory = trl_env_class(make, name=name, probe=built, tool_call_format=tool_call_format)
