@@ -10,6 +10,7 @@ import pytest
 from rk_agent.envs import get_env_class, list_envs
 from rk_agent.envs.env_setup import (
     EnvSetup,
+    env_maker,
     env_override_key,
     flat_location,
     flatten_env_keys,
@@ -139,6 +140,27 @@ def test_an_unplayed_check_env_is_closed() -> None:
     factory.close()  # once only
     fresh = factory()  # the checked one is gone: a new one is built, with the same arguments
     assert type(fresh).__name__ == "GuessEnv" and fresh.max_turns == 3
+
+
+def test_env_maker_resolves_once_and_takes_a_factory_as_it_is() -> None:
+    make = env_maker("rk_agent/Guess-v0", {"high": 7})
+    first, second = make(), make()
+    assert first is not second and (type(second).__name__, second.high) == ("GuessEnv", 7)
+    message = "environment 'guess' does not take 'hihg'. Did you mean 'high'?"
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        env_maker("guess", {"hihg": 5})  # checked when resolved, before any is built
+
+    factory = EnvSetup(name="guess", max_turns=3).factory()
+    assert env_maker(factory) is factory and env_maker(factory, {}) is factory
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(
+            "EnvFactory('guess') holds its environment's arguments; give high in its EnvSetup "
+            "instead (or name the environment rather than its factory)."
+        ),
+    ):
+        env_maker(factory, {"high": 5})
+    factory.close()
 
 
 def test_flat_keys_go_in_and_come_out() -> None:

@@ -151,3 +151,18 @@ def test_an_unknown_tool_call_format_is_refused_before_the_model_loads(tmp_path:
             args=_args(tmp_path),
             tool_call_format="llama",
         )
+
+
+def test_a_runs_env_factory_holds_the_envs_arguments(tmp_path: Path) -> None:
+    from rk_agent.envs.env_setup import EnvSetup
+
+    factory = EnvSetup(name="guess").factory()
+    message = "EnvFactory('guess') holds its environment's arguments; give high in its EnvSetup"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        grpo_trainer(
+            factory,
+            model=tmp_path / "no-model-here",
+            args=_args(tmp_path),
+            env_kwargs={"high": 5},
+        )
+    factory.close()

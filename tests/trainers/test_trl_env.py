@@ -17,6 +17,7 @@ from typing import Any, Literal
 import pytest
 
 from rk_agent.envs.base import ChatEnv
+from rk_agent.envs.env_setup import EnvSetup
 from rk_agent.envs.registry import make_env
 from rk_agent.envs.task import Task
 from rk_agent.envs.tool import Tool, tool
@@ -328,6 +329,16 @@ def test_the_spec_has_trls_shape_and_the_envs_weights() -> None:
     assert spec.reward_weights == [1.0, 1.0, 0.0, 0.0]
     assert spec.max_tool_calling_iterations == make_env("tools").max_turns - 1
     assert issubclass(spec.environment_factory, TRLToolEnv)
+
+
+def test_a_runs_env_factory_is_played_as_its_setup_says() -> None:
+    factory = EnvSetup(name="rk_agent/Tools-v0", max_turns=2).factory()
+    spec = trl_environment(factory, n_tasks=2, seed=5)
+    assert (spec.env_name, spec.max_tool_calling_iterations) == ("tools", 1)
+    assert spec.train_dataset["seed"] == [5, 6]
+    assert spec.reward_weights == [1.0, 1.0, 0.0, 0.0]
+    with pytest.raises(ConfigError, match=re.escape("EnvFactory('tools') holds its environment")):
+        trl_environment(factory, env_kwargs={"max_turns": 3})
 
 
 def test_the_prompt_is_the_opening_the_env_shows() -> None:
