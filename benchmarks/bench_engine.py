@@ -111,8 +111,13 @@ def _child(url: str, episodes: int, concurrency: int) -> None:
         return OpenAIPolicy("stub-model", base_url=url, max_concurrency=concurrency)
 
     play(served(), 64, concurrency)
+    before = os.times()
     wall, cpu, turns = play(served(), episodes, concurrency)
-    found = {"wall": wall, "cpu": cpu, "turns": turns, "rk_agent": rk_agent.__file__}
+    after = os.times()
+    found = {
+        "wall": wall, "cpu": cpu, "turns": turns, "rk_agent": rk_agent.__file__,
+        "user": after.user - before.user, "sys": after.system - before.system,
+    }  # fmt: skip
     print(CHILD + json.dumps(found), flush=True)
 
 
@@ -139,6 +144,7 @@ def compare(other: Path, args: argparse.Namespace) -> None:
          lambda r: args.episodes / r["wall"]),
     ]  # fmt: skip
     medians: dict[str, tuple[float, float]] = {}
+    loads = [os.getloadavg()[0]]
     for name, latency, value in settings:
         found: dict[str, list[float]] = {"old": [], "new": []}
         with stub_server(latency) as url:
@@ -146,11 +152,18 @@ def compare(other: Path, args: argparse.Namespace) -> None:
                 for label in ("old", "new") if round_ % 2 == 0 else ("new", "old"):
                     result = _run_child(checkouts[label], url, args.episodes, args.concurrency)
                     found[label].append(value(result))
-                    print(f"  {name}, round {round_ + 1}, {label}: {found[label][-1]:.4g}",
+                    split = (
+                        f" (user {1000 * result['user'] / result['turns']:.4g}, system "
+                        f"{1000 * result['sys'] / result['turns']:.4g})"
+                        if latency == 0 else ""
+                    )  # fmt: skip
+                    print(f"  {name}, round {round_ + 1}, {label}: {found[label][-1]:.4g}{split}",
                           flush=True)  # fmt: skip
         medians[name] = (statistics.median(found["old"]), statistics.median(found["new"]))
+        loads.append(os.getloadavg()[0])
     print(f"{other} (old) against {HERE.parent} (new): {args.episodes} episodes, concurrency "
-          f"{args.concurrency}, medians of {args.rounds} rounds")  # fmt: skip
+          f"{args.concurrency}, medians of {args.rounds} rounds; load average (1 min) "
+          f"{' -> '.join(f'{load:.2f}' for load in loads)}")  # fmt: skip
     for name, (old, new) in medians.items():
         print(
             f"{name}: old {old:.4g}, new {new:.4g}, new against old {100 * (new / old - 1):+.1f} %"
