@@ -2,6 +2,7 @@
 
 Run: uv run python benchmarks/bench_engine.py [--episodes 1000] [--concurrency 128] [--runs 3]
      [--high 512 2048]
+     uv run python benchmarks/bench_engine.py --compare /tmp/before [--rounds 5]
 
 The stub server runs in its own process and plays a tool-using model: two tool calls, then an
 answer, so every episode of the `tools` environment takes 3 turns. The measurements:
@@ -25,12 +26,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from as_the_cli import as_the_rollout_command
@@ -45,6 +49,8 @@ from rk_agent.runs.config import RolloutConfig
 from rk_agent.testing.scripted_policy import ScriptedPolicy
 
 TURNS = 3
+HERE = Path(__file__).resolve().parent
+CHILD = "CHILD "
 
 
 @contextmanager
@@ -96,6 +102,76 @@ def _spread(values: list[float]) -> str:
     return " / ".join(f"{v:.3g}" for v in (ordered[0], statistics.median(ordered), ordered[-1]))
 
 
+def _child(url: str, episodes: int, concurrency: int) -> None:
+    """One measured play in this process (after a warm-up: imports, connections), printed as
+    ``CHILD {json}`` with where its ``rk_agent`` came from."""
+    import rk_agent
+
+    def served() -> OpenAIPolicy:
+        return OpenAIPolicy("stub-model", base_url=url, max_concurrency=concurrency)
+
+    play(served(), 64, concurrency)
+    before = os.times()
+    wall, cpu, turns = play(served(), episodes, concurrency)
+    after = os.times()
+    found = {
+        "wall": wall, "cpu": cpu, "turns": turns, "rk_agent": rk_agent.__file__,
+        "user": after.user - before.user, "sys": after.system - before.system,
+    }  # fmt: skip
+    print(CHILD + json.dumps(found), flush=True)
+
+
+def _run_child(checkout: Path, url: str, episodes: int, concurrency: int) -> dict[str, Any]:
+    """`_child` in a fresh process that imports ``checkout``'s ``rk_agent``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(checkout), str(HERE)])}
+    command = [sys.executable, __file__, "--child", url, str(episodes), str(concurrency)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(CHILD)]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the child playing {checkout} failed:\n{done.stderr[-3000:]}")
+    found: dict[str, Any] = json.loads(lines[-1].removeprefix(CHILD))
+    if not Path(found["rk_agent"]).resolve().is_relative_to(checkout.resolve()):
+        raise RuntimeError(f"the child meant for {checkout} imported {found['rk_agent']}")
+    return found
+
+
+def compare(other: Path, args: argparse.Namespace) -> None:
+    """This checkout against ``other``, alternating in fresh processes (module docstring)."""
+    checkouts = {"old": other, "new": HERE.parent}
+    settings = [  # (name, latency, what is read off a play)
+        ("0 ms: CPU ms per turn", 0.0, lambda r: 1000 * r["cpu"] / r["turns"]),
+        (f"{args.latency * 1000:.0f} ms: episodes/s", args.latency,
+         lambda r: args.episodes / r["wall"]),
+    ]  # fmt: skip
+    medians: dict[str, tuple[float, float]] = {}
+    loads = [os.getloadavg()[0]]
+    for name, latency, value in settings:
+        found: dict[str, list[float]] = {"old": [], "new": []}
+        with stub_server(latency) as url:
+            for round_ in range(args.rounds):
+                for label in ("old", "new") if round_ % 2 == 0 else ("new", "old"):
+                    result = _run_child(checkouts[label], url, args.episodes, args.concurrency)
+                    found[label].append(value(result))
+                    split = (
+                        f" (user {1000 * result['user'] / result['turns']:.4g}, system "
+                        f"{1000 * result['sys'] / result['turns']:.4g})"
+                        if latency == 0 else ""
+                    )  # fmt: skip
+                    print(f"  {name}, round {round_ + 1}, {label}: {found[label][-1]:.4g}{split}",
+                          flush=True)  # fmt: skip
+        medians[name] = (statistics.median(found["old"]), statistics.median(found["new"]))
+        loads.append(os.getloadavg()[0])
+    print(f"{other} (old) against {HERE.parent} (new): {args.episodes} episodes, concurrency "
+          f"{args.concurrency}, medians of {args.rounds} rounds; load average (1 min) "
+          f"{' -> '.join(f'{load:.2f}' for load in loads)}")  # fmt: skip
+    for name, (old, new) in medians.items():
+        print(
+            f"{name}: old {old:.4g}, new {new:.4g}, new against old {100 * (new / old - 1):+.1f} %"
+        )
+        figure(f"engine, c={args.concurrency}, {name}, new over old", round(new / old, 4), "x",
+               "", None)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=1000)
@@ -103,7 +179,22 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--high", type=int, nargs="*", default=[512, 2048])
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="DIR",
+        help="another checkout of rk-agent to measure against",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="with --compare: rounds of both")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        url, episodes, concurrency = args.child
+        _child(url, int(episodes), int(concurrency))
+        return
+    if args.compare:
+        compare(args.compare, args)
+        return
     script = [tool_call("calculator", {"expression": "1+1"})] * (TURNS - 1) + ["Answer: 42"]
 
     def served(url: str, concurrency: int) -> OpenAIPolicy:

@@ -58,7 +58,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import SplitResult, urlsplit
@@ -74,7 +74,7 @@ from rk_agent.endpoint_errors import (
     unreachable_error,
 )
 from rk_agent.errors import ConfigError, EndpointError
-from rk_agent.http1 import BadReply, Http1Pool, header_lines, request_head
+from rk_agent.http1 import BadReply, Http1Pool, Reply, header_lines, request_head
 from rk_agent.loop_thread import LoopThread
 from rk_agent.retry import MODEL_ENDPOINT_RETRY, RetryPolicy
 from rk_agent.secrets import redact
@@ -164,7 +164,7 @@ class ModelClient:
             raise self._translated(exc) from exc
         if answer.status >= 400:
             text = answer.body.decode("utf-8", "replace")
-            reply = StatusReply(answer.status, self._clean(text), answer.response)
+            reply = StatusReply(answer.status, self._clean(text), answer)
             message = server_message(text, answer.reason)
             raise status_error(answer.status, message, self.endpoint, self.retry) from reply
         try:
@@ -226,23 +226,29 @@ class ModelClient:
         return redact(text, [self.endpoint.key])[:500]
 
 
-@dataclass(slots=True)
-class _Answer:
-    """What a transport got back: status, reason phrase, body, and the reply object itself
-    (its ``headers`` are read for ``Retry-After``)."""
+class _Answer(Protocol):
+    """What a transport got back: status, reason phrase, headers (read for ``Retry-After``)
+    and body. `rk_agent.http1.Reply` is one as it is."""
 
-    status: int
-    reason: str | None
-    body: bytes
-    response: Any
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def body(self) -> bytes: ...
 
 
 class _Transport(Protocol):
     """How `ModelClient` reaches its server: the one seam under it."""
 
-    async def send(self, method: str, path: str, data: bytes | None) -> _Answer:
+    def send(self, method: str, path: str, data: bytes | None) -> Awaitable[_Answer]:
         """One request; failures raise the HTTP stack's own errors (`ModelClient` translates
-        them)."""
+        them). The request itself may be sent only once it is awaited."""
         ...
 
     async def preconnect(self, count: int) -> int:
@@ -289,12 +295,13 @@ class _Http1Transport:
             connect_timeout_s=timeout, read_timeout_s=timeout,
         )  # fmt: skip
 
-    async def send(self, method: str, path: str, data: bytes | None) -> _Answer:
+    def send(self, method: str, path: str, data: bytes | None) -> Awaitable[Reply]:
+        # The pool's own coroutine, awaited by the caller: no frame of this seam's in between
+        # (a turn's CPU: docs/development.md, "Hand-made machinery: what it buys").
         head = request_head(
             method, self._base + path, self._host, self._fixed, None if data is None else len(data)
         )
-        reply = await self._pool.request(head if data is None else head + data)
-        return _Answer(reply.status, reply.reason, reply.body, reply)
+        return self._pool.request(head if data is None else head + data)
 
     async def preconnect(self, count: int) -> int:
         return await self._pool.preconnect(count)
@@ -324,16 +331,27 @@ class _AiohttpTransport:
             headers=headers,
         )
 
-    async def send(self, method: str, path: str, data: bytes | None) -> _Answer:
+    async def send(self, method: str, path: str, data: bytes | None) -> _AiohttpAnswer:
         url = self._url + path
         async with self._session.request(method, url, data=data, **self._proxy) as response:
-            return _Answer(response.status, response.reason, await response.read(), response)
+            body = await response.read()
+            return _AiohttpAnswer(response.status, response.reason, response.headers, body)
 
     async def preconnect(self, count: int) -> int:
         return 0  # connections open as requests need them
 
     async def aclose(self) -> None:
         await self._session.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _AiohttpAnswer:
+    """An ``aiohttp`` response, read whole (an `_Answer`)."""
+
+    status: int
+    reason: str | None
+    headers: Mapping[str, str]
+    body: bytes
 
 
 def _is_aiohttp_error(exc: BaseException) -> bool:

@@ -70,7 +70,9 @@ class _RkModel(BaseModel):
     @classmethod
     @widening
     def _from_sdk_object(cls, data: Any) -> Any:
-        return _as_plain(data)
+        # A dict (every model built with keywords) passes without a call: this runs for every
+        # model built, nested ones included.
+        return data if type(data) is dict else _as_plain(data)
 
 
 class FunctionCall(_RkModel):
@@ -239,7 +241,8 @@ class StepOutput(_RkModel):
     @classmethod
     @widening
     def _accept_base_reward(cls, data: Any) -> Any:
-        data = _as_plain(data)
+        if type(data) is not dict:
+            data = _as_plain(data)
         if isinstance(data, Mapping) and "reward" not in data and "base_reward" in data:
             data = {**data, "reward": data["base_reward"]}
         return data

@@ -336,6 +336,30 @@ def test_at_most_limit_connections_are_open(serve: Any) -> None:
     assert server.most_open <= 3 and server.connections == 3
 
 
+def test_a_slot_comes_back_from_a_request_cancelled_failed_or_cancelled_while_waiting(
+    serve: Any,
+) -> None:
+    server = serve(lambda conn, index, data: (b"" if b"silent" in data else ok(), False))
+
+    async def work(pool: Http1Pool) -> Reply:
+        holder = asyncio.ensure_future(pool.request(post(b'{"silent": 1}')))  # holds the slot
+        await asyncio.sleep(0.05)
+        waiter = asyncio.ensure_future(pool.request(post()))  # waits for it
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        waiter.cancel()  # cancelled while waiting: takes no slot
+        holder.cancel()  # cancelled while its reply is awaited: gives its slot back
+        for task in (waiter, holder):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        with pytest.raises(TimeoutError):  # failed: gives its slot back
+            await pool.request(post(b'{"silent": 2}'))
+        return await asyncio.wait_for(pool.request(post()), 5)  # the one slot is free
+
+    reply = run(pool_for(server, limit=1, read_timeout_s=0.2), work)
+    assert reply.status == 200
+
+
 def test_header_lines_refuse_what_would_smuggle_a_header() -> None:
     assert header_lines({"Authorization": "Bearer k", "X-A": 1}) == (
         b"Authorization: Bearer k\r\nX-A: 1\r\n"

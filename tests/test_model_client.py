@@ -253,6 +253,22 @@ def test_the_environments_proxy_is_used(server: StubServer, proxy: ForwardProxy)
     assert len(server.chat_requests) == 1
 
 
+def test_through_aiohttp_a_status_error_carries_the_servers_message_and_its_retry_after(
+    server: StubServer, proxy: ForwardProxy
+) -> None:
+    # The proxy puts the client on its aiohttp side: the same error, the same wait.
+    server.inject(Fault.rate_limit(retry_after=2))
+    with pytest.raises(EndpointError) as info:
+        post(client_for(server.base_url))
+    error = info.value
+    assert proxy.lines == [f"POST {server.base_url}/chat/completions HTTP/1.1"]
+    assert str(error) == (
+        f"{server.base_url}: HTTP 429: Rate limit reached for requests. Please try again later."
+    )
+    assert (error.status, error.retryable, error.url) == (429, True, server.base_url)
+    assert server_wait(error) == 2.0
+
+
 def test_no_proxy_naming_the_host_goes_direct(
     server: StubServer, proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:

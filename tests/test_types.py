@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+from types import MappingProxyType
 
 import pytest
 from openai.types.chat import ChatCompletionMessage
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from rk_agent import (
     EvaluateResult,
@@ -93,6 +94,26 @@ def test_evaluate_result_accepts_loose_metrics_and_round_trips() -> None:
     ]
     assert EvaluateResult.model_validate_json(result.model_dump_json()) == result
     assert json.loads(result.model_dump_json())["metrics"]["judge"]["reason"] == "ok"
+
+
+class _OtherStep(BaseModel):
+    """Another library's step result: a pydantic object, not one of rk-agent's models."""
+
+    step_index: int
+    base_reward: float
+    reason: str | None = None
+
+
+def test_an_object_that_is_not_a_dict_is_read_as_the_dict_it_holds() -> None:
+    # The wire models' SDK-object validator passes a dict without a call; everything else
+    # (another library's pydantic object, a read-only mapping) is still read as its dict.
+    other = _OtherStep(step_index=1, base_reward=0.5)
+    assert StepOutput.model_validate(other) == StepOutput(step_index=1, reward=0.5)
+    loose = MappingProxyType({"step_index": 1, "base_reward": 0.5, "metrics": {"ok": 1}})
+    assert StepOutput.model_validate(loose) == StepOutput(
+        step_index=1, reward=0.5, metrics={"ok": MetricResult(score=1.0)}
+    )
+    assert MetricResult.model_validate(MappingProxyType({"score": 1.0})) == MetricResult(score=1.0)
 
 
 def test_non_finite_scores_are_rejected() -> None:

@@ -382,17 +382,20 @@ class OpenAIPolicy:
         if limit is None:
             limit = self._semaphore = asyncio.Semaphore(self.max_concurrency)
         queued = time.perf_counter()
-        async with limit:
-            try:
-                start = time.perf_counter()
-                output = await self._with_retries(messages, tools, sampling)
-                output.latency_s = time.perf_counter() - start
-                output.extra["queued_s"] = start - queued
-            except EndpointError:
-                self.stats.errors += 1
-                raise
-            finally:
-                self.stats.calls += 1
+        # acquire and release rather than ``async with``: two coroutines fewer a call, on the
+        # rollout engine's hot path (docs/development.md, "Hand-made machinery: what it buys")
+        await limit.acquire()
+        try:
+            start = time.perf_counter()
+            output = await self._with_retries(messages, tools, sampling)
+            output.latency_s = time.perf_counter() - start
+            output.extra["queued_s"] = start - queued
+        except EndpointError:
+            self.stats.errors += 1
+            raise
+        finally:
+            self.stats.calls += 1
+            limit.release()
         if output.usage is not None:
             self.stats.prompt_tokens += output.usage.prompt_tokens
             self.stats.completion_tokens += output.usage.completion_tokens
