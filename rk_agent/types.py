@@ -300,7 +300,7 @@ class EvaluateResult(_RkModel):
     @classmethod
     def _an_error_is_not_a_score(cls, data: Any) -> Any:
         if (
-            isinstance(data, dict)
+            isinstance(data, (dict, Mapping))  # a dict (first: the fast check), any mapping
             and (data.get("error") or data.get("fault"))
             and "is_score_valid" not in data
         ):

@@ -144,6 +144,13 @@ def test_a_result_with_an_error_is_invalid_unless_said_otherwise() -> None:
     assert EvaluateResult.model_validate_json(explicit.model_dump_json()).is_score_valid
 
 
+def test_an_error_in_a_read_only_mapping_is_not_a_score_either() -> None:
+    from types import MappingProxyType
+
+    result = EvaluateResult.model_validate(MappingProxyType({"score": 0.0, "error": "timed out"}))
+    assert (result.is_score_valid, result.error) == (False, "timed out")
+
+
 def test_old_names_are_aliases() -> None:
     assert RewardOutput is EvaluateResult
     assert MetricRewardOutput is MetricResult
