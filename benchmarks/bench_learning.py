@@ -25,7 +25,8 @@ phase) to ``--out``.
 
 Runs:
 - ``uv run python benchmarks/bench_learning.py``: the whole pipeline with the documented
-  settings (about 45 minutes on 2 cores);
+  settings (45 minutes on 2 cores before checkpointing and the allocator settings became its
+  defaults; over an hour since: docs/training.md says where the time goes);
 - ``--warm-start``: the SFT phase alone, evaluated on 48 held-out tasks, with a floor its
   held-out success must reach (about 15 minutes on 2 cores; ``make bench`` runs it, so a warm
   start that stops learning shows in the table);
@@ -395,12 +396,12 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
 
     def measure(phase: str, model: str, train_s: float, cache: Path | None) -> None:
-        train_peak = peak_rss_mb() / 1024
+        train_peak = peak_rss_mb() * 2**20 / 1e9  # GB (10^9 bytes), as the target
         gc.collect()  # the trainer's cycles, so that evaluation does not count what it held
         reset_peak_rss()
         episodes = out / f"heldout-{phase.replace(' ', '-').replace('+', 'and')}.jsonl"
         result = _eval(model, a, cache, episodes)
-        eval_peak = peak_rss_mb() / 1024
+        eval_peak = peak_rss_mb() * 2**20 / 1e9  # GB (10^9 bytes), as the target
         rows.append({"phase": phase, "train_s": train_s, "episodes": str(episodes),
                      "train_peak_gb": train_peak if train_s else None, "eval_peak_gb": eval_peak,
                      **result})  # fmt: skip
