@@ -15,8 +15,8 @@ Config files keep their flat keys (``env: math``, ``env_kwargs: {...}``, ``tasks
 `flatten_env_keys` writes them flat again when it is saved, and `flat_location` names a field
 in an error the way the file spells it.
 
-Main names: `EnvSetup`, `EnvFactory`, `env_maker`, `ENV_KEYS`, `nest_env_keys`, `flatten_env_keys`,
-`env_override_key`, `flat_location`, `EnvConfig`.
+Main names: `EnvSetup`, `EnvFactory`, `env_maker`, `env_label`, `ENV_KEYS`, `nest_env_keys`,
+`flatten_env_keys`, `env_override_key`, `flat_location`, `EnvConfig`.
 
 Example:
     >>> setup = EnvSetup(name="guess", kwargs={"high": 10}, max_turns=4)
@@ -58,6 +58,7 @@ __all__ = [
     "EnvConfig",
     "EnvFactory",
     "EnvSetup",
+    "env_label",
     "env_maker",
     "env_override_key",
     "flat_location",
@@ -353,6 +354,19 @@ def env_maker(
 
     checked = dict(kwargs or {})
     return functools.partial(checked_env_class(env, checked), **checked)
+
+
+def env_label(env: EnvLike | EnvFactory) -> str:
+    """How the user named ``env``, for messages: the spec as given, a class's name, or a
+    factory's registered name.
+
+    Example:
+        >>> env_label("guess"), env_label(dict)
+        ('guess', 'dict')
+    """
+    if isinstance(env, EnvFactory):
+        return env.name
+    return env if isinstance(env, str) else env.__name__
 
 
 def reward_names(specs: list[str]) -> list[str]:

@@ -229,8 +229,9 @@ def _prepare(
         solver = None
         if policy is None:
             policy = build_policy(config, api_key=api_key)
-            if isinstance(policy, FunctionPolicy) and not config.fork:  # provider: solver
-                solver = policy.fn  # checked to read the dataset's tasks, if it plays one
+            if config.provider == "solver" and isinstance(policy, FunctionPolicy):
+                # the reference solver is checked to read the dataset's tasks (not a fork's)
+                solver = None if config.fork else policy.fn
         config, fitted = fit_to_dataset(config, envs, solver)
         resumed_with = None if run_dir is None else len(done)
         if run_dir is None:
@@ -265,7 +266,6 @@ def build_policy(config: RolloutConfig, *, api_key: str | None = None) -> Policy
     provider = config.provider
     if provider == "solver":
         from rk_agent.envs.registry import get_solver
-        from rk_agent.policies.function_policy import FunctionPolicy
 
         if config.model is not None or config.base_url is not None:
             raise ConfigError(

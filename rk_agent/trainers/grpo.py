@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.envs.env_setup import EnvFactory, env_maker
+from rk_agent.envs.env_setup import EnvFactory, env_label, env_maker
 from rk_agent.envs.registry import EnvLike
 from rk_agent.errors import require_extra
 from rk_agent.policies.episode_tokens import check_fixed_tools
@@ -134,7 +134,7 @@ def grpo_trainer(
     make = env_maker(env, env_kwargs)
     built = make()
     if multi_turn:
-        check_fixed_tools(built, _label(env))
+        check_fixed_tools(built, env_label(env))
     rows = task_rows(built, n_tasks, seed)
     table = TaskTable(rows)
     rollout_func = drift_tools = drift_format = None
@@ -174,13 +174,6 @@ def grpo_trainer(
         loop, args=args, model=model, tokenizer=tokenizer, callbacks=callbacks, watch=watch,
         sampling=sampling,
     )  # fmt: skip
-
-
-def _label(env: EnvLike | EnvFactory) -> str:
-    """How the user named the environment, for messages."""
-    if isinstance(env, EnvFactory):
-        return env.name
-    return env if isinstance(env, str) else env.__name__
 
 
 def _drift_format(tool_option: str, text_format: str) -> str | None:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rk_agent.envs.env_setup import EnvFactory, env_maker
+from rk_agent.envs.env_setup import EnvFactory, env_label, env_maker
 from rk_agent.envs.registry import EnvLike
 from rk_agent.errors import ConfigError, DataError, require_extra
 from rk_agent.rewards.registry import RewardLike
@@ -220,9 +220,7 @@ def trl_environment(
     if rewards:
         named = rewards if isinstance(rewards, Mapping) else {str(r): r for r in rewards}
         kwargs["episode_rewards"] = dict(named)
-    name = (
-        env.name if isinstance(env, EnvFactory) else env if isinstance(env, str) else env.__name__
-    )
+    name = env_label(env)
     make = env_maker(env, kwargs)
     built = make()
     factory = trl_env_class(make, name=name, probe=built, tool_call_format=tool_call_format)
